@@ -75,6 +75,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--normalization", choices=("layer", "filter", "none"), default="layer")
     p.add_argument("--ignore", choices=("biasbn",), default=None)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--restart", action="store_true",
+                   help="start the landscapes over instead of resuming what landscapes.h5 holds of them")
+    p.add_argument("--distributed", action=argparse.BooleanOptionalAction, default=None,
+                   help="share the work between torch.distributed processes (default: when run under torchrun)")
 
     p = sub.add_parser("plot", help="draw the landscapes of a summary directory, events file or landscapes.h5")
     p.add_argument("path", type=Path)
@@ -181,14 +185,22 @@ def _cmd_gen(args) -> int:
         override["landscape_size"] = args.size
     if args.num_samples:
         override["num_samples"] = args.num_samples
-    landscapes = SummaryLandscape(str(args.summary_dir)).gen_landscapes_with_multi_process(
+    sl = SummaryLandscape(str(args.summary_dir))
+    landscapes = sl.gen_landscapes_with_multi_process(
         callback_fn, collect_landscape=override or None, device_ids=args.devices,
         output=str(args.output) if args.output else None,
         normalization=args.normalization, ignore=args.ignore, seed=args.seed,
+        restart=args.restart, distributed=args.distributed,
     )
+    if int(os.environ.get("RANK", "0")) != 0:  # under torchrun, rank 0 reports
+        return 0
     out = args.output or args.summary_dir
     for ls in landscapes:
-        print(f"{ls.tag}: {ls.z.shape[0]}x{ls.z.shape[1]}, min loss {float(_nanmin(ls.z)):.6g}")
+        st = sl.last_stats.get(ls.tag, {})
+        kept = st.get("points", 0) - st.get("evaluated", 0)
+        print(f"{ls.tag}: {ls.z.shape[0]}x{ls.z.shape[1]}, min loss {float(_nanmin(ls.z)):.6g}, "
+              f"evaluated {st.get('evaluated', 0)} of {st.get('points', 0)} points"
+              + (f" ({kept} already in landscapes.h5)" if kept else ""))
     print(f"Wrote {len(landscapes)} landscape(s) to {out} (summary events and landscapes.h5) "
           f"in {time.perf_counter() - started:.1f} s")
     return 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
@@ -16,6 +17,8 @@ from landscape._evaluate import Engine, activation_elements, plan
 from landscape._pca import pca_trajectory
 from landscape._result import Landscape, LossPath
 from landscape._state import check_keys, flat_float, load_state, moved_names
+from landscape._dist import Dist
+from landscape._progress import Partial, Store, _jsonable
 from landscape._workers import run_points, start_pool, stop_pool
 
 __all__: list[str] = []
@@ -40,7 +43,8 @@ def build_landscape(*args: Any, **kwargs: Any) -> Landscape:
     """Compute one landscape; see ``_build``. Worker processes (several devices) start
     first, so their start-up (spawn, imports) overlaps with loading checkpoints, PCA and
     directions here; they are shut down before this returns, also on errors."""
-    pool = start_pool(kwargs.get("devices") or ["cpu"], kwargs.get("threads", 0))
+    dist = kwargs.get("dist")
+    pool = None if dist is not None else start_pool(kwargs.get("devices") or ["cpu"], kwargs.get("threads", 0))
     try:
         return _build(*args, pool=pool, **kwargs)
     except BaseException:
@@ -48,21 +52,13 @@ def build_landscape(*args: Any, **kwargs: Any) -> Landscape:
         raise
 
 
-def _build(network: nn.Module, loss_fn: Callable, inputs: torch.Tensor, labels: torch.Tensor, *,
-                    kind: str, trajectory: Sequence[Any] | None = None, given: tuple | None = None,
-                    centre: Mapping[str, torch.Tensor] | None = None, size: int = 40,
-                    normalization: str = "layer", ignore: str | None = None, seed: int = 0,
-                    eval_mode: bool = True, devices: list[str] | None = None, threads: int = 0,
-                    metrics: Mapping[str, Any] | None = None, tag: str | None = None,
-                    intervals: list[int] | None = None, unit: str | None = None,
-                    step_per_epoch: int | None = None, pca_method: str = "mindspore",
-                    pca_solver: str = "auto", pool: Any = None) -> Landscape:
-    """Compute one landscape; ``kind`` is "pca" (trajectory), "random" or "given" (directions).
-
-    Inputs are assumed validated by the public entry points.
-    """
-    label = tag or f"{kind} landscape"
-    names, still = moved_names(network, ignore)
+def _prepare(network: nn.Module, inputs: torch.Tensor, names: list[str], label: str, *,
+             kind: str, trajectory: Sequence[Any] | None, given: tuple | None,
+             centre: Mapping[str, torch.Tensor] | None, size: int, normalization: str, ignore: str | None,
+             seed: int, eval_mode: bool, intervals: list[int] | None, unit: str | None,
+             step_per_epoch: int | None, pca_method: str, pca_solver: str,
+             loss_fn: Callable, labels: torch.Tensor) -> tuple[Partial, dict[str, torch.Tensor]]:
+    """The landscape's definition (metadata, axes, points, directions) and its centre."""
     if trajectory is not None:
         centre = load_state(trajectory[-1], what=f"checkpoint {len(trajectory) - 1} of {label}")
     if centre is None:
@@ -113,28 +109,169 @@ def _build(network: nn.Module, loss_fn: Callable, inputs: torch.Tensor, labels: 
     p, eval_batch = plan(n_params, int(inputs.shape[0]), act, eval_mode=eval_mode, vmappable=True)
     if p > 1 and not _vmappable(network, loss_fn, names, centre, inputs, labels):
         p, eval_batch = plan(n_params, int(inputs.shape[0]), act, eval_mode=eval_mode, vmappable=False)
-    devices = devices or ["cpu"]
-    per_dev = max(1, math.ceil(len(points) / (p * len(devices) * 8)))
-    chunk = p * per_dev
     md.update(points_per_call=p, eval_batch=eval_batch)
-    payload = dict(network=network, loss_fn=loss_fn, metrics=_usable_metrics(metrics), inputs=inputs,
-                   labels=labels, names=names, centre=centre, v=v, w=w, eval_mode=eval_mode,
-                   points_per_call=p, eval_batch=eval_batch, seed=seed)
-    _log.info("%s: %d points, %d per call, chunks of %d on %s", label, len(points), p, chunk, devices)
-    out = run_points(payload, points, devices=devices, threads=threads, label=label, chunk_size=chunk,
-                     pool=pool)
-    s2 = size * size
-    z = out["loss"][:s2].reshape(size, size)
-    surfaces = {k: a[:s2].reshape(size, size) for k, a in out.items() if k != "loss"}
-    path = None
+    m = len(points)
+    path_intervals = None
     if coords is not None:
-        path = LossPath(coords[:, 0].copy(), coords[:, 1].copy(), out["loss"][s2:].copy(),
-                        list(intervals) if intervals is not None else list(range(1, len(coords) + 1)))
+        path_intervals = list(intervals) if intervals is not None else list(range(1, len(coords) + 1))
+    part = Partial(md=_jsonable(md), x=x, y=y, points=points, n_path=0 if coords is None else len(coords),
+                   intervals=path_intervals, v=_flat(v), w=_flat(w), values={}, done=np.zeros(m, dtype=bool))
+    return part, centre
+
+
+def _flat(ts: Sequence[torch.Tensor]) -> np.ndarray:
+    if not ts:
+        return np.zeros(0, dtype=np.float32)
+    return torch.cat([t.reshape(-1).to(torch.float32) for t in ts]).numpy()
+
+
+def _unflat(flat: np.ndarray, like: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    t = torch.from_numpy(np.ascontiguousarray(flat, dtype=np.float32))
+    out, o = [], 0
+    for r in like:
+        out.append(t[o:o + r.numel()].reshape(r.shape).clone())
+        o += r.numel()
+    if o != t.numel():
+        raise ValueError(f"stored directions hold {t.numel()} values; the moved parameters need {o}.")
+    return out
+
+
+def chunk_bounds(done: np.ndarray, p: int, workers: int) -> list[tuple[int, int, int]]:
+    """Chunks (number, lo, hi) of the points not done. Chunk starts are multiples of the
+    group size ``p``, so every group is evaluated with the same partners as in a run
+    without interruption; the chunk size gives each worker about eight chunks."""
+    m = len(done)
+    chunk = p * max(1, math.ceil(m / (p * max(1, workers) * 8)))
+    out = []
+    for i, lo in enumerate(range(0, m, chunk)):
+        hi = min(m, lo + chunk)
+        # a chunk partly done (a rerun with another worker count): only its missing groups
+        g0 = lo
+        while g0 < hi:
+            g1 = min(hi, g0 + p)
+            if not done[g0:g1].all():
+                if out and out[-1][0] == i and out[-1][2] == g0:
+                    out[-1] = (i, out[-1][1], g1)
+                else:
+                    out.append((i, g0, g1))
+            g0 = g1
+    return out
+
+
+def _assemble(part: Partial, values: Mapping[str, np.ndarray], tag: str | None) -> Landscape:
+    size = len(part.x)
+    s2 = size * size
+    loss = values["loss"]
+    z = loss[:s2].reshape(size, size)
+    surfaces = {k: a[:s2].reshape(size, size) for k, a in values.items() if k != "loss"}
+    path = None
+    if part.n_path:
+        pts = part.points[s2:]
+        path = LossPath(pts[:, 0].copy(), pts[:, 1].copy(), loss[s2:].copy(), list(part.intervals))
         conv = (0.0, 0.0, float(path.z[-1]))
     else:
         h = size // 2
-        conv = (float(x[h]), float(y[h]), float(z[h, h]))
-    return Landscape(x=x, y=y, z=z, path=path, convergence_point=conv, metadata=md, surfaces=surfaces, tag=tag)
+        conv = (float(part.x[h]), float(part.y[h]), float(z[h, h]))
+    return Landscape(x=np.asarray(part.x), y=np.asarray(part.y), z=z, path=path, convergence_point=conv,
+                     metadata=dict(part.md), surfaces=surfaces, tag=tag)
+
+
+def _build(network: nn.Module, loss_fn: Callable, inputs: torch.Tensor, labels: torch.Tensor, *,
+           kind: str, trajectory: Sequence[Any] | None = None, given: tuple | None = None,
+           centre: Mapping[str, torch.Tensor] | None = None, size: int = 40,
+           normalization: str = "layer", ignore: str | None = None, seed: int = 0,
+           eval_mode: bool = True, devices: list[str] | None = None, threads: int = 0,
+           metrics: Mapping[str, Any] | None = None, tag: str | None = None,
+           intervals: list[int] | None = None, unit: str | None = None,
+           step_per_epoch: int | None = None, pca_method: str = "mindspore",
+           pca_solver: str = "auto", pool: Any = None, store: Store | None = None,
+           fingerprint: Mapping[str, Any] | None = None, dist: Dist | None = None,
+           stats: dict[str, int] | None = None) -> Landscape:
+    """Compute one landscape; ``kind`` is "pca" (trajectory), "random" or "given" (directions).
+
+    With ``store`` (and its ``fingerprint``) finished chunks are flushed to landscapes.h5
+    and a run interrupted before resumes where it stopped; with ``dist`` the ranks share
+    the work (rank 0 decides, computes the directions and writes). ``stats`` receives the
+    points evaluated in this call (by all ranks), those of this process, and the landscape's
+    points. Inputs are assumed
+    validated (and the stored fingerprint checked) by the public entry points.
+    """
+    label = tag or f"{kind} landscape"
+    names, _still = moved_names(network, ignore)
+    metrics = _usable_metrics(metrics)
+    root = dist is None or dist.root
+
+    def decide() -> Any:
+        """On rank 0: a finished landscape, or (definition, centre) with the points done."""
+        state = store.check(tag, fingerprint, restart=False) if store is not None else "absent"
+        if state == "complete":
+            _log.info("%s: already complete in %s", label, store.path)
+            return store.load_complete(tag)
+        geo = dict(kind=kind, trajectory=trajectory, given=given, centre=centre, size=size,
+                   normalization=normalization, ignore=ignore, seed=seed, eval_mode=eval_mode,
+                   intervals=intervals, unit=unit, step_per_epoch=step_per_epoch, pca_method=pca_method,
+                   pca_solver=pca_solver, loss_fn=loss_fn, labels=labels)
+        if state == "partial":
+            part = store.load_partial(tag)
+            c = load_state(trajectory[-1], what=f"the centre of {label}") if trajectory is not None else (
+                centre if centre is not None else {k: v.detach().cpu() for k, v in network.state_dict().items()})
+            _log.info("%s: resuming, %d of %d points done", label, int(part.done.sum()), len(part.done))
+            return part, c
+        part, c = _prepare(network, inputs, names, label, **geo)
+        part.values = {k: np.full(len(part.points), np.nan) for k in ["loss", *metrics]}
+        if store is not None:
+            store.begin(tag, fingerprint, part)
+        return part, c
+
+    if root:
+        try:
+            got = decide()
+        except BaseException as exc:
+            if dist is None:
+                raise
+            got = exc
+    else:
+        got = None
+    if dist is not None:
+        got = dist.share(got)
+    if isinstance(got, Landscape):
+        stop_pool(pool)
+        if stats is not None:
+            stats.update(evaluated=0, by_this_process=0,
+                         points=got.z.size + (len(got.path.z) if got.path is not None else 0))
+        return got
+    part, c = got
+    ref = flat_float(c, names)
+    v, w = _unflat(part.v, ref), _unflat(part.w, ref)
+    p, eval_batch = int(part.md["points_per_call"]), int(part.md["eval_batch"])
+    values = part.values
+    n_workers = dist.world if dist is not None else len(devices or ["cpu"])
+    chunks = chunk_bounds(part.done, p, n_workers)
+    payload = dict(network=network, loss_fn=loss_fn, metrics=metrics, inputs=inputs,
+                   labels=labels, names=names, centre=c, v=v, w=w, eval_mode=eval_mode,
+                   points_per_call=p, eval_batch=eval_batch, seed=seed)
+    todo = sum(hi - lo for _, lo, hi in chunks)
+    _log.info("%s: %d of %d points to evaluate, %d per call, %d chunk(s)", label, todo, len(part.points), p,
+              len(chunks))
+    with (store.chunks(tag) if (store is not None and root and chunks) else contextlib.nullcontext()) as flush:
+
+        def on_chunk(lo: int, hi: int, res: Mapping[str, np.ndarray]) -> None:
+            for k, arr in res.items():
+                values[k][lo:hi] = arr
+            if flush is not None:
+                flush(lo, hi, res)
+
+        if dist is not None:
+            evaluated = dist.run(lambda dev: Engine(device=dev, **payload), part.points, chunks, label, on_chunk)
+        else:
+            evaluated = run_points(payload, part.points, chunks, devices=devices or ["cpu"], threads=threads,
+                                   label=label, on_chunk=on_chunk, pool=pool)
+    if stats is not None:
+        stats.update(evaluated=todo, points=len(part.points), by_this_process=evaluated)
+    result = _assemble(part, values, tag)
+    if store is not None and root:
+        store.finish(result, fingerprint)
+    return result
 
 
 def _copy_with(network: nn.Module, centre: Mapping[str, torch.Tensor]) -> nn.Module:

@@ -16,7 +16,7 @@ from collector._validation import Interval, InvalidParameterError, Options, chec
 from landscape._api import check_common
 from landscape._core import build_landscape
 from landscape._data import collate
-from landscape._h5 import write_h5
+from landscape._progress import Store, file_digest, model_digest, tensor_digest
 from landscape._result import Landscape
 from landscape._state import check_keys, load_state
 from landscape._workers import resolve_devices
@@ -26,6 +26,15 @@ _log = logging.getLogger("landscape")
 _GEN = "SummaryLandscape.gen_landscapes_with_multi_process"
 _KEYS = ("epoch_group", "model_params_file_map", "step_per_epoch", "unit", "num_samples",
          "landscape_size", "create_landscape")
+
+
+def _dist_env() -> bool:
+    """Whether this process belongs to a (possible) process group of several processes."""
+    import torch.distributed as td
+
+    if td.is_available() and td.is_initialized():
+        return td.get_world_size() > 1
+    return int(os.environ.get("WORLD_SIZE", "1")) > 1
 
 
 def _validate_override(value: Any) -> dict[str, Any]:
@@ -109,6 +118,7 @@ class SummaryLandscape:
         self, callback_fn: Callable[[], tuple], collect_landscape: dict | None = None,
         device_ids: list[int] | None = None, output: str | os.PathLike | None = None, *,
         normalization: str = "layer", ignore: str | None = None, seed: int = 0, eval_mode: bool = True,
+        restart: bool = False, distributed: bool | None = None,
     ) -> list[Landscape]:
         """Compute every landscape the metadata asks for and write them to ``output``.
 
@@ -118,14 +128,57 @@ class SummaryLandscape:
         summary file in ``output`` (default ``summary_dir``) and to ``{output}/landscapes.h5``.
         ``collect_landscape`` overrides the metadata for this call only.
 
+        Finished chunks of points are flushed to ``landscapes.h5`` as they come, with the
+        directions and a fingerprint of every input: rerunning the same call after a crash
+        or Ctrl-C evaluates only the missing points (and a finished landscape not at all)
+        and gives the same result as an uninterrupted run. A landscape of the file made from
+        other inputs (size, seed, num_samples, normalization, checkpoints, model, data, ...)
+        is refused, naming what differs, unless ``restart=True``.
+
+        Parameters
+        ----------
+        callback_fn : callable
+            Returns ``(model, network, dataset, metrics)``: ``model.loss_fn`` is the loss,
+            ``network`` the architecture the checkpoints load into, ``dataset`` the data
+            (its first ``num_samples`` samples are used) and ``metrics`` None or extra
+            surfaces by name.
+        collect_landscape : dict, default=None
+            Overrides of ``train_metadata.json`` (landscape_size, unit, create_landscape,
+            num_samples, intervals) for this call.
+        device_ids : list of int, default=None
+            CUDA devices to use, or that many CPU worker processes without CUDA.
+        output : str or os.PathLike, default=None
+            Where the summary file and ``landscapes.h5`` go (default ``summary_dir``).
+        normalization : {"layer", "filter", "none"}, default="layer"
+        ignore : {"biasbn"} or None, default=None
+        seed : int, default=0
+            Seed of the random directions of the result landscape.
+        eval_mode : bool, default=True
+        restart : bool, default=False
+            Start this call's landscapes over, discarding what ``landscapes.h5`` holds of
+            them.
+        distributed : bool or None, default=None
+            Share the work between the processes of a ``torch.distributed`` group (gloo on
+            CPU, nccl on CUDA, one device per process): None uses an initialised group or
+            torchrun's environment when there is one, True requires one, False computes
+            everything in this process. Rank 0 writes the files; every rank returns the
+            landscapes.
+
         Returns
         -------
         list of Landscape
+
+        Attributes
+        ----------
+        After a call, ``last_stats`` maps each landscape's tag to ``{"evaluated": points
+        evaluated by this call, "points": points of the landscape}``.
         """
         check_param("callback_fn", callback_fn, ["callable"], caller=_GEN)
         check_param("output", output, [None, "path"], caller=_GEN)
         check_common(normalization=normalization, ignore=ignore, seed=seed, eval_mode=eval_mode,
                      device_ids=device_ids, caller=_GEN)
+        check_param("restart", restart, ["boolean"], caller=_GEN)
+        check_param("distributed", distributed, [None, "boolean"], caller=_GEN)
         override = {} if collect_landscape is None else _validate_override(collect_landscape)
         cfg = self._read_metadata()
         cfg.update({k: v for k, v in override.items()})
@@ -138,6 +191,11 @@ class SummaryLandscape:
         needed = sorted({n for iv in intervals for n in iv}) if create["train"] else (
             [intervals[-1][-1]] if create["result"] else [])
         paths = {n: self._checkpoint_path(cfg["files"], n, unit) for n in needed}
+        if distributed is not False and device_ids is not None and _dist_env():
+            raise InvalidParameterError(
+                f"The 'device_ids' parameter of {_GEN} must be None in a distributed run; got "
+                f"{device_ids!r}. HINT: each process uses one device (cuda:LOCAL_RANK, or the CPU): "
+                "choose devices with torchrun's --nproc_per_node and CUDA_VISIBLE_DEVICES.")
         devices, threads = resolve_devices(None if device_ids is None else list(device_ids), _GEN)
         got = callback_fn()
         if not (isinstance(got, (tuple, list)) and len(got) == 4):
@@ -160,26 +218,85 @@ class SummaryLandscape:
                        what=f"the checkpoint of {unit} {n} ({os.path.basename(path)})")
         inputs, labels = collate(dataset, cfg["num_samples"], caller=_GEN)
         out_dir = os.fspath(output) if output is not None else self.summary_dir
-        os.makedirs(out_dir, exist_ok=True)
-        common = dict(size=cfg["landscape_size"], normalization=normalization, ignore=ignore, seed=seed,
-                      eval_mode=eval_mode, devices=devices, threads=threads, metrics=metrics,
-                      unit=unit, step_per_epoch=cfg["step_per_epoch"])
-        results: list[Landscape] = []
+        plans: list[dict[str, Any]] = []
         if create["train"]:
-            for iv in intervals:
-                results.append(build_landscape(network, loss_fn, inputs, labels, kind="pca",
-                                               trajectory=[paths[n] for n in iv], intervals=iv,
-                                               tag=f"landscape_{[iv[0], iv[-1]]}", **common))
+            plans += [dict(kind="pca", trajectory=[paths[n] for n in iv], intervals=iv,
+                           tag=f"landscape_{[iv[0], iv[-1]]}") for iv in intervals]
         if create["result"]:
             last = intervals[-1][-1]
-            results.append(build_landscape(network, loss_fn, inputs, labels, kind="random",
-                                           trajectory=[paths[last]], intervals=[last],
-                                           tag=f"landscape_{[last]}", **common))
-        self._write(out_dir, results)
-        return results
+            plans.append(dict(kind="random", trajectory=[paths[last]], intervals=[last], tag=f"landscape_{[last]}"))
+        from landscape._dist import detect
+
+        dist = detect(distributed, _GEN)
+        try:
+            if dist is not None:
+                threads = dist.threads
+            store, fps = None, {}
+            if dist is None or dist.root:
+                try:
+                    os.makedirs(out_dir, exist_ok=True)
+                    store = Store(os.path.join(out_dir, "landscapes.h5"))
+                    fps = self._fingerprints(plans, cfg, network, loss_fn, metrics, inputs, labels,
+                                             normalization=normalization, ignore=ignore, seed=seed,
+                                             eval_mode=eval_mode)
+                    if restart:
+                        store.forget([pl["tag"] for pl in plans])
+                    for pl in plans:  # refuse other inputs' landscapes before any work
+                        store.check(pl["tag"], fps[pl["tag"]], restart=False)
+                    ready: Any = True
+                except Exception as exc:
+                    if dist is None:
+                        raise
+                    ready = exc
+                if dist is not None:
+                    dist.share(ready)
+            else:
+                dist.share(None)
+            common = dict(size=cfg["landscape_size"], normalization=normalization, ignore=ignore, seed=seed,
+                          eval_mode=eval_mode, devices=devices, threads=threads, metrics=metrics,
+                          unit=unit, step_per_epoch=cfg["step_per_epoch"], store=store, dist=dist)
+            results: list[Landscape] = []
+            self.last_stats: dict[str, dict[str, int]] = {}
+            for pl in plans:
+                stats: dict[str, int] = {}
+                results.append(build_landscape(network, loss_fn, inputs, labels, fingerprint=fps.get(pl["tag"]),
+                                               stats=stats, **pl, **common))
+                self.last_stats[pl["tag"]] = {"evaluated": stats["evaluated"], "points": stats["points"]}
+            if dist is None or dist.root:
+                self._write(out_dir, results)
+            return results
+        finally:
+            if dist is not None:
+                dist.close()
+
+    @staticmethod
+    def _fingerprints(plans: list[dict[str, Any]], cfg: dict[str, Any], network: nn.Module, loss_fn: Any,
+                      metrics: Any, inputs: Any, labels: Any, *, normalization: str, ignore: str | None,
+                      seed: int, eval_mode: bool) -> dict[str, dict[str, Any]]:
+        """Everything that defines each landscape, digests for files, network and data."""
+        digests: dict[str, str] = {}
+        common = {"landscape_size": cfg["landscape_size"], "num_samples": int(inputs.shape[0]),
+                  "normalization": normalization, "ignore": ignore or "none", "eval_mode": eval_mode,
+                  "unit": cfg["unit"], "step_per_epoch": cfg["step_per_epoch"],
+                  "model": model_digest(network), "loss_fn": repr(loss_fn),
+                  "metrics": sorted(str(k) for k in (metrics or {})), "data": tensor_digest(inputs, labels)}
+        out = {}
+        for pl in plans:
+            fp = dict(common, kind=pl["kind"], intervals=list(pl["intervals"]))
+            if pl["kind"] == "random":
+                fp["seed"] = int(seed)
+            else:
+                fp["pca_method"] = "mindspore"
+            for n, path in zip(pl["intervals"], pl["trajectory"]):
+                if path not in digests:
+                    digests[path] = file_digest(path)
+                fp[f"checkpoint {cfg['unit']} {n}"] = digests[path]
+            out[pl["tag"]] = fp
+        return out
 
     @staticmethod
     def _write(out_dir: str, results: list[Landscape]) -> None:
+        """The summary events (landscapes.h5 was written landscape by landscape)."""
         if not results:
             return
         from collector import SummaryRecord
@@ -188,7 +305,6 @@ class SummaryLandscape:
             for ls in results:
                 rec.add_value("landscape", ls.tag, ls.to_proto())
                 rec.record(0)
-        write_h5(os.path.join(out_dir, "landscapes.h5"), results)
         _log.info("wrote %d landscape(s) to %s", len(results), out_dir)
 
     def clean_ckpt(self) -> None:

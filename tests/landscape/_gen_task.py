@@ -1,0 +1,35 @@
+"""``--task`` functions for the ``landscape gen`` subprocess tests (resume, torchrun).
+
+``LANDSCAPE_TEST_SLOW`` (seconds) makes every forward call sleep that long and evaluates
+one point per call, so a test can stop a generation in the middle of a landscape.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import torch
+from torch import nn
+
+from tests.landscape._helpers import TinyMLP, make_data
+
+
+class SlowMLP(TinyMLP):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        time.sleep(float(os.environ.get("LANDSCAPE_TEST_SLOW", "0")))
+        return super().forward(x)
+
+
+class _Model:
+    loss_fn = nn.CrossEntropyLoss()
+
+
+def task():
+    if float(os.environ.get("LANDSCAPE_TEST_SLOW", "0")) > 0:
+        from landscape import _evaluate
+
+        _evaluate.TARGET_WORK = 0  # one point per call: many small chunks
+    torch.manual_seed(0)
+    x, y = make_data()
+    return _Model(), SlowMLP(), [(x[i:i + 32], y[i:i + 32]) for i in range(0, len(x), 32)], None
