@@ -1,7 +1,9 @@
 """``--task`` functions for the ``landscape gen`` subprocess tests (resume, torchrun).
 
-``LANDSCAPE_TEST_SLOW`` (seconds) makes every forward call sleep that long and evaluates
-one point per call, so a test can stop a generation in the middle of a landscape.
+``LANDSCAPE_TEST_SLOW`` (seconds) makes every forward call sleep that long;
+``LANDSCAPE_TEST_ONE_POINT=1`` evaluates one point per call (many small chunks), so a test
+can stop a generation in the middle of a landscape; ``LANDSCAPE_TEST_FAIL_RANK=k`` makes
+the forward of torch.distributed rank k raise.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from tests.landscape._helpers import TinyMLP, make_data
 class SlowMLP(TinyMLP):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         time.sleep(float(os.environ.get("LANDSCAPE_TEST_SLOW", "0")))
+        if os.environ.get("LANDSCAPE_TEST_FAIL_RANK") == os.environ.get("RANK", "-"):
+            raise RuntimeError("forward failed on purpose")
         return super().forward(x)
 
 
@@ -26,7 +30,7 @@ class _Model:
 
 
 def task():
-    if float(os.environ.get("LANDSCAPE_TEST_SLOW", "0")) > 0:
+    if os.environ.get("LANDSCAPE_TEST_ONE_POINT") == "1":
         from landscape import _evaluate
 
         _evaluate.TARGET_WORK = 0  # one point per call: many small chunks

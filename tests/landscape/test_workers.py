@@ -1,5 +1,14 @@
 """Workers: identical results for 1 and 2 CPU workers, errors name landscape/chunk/device."""
 
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import h5py
 import numpy as np
 import pytest
 import torch
@@ -87,3 +96,104 @@ def test_sequential_fast_path_identical_across_workers_and_chunks():
     whole = eng.evaluate(pts)["loss"]
     parts = np.concatenate([eng.evaluate(pts[:8])["loss"], eng.evaluate(pts[8:], 8)["loss"]])
     np.testing.assert_array_equal(whole, parts)
+
+
+def _children(pid):
+    kids = []
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{tid}/children") as fh:
+            kids += [int(k) for k in fh.read().split()]
+    return kids
+
+
+def _alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_killed_worker_fails_fast_naming_chunk_and_device_and_rerun_completes(summary_dir, tmp_path, monkeypatch):
+    from landscape import SummaryLandscape
+    from tests.landscape import _gen_task
+
+    monkeypatch.setattr(_evaluate, "TARGET_WORK", 0)
+    monkeypatch.setenv("LANDSCAPE_TEST_SLOW", "0.02")  # inherited by the workers
+    out = tmp_path / "out"
+    h5 = out / "landscapes.h5"
+    killed = {}
+
+    def killer():
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            time.sleep(0.02)
+            kids = _children(os.getpid())
+            if len(kids) == 2 and h5.exists():
+                try:
+                    with h5py.File(h5, "r") as fh:  # this process has it open: same locking
+                        started = any(g["done"][()].any() for g in fh.get("_in_progress", {}).values())
+                except OSError:
+                    continue
+                if started:
+                    os.kill(kids[0], signal.SIGKILL)
+                    killed["at"], killed["pid"] = time.time(), kids[0]
+                    return
+
+    thread = threading.Thread(target=killer)
+    thread.start()
+    sl = SummaryLandscape(summary_dir)
+    try:
+        with pytest.raises(RuntimeError) as err:
+            sl.gen_landscapes_with_multi_process(_gen_task.task, collect_landscape={"landscape_size": 12},
+                                                 device_ids=[0, 1], output=out)
+    finally:
+        thread.join()
+    raised = time.time()
+    assert "pid" in killed, "the worker was not killed"
+    msg = str(err.value)
+    assert re.search(rf"pid {killed['pid']}\).*died \(killed by SIGKILL\) while evaluating chunk \d+ "
+                     r"\(points \d+\.\.\d+\) on device cpu", msg), msg
+    assert raised - killed["at"] < 5.0
+    assert not [k for k in _children(os.getpid()) if _alive(k)]  # no worker left behind
+    monkeypatch.setenv("LANDSCAPE_TEST_SLOW", "0")
+    sl.gen_landscapes_with_multi_process(_gen_task.task, collect_landscape={"landscape_size": 12},
+                                         device_ids=[0, 1], output=out)
+    kept = sum(s["points"] - s["evaluated"] for s in sl.last_stats.values())
+    assert kept > 0  # the points finished before the kill were not evaluated again
+    ref_out = tmp_path / "ref"
+    SummaryLandscape(summary_dir).gen_landscapes_with_multi_process(
+        _gen_task.task, collect_landscape={"landscape_size": 12}, output=ref_out)
+    got, ref = landscape.read_h5(h5), landscape.read_h5(ref_out / "landscapes.h5")
+    for tag in ref:
+        np.testing.assert_array_equal(got[tag].z, ref[tag].z)
+
+
+def test_ctrl_c_stops_workers_and_keeps_finished_points(summary_dir, tmp_path):
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    out = tmp_path / "out"
+    h5 = out / "landscapes.h5"
+    env = dict(os.environ, LANDSCAPE_TEST_SLOW="0.02", LANDSCAPE_TEST_ONE_POINT="1")
+    proc = subprocess.Popen([sys.executable, "-m", "landscape", "gen", str(summary_dir), "--task",
+                             "tests.landscape._gen_task:task", "--output", str(out), "--size", "12",
+                             "--devices", "0,1"], cwd=root, env=env, stderr=subprocess.PIPE, text=True)
+    workers = []
+    deadline = time.time() + 60
+    while time.time() < deadline and proc.poll() is None:
+        time.sleep(0.02)
+        workers = _children(proc.pid) or workers
+        if workers and h5.exists():
+            try:
+                with h5py.File(h5, "r", locking=False) as fh:
+                    if any(g["done"][()].any() for g in fh.get("_in_progress", {}).values()):
+                        break
+            except OSError:
+                continue
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert "interrupted" in err
+    assert len(workers) == 2 and not [w for w in workers if _alive(w)]
+    with h5py.File(h5, "r") as fh:
+        done = sum(int(g["done"][()].sum()) for g in fh["_in_progress"].values())
+    assert done > 0

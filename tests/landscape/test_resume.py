@@ -1,0 +1,247 @@
+"""Resumable generation: SIGKILL midway then rerun, refusals, restart, crash-safe writes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import h5py
+import numpy as np
+import pytest
+import torch
+
+from landscape import SummaryLandscape, read_h5
+from landscape import _evaluate
+from landscape._evaluate import Engine
+from tests.landscape import _gen_task
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TASK = "tests.landscape._gen_task:task"
+TAGS = ["landscape_[1, 3]", "landscape_[4, 6]", "landscape_[6]"]
+
+
+def _gen_cmd(summary_dir, out, *extra):
+    return [sys.executable, "-m", "landscape", "gen", str(summary_dir), "--task", TASK,
+            "--output", str(out), "--size", "12", *extra]
+
+
+def _done_counts(h5):
+    """Per tag: points done (an unfinished landscape) or None (finished), read with h5py."""
+    with h5py.File(h5, "r", locking=False) as fh:
+        out = {t: None for t in fh if not t.startswith("_")}
+        for t, g in fh.get("_in_progress", {}).items():
+            out[t] = int(g["done"][()].sum())
+        return out
+
+
+def _children(pid):
+    kids = []
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{tid}/children") as fh:
+            kids += [int(k) for k in fh.read().split()]
+    return kids
+
+
+@pytest.fixture
+def reference(summary_dir, tmp_path, monkeypatch):
+    """An uninterrupted run (one point per call, as the interrupted runs)."""
+    monkeypatch.setattr(_evaluate, "TARGET_WORK", 0)
+    out = tmp_path / "reference"
+    SummaryLandscape(summary_dir).gen_landscapes_with_multi_process(
+        _gen_task.task, collect_landscape={"landscape_size": 12}, output=out)
+    return read_h5(out / "landscapes.h5")
+
+
+def _assert_same(a, b):
+    assert sorted(a) == sorted(b)
+    for tag in a:
+        np.testing.assert_array_equal(a[tag].z, b[tag].z)
+        np.testing.assert_array_equal(a[tag].x, b[tag].x)
+        np.testing.assert_array_equal(a[tag].y, b[tag].y)
+        if a[tag].path is not None:
+            np.testing.assert_array_equal(a[tag].path.z, b[tag].path.z)
+            np.testing.assert_array_equal(a[tag].path.x, b[tag].path.x)
+        assert a[tag].convergence_point == b[tag].convergence_point
+        assert a[tag].metadata == b[tag].metadata
+
+
+def test_sigkill_midway_then_rerun_equals_uninterrupted_and_evaluates_only_missing(
+        summary_dir, tmp_path, reference, monkeypatch):
+    out = tmp_path / "out"
+    h5 = out / "landscapes.h5"
+    env = dict(os.environ, LANDSCAPE_TEST_SLOW="0.01", LANDSCAPE_TEST_ONE_POINT="1")
+    proc = subprocess.Popen(_gen_cmd(summary_dir, out), cwd=ROOT, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 90
+        while time.time() < deadline:  # kill once the second landscape is partly done
+            time.sleep(0.02)
+            if h5.exists():
+                try:
+                    done = _done_counts(h5).get(TAGS[1])
+                except OSError:  # the file is being replaced at this instant
+                    continue
+                if done:
+                    break
+        else:
+            pytest.fail("the generation made no progress")
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    before = _done_counts(h5)  # the file is readable after the kill
+    assert before[TAGS[0]] is None  # finished before the kill
+    assert 0 < before[TAGS[1]] < 147
+    # the rerun, in this process: count the points the engine is asked for
+    monkeypatch.setattr(_evaluate, "TARGET_WORK", 0)
+    asked = []
+    original = Engine.evaluate
+    monkeypatch.setattr(Engine, "evaluate", lambda self, pts, start=0: asked.append(len(pts)) or
+                        original(self, pts, start))
+    sl = SummaryLandscape(summary_dir)
+    sl.gen_landscapes_with_multi_process(_gen_task.task, collect_landscape={"landscape_size": 12}, output=out)
+    missing = (147 - before[TAGS[1]]) + (144 - (before.get(TAGS[2]) or 0))
+    assert sum(asked) == missing
+    assert sl.last_stats[TAGS[0]] == {"evaluated": 0, "points": 147}
+    assert sl.last_stats[TAGS[1]] == {"evaluated": 147 - before[TAGS[1]], "points": 147}
+    _assert_same(read_h5(h5), reference)
+    with h5py.File(h5, "r") as fh:
+        assert "_in_progress" not in fh  # no leftovers once finished
+
+
+def test_rerun_of_a_finished_generation_evaluates_nothing(summary_dir, tmp_path, reference, monkeypatch):
+    monkeypatch.setattr(_evaluate, "TARGET_WORK", 0)
+    out = tmp_path / "reference"  # the fixture's finished output
+    sl = SummaryLandscape(summary_dir)
+    again = sl.gen_landscapes_with_multi_process(_gen_task.task, collect_landscape={"landscape_size": 12},
+                                                 output=out)
+    assert all(s["evaluated"] == 0 for s in sl.last_stats.values())
+    _assert_same({ls.tag: ls for ls in again}, reference)
+
+
+@pytest.mark.parametrize("change, fragment", [
+    (dict(collect_landscape={"landscape_size": 10}), "landscape_size: 12 then, 10 now"),
+    (dict(collect_landscape={"landscape_size": 12, "num_samples": 32}), "num_samples: 64 then, 32 now"),
+    (dict(seed=5), "seed: 0 then, 5 now"),
+    (dict(normalization="filter"), 'normalization: "layer" then, "filter" now'),
+    (dict(ignore="biasbn"), 'ignore: "none" then, "biasbn" now'),
+    ("checkpoint", "checkpoint epoch 3: "),
+    ("model", "model: "),
+])
+def test_changed_input_is_refused_naming_what_differs(summary_dir, tmp_path, change, fragment, monkeypatch):
+    monkeypatch.setattr(_evaluate, "TARGET_WORK", 0)
+    out = tmp_path / "out"
+    sl = SummaryLandscape(summary_dir)
+    sl.gen_landscapes_with_multi_process(_gen_task.task, collect_landscape={"landscape_size": 12}, output=out)
+    kwargs = {"collect_landscape": {"landscape_size": 12}}
+    task = _gen_task.task
+    if change == "checkpoint":
+        path = summary_dir / "ckpt_dir" / "TinyMLP_3_epoch.pt"
+        sd = torch.load(path, weights_only=True)
+        sd["fc1.bias"] += 1e-3
+        torch.save(sd, path)
+    elif change == "model":
+        def task():
+            model, net, data, metrics = _gen_task.task()
+            net.fc1.extra_repr = lambda: "another architecture"
+            return model, net, data, metrics
+    else:
+        kwargs.update(change)
+    stamp = os.stat(out / "landscapes.h5").st_mtime_ns
+    with pytest.raises(ValueError, match="made from other inputs") as err:
+        sl.gen_landscapes_with_multi_process(task, output=out, **kwargs)
+    assert fragment in str(err.value) and "restart=True" in str(err.value)
+    assert os.stat(out / "landscapes.h5").st_mtime_ns == stamp  # refused before any work
+    # starting over is allowed
+    sl.gen_landscapes_with_multi_process(task, output=out, restart=True, **kwargs)
+    assert all(s["evaluated"] == s["points"] for s in sl.last_stats.values())
+
+
+def test_unfinished_landscape_with_other_inputs_is_refused(summary_dir, tmp_path, monkeypatch):
+    monkeypatch.setattr(_evaluate, "TARGET_WORK", 0)
+    out = tmp_path / "out"
+    calls = []
+    original = Engine.evaluate
+
+    def dying(self, pts, start=0):
+        calls.append(len(pts))
+        if len(calls) == 3:
+            raise KeyboardInterrupt  # Ctrl-C in the middle of the first landscape
+        return original(self, pts, start)
+
+    monkeypatch.setattr(Engine, "evaluate", dying)
+    sl = SummaryLandscape(summary_dir)
+    with pytest.raises(KeyboardInterrupt):
+        sl.gen_landscapes_with_multi_process(_gen_task.task, collect_landscape={"landscape_size": 12}, output=out)
+    done = _done_counts(out / "landscapes.h5")
+    assert done == {TAGS[0]: sum(calls[:2])}  # Ctrl-C kept the two finished chunks
+    monkeypatch.setattr(Engine, "evaluate", original)
+    with pytest.raises(ValueError, match=r"an unfinished landscape 'landscape_\[1, 3\]'.*landscape_size: 12 then, 8"):
+        sl.gen_landscapes_with_multi_process(_gen_task.task, collect_landscape={"landscape_size": 8}, output=out)
+
+
+@pytest.mark.parametrize("bad", [1, "yes"])
+def test_restart_and_distributed_are_validated(summary_dir, bad):
+    with pytest.raises(ValueError, match="The 'restart' parameter"):
+        SummaryLandscape(summary_dir).gen_landscapes_with_multi_process(_gen_task.task, restart=bad)
+    with pytest.raises(ValueError, match="The 'distributed' parameter"):
+        SummaryLandscape(summary_dir).gen_landscapes_with_multi_process(_gen_task.task, distributed=bad)
+
+
+def test_distributed_true_without_a_process_group_is_refused(summary_dir, monkeypatch):
+    for key in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(key, raising=False)
+    with pytest.raises(RuntimeError, match="torchrun"):
+        SummaryLandscape(summary_dir).gen_landscapes_with_multi_process(_gen_task.task, distributed=True)
+
+
+_WRITER = textwrap.dedent("""
+    import sys, numpy as np
+    from landscape._progress import Partial, Store
+    from landscape._result import Landscape
+    store = Store(sys.argv[1])
+    n, k = 400, 0
+    while True:  # create, fill chunk by chunk, finish, forget: every kind of write, forever
+        tag = f"t{k % 3}"
+        part = Partial(md={"k": k}, x=np.arange(20.0), y=np.arange(20.0), points=np.zeros((n, 2)), n_path=0,
+                       intervals=None, v=np.ones(50_000, np.float32), w=np.ones(50_000, np.float32),
+                       values={"loss": np.full(n, np.nan)}, done=np.zeros(n, bool))
+        store.forget([tag])
+        store.begin(tag, {"k": k}, part)
+        with store.chunks(tag) as write:
+            for lo in range(0, n, 40):
+                write(lo, lo + 40, {"loss": np.arange(lo, lo + 40, dtype=float) + k})
+        z = np.arange(n, dtype=float).reshape(20, 20) + k
+        store.finish(Landscape(x=np.arange(20.0), y=np.arange(20.0), z=z, tag=tag), {"k": k})
+        k += 1
+""")
+
+
+def test_file_stays_readable_and_consistent_whenever_the_writer_is_killed(tmp_path):
+    h5 = tmp_path / "landscapes.h5"
+    rng = np.random.default_rng(0)
+    for trial in range(8):
+        proc = subprocess.Popen([sys.executable, "-c", _WRITER, str(h5)], cwd=ROOT)
+        time.sleep(1.0 + rng.uniform(0, 1.0))  # imports take about 1 s; then kill anywhere
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        if not h5.exists():
+            continue
+        with h5py.File(h5, "r") as fh:  # always opens
+            for tag, g in fh.get("_in_progress", {}).items():
+                done = g["done"][()].astype(bool)
+                loss = g["value_loss"][()]
+                k = json.loads(g.attrs["fingerprint"])["k"]
+                expected = np.arange(400, dtype=float) + k
+                np.testing.assert_array_equal(loss[done], expected[done])  # done means its value is there
+        for tag, ls in read_h5(h5).items():
+            k = int(ls.z[0, 0])
+            np.testing.assert_array_equal(ls.z, np.arange(400, dtype=float).reshape(20, 20) + k)
+    from landscape._progress import Store
+
+    Store(h5)  # copies left by killed rewrites are removed
+    assert not list(tmp_path.glob("landscapes.h5.tmp-*"))
