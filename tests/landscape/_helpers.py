@@ -66,3 +66,21 @@ def point_state(centre: dict, names: list[str], v: dict, w: dict, a: float, b: f
     return sd
 
 
+
+
+def children(pid: int) -> list[int]:
+    """Child process ids of ``pid`` (every thread's children, from /proc)."""
+    kids = []
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{tid}/children") as fh:
+            kids += [int(k) for k in fh.read().split()]
+    return kids
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False

@@ -7,7 +7,6 @@ import subprocess
 import sys
 
 import numpy as np
-import pytest
 
 from landscape import SummaryLandscape, read_h5
 from collector import SummaryReader

@@ -39,14 +39,6 @@ def _done_counts(h5):
         return out
 
 
-def _children(pid):
-    kids = []
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        with open(f"/proc/{pid}/task/{tid}/children") as fh:
-            kids += [int(k) for k in fh.read().split()]
-    return kids
-
-
 @pytest.fixture
 def reference(summary_dir, tmp_path, monkeypatch):
     """An uninterrupted run (one point per call, as the interrupted runs)."""

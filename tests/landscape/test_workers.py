@@ -16,6 +16,7 @@ from torch import nn
 
 import landscape
 from landscape import _evaluate
+from tests.landscape._helpers import alive as _alive, children as _children
 
 
 @pytest.mark.parametrize("batched", [True, False])
@@ -96,22 +97,6 @@ def test_sequential_fast_path_identical_across_workers_and_chunks():
     whole = eng.evaluate(pts)["loss"]
     parts = np.concatenate([eng.evaluate(pts[:8])["loss"], eng.evaluate(pts[8:], 8)["loss"]])
     np.testing.assert_array_equal(whole, parts)
-
-
-def _children(pid):
-    kids = []
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        with open(f"/proc/{pid}/task/{tid}/children") as fh:
-            kids += [int(k) for k in fh.read().split()]
-    return kids
-
-
-def _alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().split(")")[-1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 def test_killed_worker_fails_fast_naming_chunk_and_device_and_rerun_completes(summary_dir, tmp_path, monkeypatch):
