@@ -9,6 +9,7 @@ from torch import nn
 
 from collector._validation import InstanceOf, Interval, InvalidParameterError, Options, check_param
 from landscape._core import build_landscape
+from landscape._dist import check_devices_for_dist
 from landscape._data import collate
 from landscape._result import Landscape
 from landscape._workers import resolve_devices
@@ -51,6 +52,7 @@ def compute_landscape(
     metrics: Mapping[str, Any] | None = None,
     pca_method: Literal["mindspore", "li"] = "mindspore",
     tag: str | None = None,
+    distributed: bool | None = None,
 ) -> Landscape:
     """Compute a loss landscape around a network's weights or a trajectory's last checkpoint.
 
@@ -84,6 +86,11 @@ def compute_landscape(
         Extra surfaces: callables ``m(outputs, labels)`` or objects with clear/update/eval.
     pca_method : {"mindspore", "li"}, default="mindspore"
     tag : str, default=None
+    distributed : bool or None, default=None
+        Share the points between the processes of a ``torch.distributed`` group (one
+        device each): None uses an initialised group or torchrun's environment when there
+        is one, True requires one, False computes everything here. Every rank returns the
+        whole landscape.
 
     Returns
     -------
@@ -107,6 +114,8 @@ def compute_landscape(
     check_param("num_samples", num_samples, [Interval(int, 1, None)], caller=_CALLER)
     check_param("pca_method", pca_method, [Options(("mindspore", "li"))], caller=_CALLER)
     check_param("tag", tag, [None, str], caller=_CALLER)
+    check_param("distributed", distributed, [None, "boolean"], caller=_CALLER)
+    check_devices_for_dist(distributed, device_ids, _CALLER)
     check_common(normalization=normalization, ignore=ignore, seed=seed, eval_mode=eval_mode,
                  device_ids=device_ids, caller=_CALLER)
     devices, threads = resolve_devices(None if device_ids is None else list(device_ids), _CALLER)
@@ -115,8 +124,15 @@ def compute_landscape(
     trajectory = list(checkpoints) if checkpoints is not None else None
     if kind != "pca" and trajectory is not None:
         trajectory = trajectory[-1:]
-    return build_landscape(network, loss_fn, inputs, labels, kind=kind, trajectory=trajectory,
-                           given=tuple(directions) if pair else None, size=size,
-                           normalization=normalization, ignore=ignore, seed=seed, eval_mode=eval_mode,
-                           devices=devices, threads=threads, metrics=metrics, tag=tag,
-                           pca_method=pca_method)
+    from landscape._dist import detect
+
+    dist = detect(distributed, _CALLER)
+    try:
+        return build_landscape(network, loss_fn, inputs, labels, kind=kind, trajectory=trajectory,
+                               given=tuple(directions) if pair else None, size=size,
+                               normalization=normalization, ignore=ignore, seed=seed, eval_mode=eval_mode,
+                               devices=devices, threads=dist.threads if dist else threads, metrics=metrics,
+                               tag=tag, pca_method=pca_method, dist=dist)
+    finally:
+        if dist is not None:
+            dist.close()

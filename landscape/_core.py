@@ -39,14 +39,18 @@ def _vmappable(network: nn.Module, loss_fn: Any, names: list[str], centre: Mappi
         return False
 
 
-def build_landscape(*args: Any, **kwargs: Any) -> Landscape:
+def build_landscape(*args: Any, pool: Any = None, **kwargs: Any) -> Landscape:
     """Compute one landscape; see ``_build``. Worker processes (several devices) start
     first, so their start-up (spawn, imports) overlaps with loading checkpoints, PCA and
-    directions here; they are shut down before this returns, also on errors."""
+    directions here; they are shut down before this returns, also on errors. A ``pool``
+    passed in (``start_pool``, for several landscapes in a row) stays up after a success;
+    the caller stops it."""
     dist = kwargs.get("dist")
-    pool = None if dist is not None else start_pool(kwargs.get("devices") or ["cpu"], kwargs.get("threads", 0))
+    own = pool is None and dist is None
+    if own:
+        pool = start_pool(kwargs.get("devices") or ["cpu"], kwargs.get("threads", 0))
     try:
-        return _build(*args, pool=pool, **kwargs)
+        return _build(*args, pool=pool, keep_pool=not own, **kwargs)
     except BaseException:
         stop_pool(pool, ok=False)  # a no-op when run_points already shut it down
         raise
@@ -184,7 +188,7 @@ def _build(network: nn.Module, loss_fn: Callable, inputs: torch.Tensor, labels: 
            metrics: Mapping[str, Any] | None = None, tag: str | None = None,
            intervals: list[int] | None = None, unit: str | None = None,
            step_per_epoch: int | None = None, pca_method: str = "mindspore",
-           pca_solver: str = "auto", pool: Any = None, store: Store | None = None,
+           pca_solver: str = "auto", pool: Any = None, keep_pool: bool = False, store: Store | None = None,
            fingerprint: Mapping[str, Any] | None = None, dist: Dist | None = None,
            stats: dict[str, int] | None = None) -> Landscape:
     """Compute one landscape; ``kind`` is "pca" (trajectory), "random" or "given" (directions).
@@ -235,7 +239,8 @@ def _build(network: nn.Module, loss_fn: Callable, inputs: torch.Tensor, labels: 
     if dist is not None:
         got = dist.share(got)
     if isinstance(got, Landscape):
-        stop_pool(pool)
+        if not keep_pool:
+            stop_pool(pool)
         if stats is not None:
             stats.update(evaluated=0, by_this_process=0,
                          points=got.z.size + (len(got.path.z) if got.path is not None else 0))
@@ -265,7 +270,8 @@ def _build(network: nn.Module, loss_fn: Callable, inputs: torch.Tensor, labels: 
             evaluated = dist.run(lambda dev: Engine(device=dev, **payload), part.points, chunks, label, on_chunk)
         else:
             evaluated = run_points(payload, part.points, chunks, devices=devices or ["cpu"], threads=threads,
-                                   label=label, on_chunk=on_chunk, pool=pool)
+                                   label=label, on_chunk=on_chunk, pool=pool,
+                                   keep_pool=keep_pool)
     if stats is not None:
         stats.update(evaluated=todo, points=len(part.points), by_this_process=evaluated)
     result = _assemble(part, values, tag)

@@ -149,3 +149,22 @@ def detect(switch: bool | None, caller: str, timeout_s: float = 1800.0) -> Dist 
         backend = "gloo"
     td.init_process_group(backend, timeout=_dt.timedelta(seconds=timeout_s))
     return Dist(owns_group=True)
+
+
+def check_devices_for_dist(distributed: bool | None, device_ids: Any, caller: str) -> None:
+    """``device_ids`` must be None when the call will run distributed."""
+    if distributed is False or device_ids is None:
+        return
+    import torch.distributed as td
+
+    if td.is_available() and td.is_initialized():
+        several = td.get_world_size() > 1
+    else:
+        several = int(os.environ.get("WORLD_SIZE", "1")) > 1
+    if several or distributed:
+        from collector._validation import InvalidParameterError
+
+        raise InvalidParameterError(
+            f"The 'device_ids' parameter of {caller} must be None in a distributed run; got "
+            f"{device_ids!r}. HINT: each process uses one device (cuda:LOCAL_RANK, or the CPU): "
+            "choose devices with torchrun's --nproc_per_node and CUDA_VISIBLE_DEVICES.")

@@ -12,29 +12,21 @@ from typing import Any
 
 from torch import nn
 
-from collector._validation import Interval, InvalidParameterError, Options, check_param
+from collector._validation import Interval, Options, check_param
 from landscape._api import check_common
 from landscape._core import build_landscape
 from landscape._data import collate
 from landscape._progress import Store, file_digest, model_digest, tensor_digest
 from landscape._result import Landscape
 from landscape._state import check_keys, load_state
-from landscape._workers import resolve_devices
+from landscape._dist import check_devices_for_dist
+from landscape._workers import resolve_devices, start_pool, stop_pool
 
 __all__ = ["SummaryLandscape"]
 _log = logging.getLogger("landscape")
 _GEN = "SummaryLandscape.gen_landscapes_with_multi_process"
 _KEYS = ("epoch_group", "model_params_file_map", "step_per_epoch", "unit", "num_samples",
          "landscape_size", "create_landscape")
-
-
-def _dist_env() -> bool:
-    """Whether this process belongs to a (possible) process group of several processes."""
-    import torch.distributed as td
-
-    if td.is_available() and td.is_initialized():
-        return td.get_world_size() > 1
-    return int(os.environ.get("WORLD_SIZE", "1")) > 1
 
 
 def _validate_override(value: Any) -> dict[str, Any]:
@@ -191,11 +183,7 @@ class SummaryLandscape:
         needed = sorted({n for iv in intervals for n in iv}) if create["train"] else (
             [intervals[-1][-1]] if create["result"] else [])
         paths = {n: self._checkpoint_path(cfg["files"], n, unit) for n in needed}
-        if distributed is not False and device_ids is not None and _dist_env():
-            raise InvalidParameterError(
-                f"The 'device_ids' parameter of {_GEN} must be None in a distributed run; got "
-                f"{device_ids!r}. HINT: each process uses one device (cuda:LOCAL_RANK, or the CPU): "
-                "choose devices with torchrun's --nproc_per_node and CUDA_VISIBLE_DEVICES.")
+        check_devices_for_dist(distributed, device_ids, _GEN)
         devices, threads = resolve_devices(None if device_ids is None else list(device_ids), _GEN)
         got = callback_fn()
         if not (isinstance(got, (tuple, list)) and len(got) == 4):
@@ -228,6 +216,8 @@ class SummaryLandscape:
         from landscape._dist import detect
 
         dist = detect(distributed, _GEN)
+        # one set of worker processes for every landscape of this call (none in a distributed run)
+        pool = start_pool(devices, threads) if dist is None else None
         try:
             if dist is not None:
                 threads = dist.threads
@@ -260,12 +250,16 @@ class SummaryLandscape:
             for pl in plans:
                 stats: dict[str, int] = {}
                 results.append(build_landscape(network, loss_fn, inputs, labels, fingerprint=fps.get(pl["tag"]),
-                                               stats=stats, **pl, **common))
+                                               stats=stats, pool=pool, **pl, **common))
                 self.last_stats[pl["tag"]] = {"evaluated": stats["evaluated"], "points": stats["points"]}
             if dist is None or dist.root:
                 self._write(out_dir, results)
             return results
+        except BaseException:
+            stop_pool(pool, ok=False)
+            raise
         finally:
+            stop_pool(pool)  # a no-op after the above
             if dist is not None:
                 dist.close()
 

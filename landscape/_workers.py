@@ -192,11 +192,12 @@ def _joblib_backend() -> tuple[Any, int | None] | None:
 
 def run_points(payload: dict[str, Any], points: np.ndarray, chunks: Sequence[Chunk], *,
                devices: list[str], threads: int, label: str, on_chunk: OnChunk,
-               pool: Pool | None = None) -> int:
+               pool: Pool | None = None, keep_pool: bool = False) -> int:
     """Evaluate the ``chunks`` of ``points`` (array (m, 2)); each result goes to ``on_chunk``.
 
     Returns the number of points evaluated. ``pool`` (from ``start_pool``) is used and
-    shut down; without it one is started here when needed.
+    shut down, unless ``keep_pool`` (it is still killed after a failure); without it one
+    is started here when needed.
     """
     total = sum(hi - lo for _, lo, hi in chunks)
     bar = tqdm(total=total, desc=label, unit="pt", leave=False, disable=None)
@@ -207,7 +208,8 @@ def run_points(payload: dict[str, Any], points: np.ndarray, chunks: Sequence[Chu
 
     try:
         if not chunks:
-            stop_pool(pool)
+            if not keep_pool:
+                stop_pool(pool)
             return 0
         joblib_backend = _joblib_backend()
         if joblib_backend is not None:
@@ -223,7 +225,7 @@ def run_points(payload: dict[str, Any], points: np.ndarray, chunks: Sequence[Chu
                     raise RuntimeError(fail_message(label, i, lo, hi, devices[0], exc)) from None
                 store(lo, hi, res)
         else:
-            _run_pool(payload, points, chunks, devices, threads, label, store, pool)
+            _run_pool(payload, points, chunks, devices, threads, label, store, pool, keep_pool)
         return total
     finally:
         bar.close()
@@ -240,8 +242,9 @@ def _cloudpickle() -> Any:
 
 
 def _run_pool(payload: dict[str, Any], points: np.ndarray, chunks: Sequence[Chunk], devices: list[str],
-              threads: int, label: str, store: OnChunk, pool: Pool | None) -> None:
+              threads: int, label: str, store: OnChunk, pool: Pool | None, keep_pool: bool) -> None:
     cloudpickle = _cloudpickle()
+    keep_pool = keep_pool and pool is not None
     pool = pool if pool is not None else Pool(devices, threads)
     ok = False
     try:
@@ -277,7 +280,8 @@ def _run_pool(payload: dict[str, Any], points: np.ndarray, chunks: Sequence[Chun
                     done_points += hi - lo
         ok = True
     finally:
-        pool.shutdown(ok)
+        if not (ok and keep_pool):
+            pool.shutdown(ok)
 
 
 def _died(p: _Proc, label: str, done_points: int) -> None:

@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 from landscape import SummaryLandscape, read_h5
 from collector import SummaryReader
@@ -52,3 +53,29 @@ def test_torchrun_failure_on_one_rank_stops_every_rank_naming_it(summary_dir, tm
     assert res.returncode != 0
     assert "rank 1: Evaluating landscape 'landscape_[1, 3]' failed in chunk 1" in res.stderr
     assert "device cpu" in res.stderr and "forward failed on purpose" in res.stderr
+
+
+def test_in_process_group_of_one_and_joblib_threading_backend_equal_default(trained, data, tmp_path):
+    """The distributed code path (a gloo group of one process, distributed=True) and a
+    joblib backend chosen with parallel_config give the default run's values."""
+    import joblib
+    import torch.distributed as td
+    from torch import nn
+
+    import landscape
+
+    net, traj = trained
+    kw = dict(directions="pca", checkpoints=traj, size=6, num_samples=64)
+    ref = landscape.compute_landscape(net, nn.CrossEntropyLoss(), data, **kw)
+    td.init_process_group("gloo", store=td.HashStore(), rank=0, world_size=1)
+    try:
+        with pytest.raises(ValueError, match="'device_ids' parameter .* must be None in a distributed run"):
+            landscape.compute_landscape(net, nn.CrossEntropyLoss(), data, device_ids=[0], distributed=True, **kw)
+        one = landscape.compute_landscape(net, nn.CrossEntropyLoss(), data, distributed=True, **kw)
+    finally:
+        td.destroy_process_group()
+    np.testing.assert_array_equal(one.z, ref.z)
+    np.testing.assert_array_equal(one.path.z, ref.path.z)
+    with joblib.parallel_config(backend="threading", n_jobs=2):
+        threaded = landscape.compute_landscape(net, nn.CrossEntropyLoss(), data, **kw)
+    np.testing.assert_array_equal(threaded.z, ref.z)
