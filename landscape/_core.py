@@ -207,7 +207,7 @@ def _build(network: nn.Module, loss_fn: Callable, inputs: torch.Tensor, labels: 
 
     def decide() -> Any:
         """On rank 0: a finished landscape, or (definition, centre) with the points done."""
-        state = store.check(tag, fingerprint, restart=False) if store is not None else "absent"
+        state = store.check(tag, fingerprint) if store is not None else "absent"
         if state == "complete":
             _log.info("%s: already complete in %s", label, store.path)
             return store.load_complete(tag)

@@ -152,12 +152,12 @@ class Store:
                 return "complete", (json.loads(fp) if fp is not None else {})
         return "absent", None
 
-    def check(self, tag: str, fingerprint: Mapping[str, Any], *, restart: bool) -> str:
+    def check(self, tag: str, fingerprint: Mapping[str, Any]) -> str:
         """What the file holds for ``tag`` ("absent", "partial", "complete"); a landscape
-        made from other inputs is refused unless ``restart``."""
+        made from other inputs is refused (``forget`` it first to start over)."""
         state, stored = self.status(tag)
-        if state == "absent" or restart:
-            return "absent" if restart else state
+        if state == "absent":
+            return state
         diff = differences(stored or {}, fingerprint)
         if diff:
             what = "an unfinished" if state == "partial" else "a finished"

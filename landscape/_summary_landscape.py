@@ -46,6 +46,13 @@ class SummaryLandscape:
     summary_dir : str or os.PathLike
         The SummaryCollector's directory; checkpoints and ``train_metadata.json`` are read
         from ``{summary_dir}/ckpt_dir`` (never rewritten).
+
+    Attributes
+    ----------
+    last_stats : dict
+        After a generation, each landscape's tag mapped to ``{"evaluated": points
+        evaluated by that call, "points": points of the landscape}`` (fewer evaluated
+        than points when it resumed).
     """
 
     def __init__(self, summary_dir: str | os.PathLike) -> None:
@@ -53,6 +60,7 @@ class SummaryLandscape:
         self.summary_dir = os.fspath(summary_dir)
         self.ckpt_dir = os.path.join(self.summary_dir, "ckpt_dir")
         self.metadata_path = os.path.join(self.ckpt_dir, "train_metadata.json")
+        self.last_stats: dict[str, dict[str, int]] = {}
 
     # -- metadata -----------------------------------------------------------------
     def _read_metadata(self) -> dict[str, Any]:
@@ -159,11 +167,6 @@ class SummaryLandscape:
         Returns
         -------
         list of Landscape
-
-        Attributes
-        ----------
-        After a call, ``last_stats`` maps each landscape's tag to ``{"evaluated": points
-        evaluated by this call, "points": points of the landscape}``.
         """
         check_param("callback_fn", callback_fn, ["callable"], caller=_GEN)
         check_param("output", output, [None, "path"], caller=_GEN)
@@ -232,7 +235,7 @@ class SummaryLandscape:
                     if restart:
                         store.forget([pl["tag"] for pl in plans])
                     for pl in plans:  # refuse other inputs' landscapes before any work
-                        store.check(pl["tag"], fps[pl["tag"]], restart=False)
+                        store.check(pl["tag"], fps[pl["tag"]])
                     ready: Any = True
                 except Exception as exc:
                     if dist is None:
@@ -246,7 +249,7 @@ class SummaryLandscape:
                           eval_mode=eval_mode, devices=devices, threads=threads, metrics=metrics,
                           unit=unit, step_per_epoch=cfg["step_per_epoch"], store=store, dist=dist)
             results: list[Landscape] = []
-            self.last_stats: dict[str, dict[str, int]] = {}
+            self.last_stats = {}
             for pl in plans:
                 stats: dict[str, int] = {}
                 results.append(build_landscape(network, loss_fn, inputs, labels, fingerprint=fps.get(pl["tag"]),
