@@ -114,6 +114,16 @@ class Partial:
     done: np.ndarray = field(repr=False)
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
 def _fsync(path: str) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -133,9 +143,36 @@ class Store:
         """Copies left by a process killed in the middle of a rewrite (never the live file)."""
         for tmp in glob.glob(glob.escape(self.path) + ".tmp-*"):
             pid = tmp.rsplit("-", 1)[-1]
-            if pid.isdigit() and int(pid) != os.getpid() and not os.path.exists(f"/proc/{pid}"):
+            if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
                 with contextlib.suppress(OSError):
                     os.remove(tmp)
+
+    @contextlib.contextmanager
+    def lock(self) -> Iterator[None]:
+        """Hold ``{path}.lock`` (an advisory ``flock``) while generating, so that a second
+        generation into the same folder is refused instead of mixing its writes in. The
+        kernel drops the lock when the process ends, however it ends; the file is removed
+        on release."""
+        import fcntl
+
+        lock_path = self.path + ".lock"
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                other = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+                raise RuntimeError(f"Another generation (pid {other}) is writing to {self.path}; wait for it "
+                                   "to finish or choose another output folder.") from None
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, str(os.getpid()).encode(), 0)
+            try:
+                yield
+            finally:
+                with contextlib.suppress(OSError):
+                    os.remove(lock_path)
+        finally:
+            os.close(fd)
 
     # -- reading ------------------------------------------------------------------
     def status(self, tag: str) -> tuple[str, dict[str, Any] | None]:

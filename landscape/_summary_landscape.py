@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -221,6 +222,7 @@ class SummaryLandscape:
         dist = detect(distributed, _GEN)
         # one set of worker processes for every landscape of this call (none in a distributed run)
         pool = start_pool(devices, threads) if dist is None else None
+        held = contextlib.ExitStack()  # the output folder's lock, on rank 0
         try:
             if dist is not None:
                 threads = dist.threads
@@ -229,6 +231,7 @@ class SummaryLandscape:
                 try:
                     os.makedirs(out_dir, exist_ok=True)
                     store = Store(os.path.join(out_dir, "landscapes.h5"))
+                    held.enter_context(store.lock())
                     fps = self._fingerprints(plans, cfg, network, loss_fn, metrics, inputs, labels,
                                              normalization=normalization, ignore=ignore, seed=seed,
                                              eval_mode=eval_mode)
@@ -263,6 +266,7 @@ class SummaryLandscape:
             raise
         finally:
             stop_pool(pool)  # a no-op after the above
+            held.close()
             if dist is not None:
                 dist.close()
 

@@ -237,3 +237,16 @@ def test_file_stays_readable_and_consistent_whenever_the_writer_is_killed(tmp_pa
 
     Store(h5)  # copies left by killed rewrites are removed
     assert not list(tmp_path.glob("landscapes.h5.tmp-*"))
+
+
+def test_second_generation_into_the_same_folder_is_refused(summary_dir, tmp_path):
+    from landscape._progress import Store
+
+    out = tmp_path / "out"
+    out.mkdir()
+    with Store(out / "landscapes.h5").lock():
+        with pytest.raises(RuntimeError, match=rf"Another generation \(pid {os.getpid()}\) is writing"):
+            SummaryLandscape(summary_dir).gen_landscapes_with_multi_process(_gen_task.task, output=out)
+    assert not (out / "landscapes.h5.lock").exists()
+    SummaryLandscape(summary_dir).gen_landscapes_with_multi_process(_gen_task.task, output=out)
+    assert (out / "landscapes.h5").exists() and not (out / "landscapes.h5.lock").exists()
