@@ -126,6 +126,11 @@ class Callback:
 _HOOKS = ("begin", "epoch_begin", "epoch_end", "step_begin", "step_end", "end")
 
 
+def _overrides(cb: Callback, hook: str) -> bool:
+    """Whether ``cb`` does something at ``hook``: its class or the instance replaces Callback's no-op."""
+    return hook in getattr(cb, "__dict__", ()) or getattr(type(cb), hook, None) is not getattr(Callback, hook)
+
+
 class _CallbackList(Callback):
     """Runs a list of callbacks in order and enters/exits them as one context manager."""
 
@@ -151,6 +156,8 @@ class _CallbackList(Callback):
             )
         self.callbacks = items
         self._stack: contextlib.ExitStack | None = None
+        # Per hook, the callbacks that do something there (see __enter__); None: all of them.
+        self._active: dict[str, list[Callback]] | None = None
 
     def __enter__(self) -> _CallbackList:
         stack = contextlib.ExitStack()
@@ -161,16 +168,22 @@ class _CallbackList(Callback):
             stack.close()
             raise
         self._stack = stack
+        # step_begin/step_end run at every step: skip the callbacks that keep Callback's
+        # do-nothing hook (neither their class nor the instance replaces it), decided once
+        # per run rather than looked up at every step.
+        self._active = {hook: [cb for cb in self.callbacks if _overrides(cb, hook)] for hook in _HOOKS}
         return self
 
     def __exit__(self, *exc_args: Any) -> bool:
         stack, self._stack = self._stack, None
+        self._active = None
         if stack is None:
             return False
         return bool(stack.__exit__(*exc_args))
 
     def _call(self, hook: str, run_context: RunContext) -> None:
-        for cb in self.callbacks:
+        callbacks = self.callbacks if self._active is None else self._active[hook]
+        for cb in callbacks:
             getattr(cb, hook)(run_context)
 
     def begin(self, run_context: RunContext) -> None:

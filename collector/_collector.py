@@ -51,6 +51,28 @@ def _first_output(outputs: Any) -> Any:
     return outputs[0] if isinstance(outputs, (tuple, list)) else outputs
 
 
+def _loss_value(loss: Any) -> float:
+    """``float(loss.float().mean())``: the loss as a number, its elements averaged in float32."""
+    if not isinstance(loss, torch.Tensor):
+        return float(loss)
+    if loss.numel() == 1 and loss.dtype in (torch.float32, torch.float16, torch.bfloat16):
+        # One element that float32 holds exactly: the mean is the element (no kernels to run).
+        return loss.item()
+    return float(loss.detach().float().mean())
+
+
+def _tensors_only(plugin: str) -> bool:
+    return plugin == "tensor"
+
+
+def _no_tensors(plugin: str) -> bool:
+    return plugin != "tensor"
+
+
+#: The ``plugin_filter`` of ``SummaryRecord.record`` for each collection kind.
+_PLUGIN_FILTERS = {"all": None, "tensor": _tensors_only, "other": _no_tensors}
+
+
 class SummaryCollector(PlainLoopMixin, Callback):
     """Collect loss, histograms, input images, lineage and landscape checkpoints while training.
 
@@ -68,8 +90,8 @@ class SummaryCollector(PlainLoopMixin, Callback):
         Collect at every step whose number is a multiple of this; the first step is
         always collected.
     num_process : int, default=32
-        Accepted for MindSpore compatibility; summaries are written by one background
-        thread of :class:`SummaryRecord`.
+        Accepted for MindSpore compatibility; summaries are encoded and written in
+        batches by :class:`SummaryRecord` (one background thread, and ``flush``/``close``).
     collect_specified_data : dict, default=None
         Which data to collect: ``collect_metric``, ``collect_graph``,
         ``collect_train_lineage``, ``collect_eval_lineage``, ``collect_input_data``,
@@ -281,9 +303,12 @@ class SummaryCollector(PlainLoopMixin, Callback):
         self._first_step = False
         if kind is not None:
             self._collect(cb_params, kind)
-        else:
+        elif self._record._operator_values or self._record._closed:
+            # The open record is the one summary operators write to (one may be open per
+            # process): with nothing buffered there is nothing to discard.
             _discard_operator_values()
-        self._user_values.clear()
+        if self._user_values:
+            self._user_values.clear()
         if self._landscape is not None and self._landscape.unit == "step":
             self._landscape.maybe_save(cb_params.get("network") or cb_params.train_network, step)
 
@@ -298,7 +323,7 @@ class SummaryCollector(PlainLoopMixin, Callback):
             self._landscape.maybe_save(cb_params.get("network") or cb_params.train_network,
                                        int(cb_params.cur_epoch_num))
         if self._record is not None and time.monotonic() - self._last_flush >= _FLUSH_EVERY_S:
-            # Flushing waits for the writer thread; once per epoch is too often for short epochs.
+            # Flushing writes the batched records and waits; once per epoch is too often for short epochs.
             self._record.flush()
             self._last_flush = time.monotonic()
         return None
@@ -311,15 +336,16 @@ class SummaryCollector(PlainLoopMixin, Callback):
         if self._record is None:
             self._open()
         step = int(cb_params.get("cur_step_num") or 0)
-        if cb_params.get("mode", "train") == "train":
-            if self._specified["collect_train_lineage"]:
-                self._record.add_value("train_lineage", "train_lineage", lineage.train_lineage(
-                    cb_params, learning_rate=self._initial_lr, ckpt_path=self._checkpoint_path(cb_params)))
-            self._finish_landscape(cb_params)
-            self._train_ended = True
-        elif self._specified["collect_eval_lineage"]:
+        train = cb_params.get("mode", "train") == "train"
+        if train and self._specified["collect_train_lineage"]:
+            self._record.add_value("train_lineage", "train_lineage", lineage.train_lineage(
+                cb_params, learning_rate=self._initial_lr, ckpt_path=self._checkpoint_path(cb_params)))
+        elif not train and self._specified["collect_eval_lineage"]:
             self._record.add_value("eval_lineage", "eval_lineage", lineage.eval_lineage(cb_params))
         self._record.record(step)
+        if train:
+            self._finish_landscape(cb_params)
+            self._train_ended = True
         self._record.flush()
         return None
 
@@ -340,32 +366,33 @@ class SummaryCollector(PlainLoopMixin, Callback):
             if self._specified["collect_metric"] and cb_params.get("net_outputs") is not None:
                 loss = _first_output(cb_params["net_outputs"])
                 # The only host sync SummaryCollector makes, and only at collection steps.
-                value = float(loss.detach().float().mean()) if isinstance(loss, torch.Tensor) else float(loss)
-                record.add_value("scalar", "loss/auto", value)
+                record.add_value("scalar", "loss/auto", _loss_value(loss))
             if self._specified["_histograms"]:
-                for name, param in self._histogram_params(cb_params):
-                    record.add_value("histogram", f"{name}/auto", param.detach())
+                for tag, param in self._histogram_params(cb_params):
+                    record.add_value("histogram", tag, param.detach())
         for (plugin, name), value in self._user_values.items():
             if (plugin == "tensor") == (kind == "tensor") or kind == "all":
                 record.add_value(plugin, name, value)
-        network = cb_params.get("train_network") if self._specified["collect_graph"] else None
-        plugin_filter = None if kind == "all" else (
-            (lambda p: p == "tensor") if kind == "tensor" else (lambda p: p != "tensor"))
+        # The graph is built once, by the first record that gets a network.
+        network = (cb_params.get("train_network") if self._specified["collect_graph"] and not record._graph_written
+                   else None)
         record.record(int(cb_params["cur_step_num"]), train_network=unwrap_module(network) if network is not None
-                      else None, plugin_filter=plugin_filter)
+                      else None, plugin_filter=_PLUGIN_FILTERS[kind])
 
     def _histogram_params(self, cb_params: Mapping[str, Any]) -> list[tuple[str, nn.Parameter]]:
+        """``(tag, parameter)`` of the parameters whose histograms are collected (chosen once per run)."""
         if self._hist_params is None:
             network = cb_params.get("network") or cb_params.get("train_network")
             named = list(unwrap_module(network).named_parameters()) if network is not None else []
             regular = self._specified["histogram_regular"]
             if regular is None:
-                self._hist_params = named[:_HISTOGRAM_DEFAULT_COUNT]
+                chosen = named[:_HISTOGRAM_DEFAULT_COUNT]
             else:
-                self._hist_params = [(n, p) for n, p in named if re.match(regular, n)]
-                if not self._hist_params:
+                chosen = [(n, p) for n, p in named if re.match(regular, n)]
+                if not chosen:
                     logger.warning("histogram_regular %r matches no parameter name; no histogram collected.",
                                    regular)
+            self._hist_params = [(f"{n}/auto", p) for n, p in chosen]
         return self._hist_params
 
     def _collect_input(self, cb_params: Mapping[str, Any]) -> None:

@@ -113,7 +113,7 @@ def build_graph(network: nn.Module, example_inputs: Any = None) -> Any:
         example_inputs = tuple(example_inputs)
     cls_name = type(module).__name__
     try:
-        gm = torch.fx.symbolic_trace(module)
+        gm = _trace(module)
         return _Builder(module).from_fx(gm, example_inputs)
     except Exception as exc:  # noqa: BLE001 - any tracing failure means: fall back
         reason = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
@@ -127,6 +127,36 @@ def build_graph(network: nn.Module, example_inputs: Any = None) -> Any:
         logger.info("Graph of %s: torch.fx could not trace it (%s); the graph describes the module tree.",
                     cls_name, reason)
         return _Builder(module).from_module_tree()
+
+
+class _Traced:
+    """What ``torch.fx.symbolic_trace`` returns, without generating and compiling the GraphModule's code.
+
+    The graph builder only walks the graph and looks submodules up, which the traced
+    module itself answers; that code generation was a third of building the graph on
+    the training thread. A real ``GraphModule`` is made on demand (fake-tensor shapes).
+    """
+
+    def __init__(self, root: nn.Module, graph: torch.fx.Graph) -> None:
+        self.root = root
+        self.graph = graph
+        self._graph_module: torch.fx.GraphModule | None = None
+
+    def get_submodule(self, target: str) -> nn.Module:
+        return self.root.get_submodule(target)
+
+    @property
+    def graph_module(self) -> torch.fx.GraphModule:
+        if self._graph_module is None:
+            self._graph_module = torch.fx.GraphModule(self.root, self.graph, type(self.root).__name__)
+        return self._graph_module
+
+
+def _trace(module: nn.Module) -> _Traced:
+    """``torch.fx.symbolic_trace(module)``: the same tracer and graph (see :class:`_Traced`)."""
+    tracer = torch.fx.Tracer()
+    graph = tracer.trace(module)
+    return _Traced(tracer.root, graph)
 
 
 def _graph_name(module: nn.Module) -> str:
@@ -240,7 +270,7 @@ class _Builder:
             out.type.CopyFrom(out_type)
 
     # -------------------------------------------------------------- fx
-    def from_fx(self, gm: torch.fx.GraphModule, example_inputs: tuple | None) -> Any:
+    def from_fx(self, gm: _Traced, example_inputs: tuple | None) -> Any:
         self.batch_unknown = _propagate_shapes(gm, example_inputs)
         names: dict[torch.fx.Node, str] = {}
         for fx_node in gm.graph.nodes:
@@ -358,7 +388,7 @@ def _flat(obj: Any) -> list:
     return [obj]
 
 
-def _propagate_shapes(gm: torch.fx.GraphModule, example_inputs: tuple | None) -> bool:
+def _propagate_shapes(gm: _Traced, example_inputs: tuple | None) -> bool:
     """Fill ``tensor_meta`` on ``gm``'s nodes; return True when the batch size was guessed."""
     from torch.fx.passes.shape_prop import ShapeProp
     from torch._subclasses.fake_tensor import FakeTensorMode
@@ -373,13 +403,15 @@ def _propagate_shapes(gm: torch.fx.GraphModule, example_inputs: tuple | None) ->
                 return False
             example_inputs.append(torch.zeros(shape[0], dtype=shape[1]))
         guessed = True
+        if _propagate_one_sample(gm, example_inputs):
+            return True
     if len(example_inputs) != len(placeholders):
         return False
     try:
         mode = FakeTensorMode(allow_non_fake_inputs=True)
         fake = [mode.from_tensor(t) if isinstance(t, torch.Tensor) else t for t in example_inputs]
         with torch.no_grad():
-            ShapeProp(gm, fake_mode=mode).propagate(*fake)
+            ShapeProp(gm.graph_module, fake_mode=mode).propagate(*fake)
     except Exception as exc:  # noqa: BLE001 - shapes are optional
         logger.debug("Graph: shape propagation failed (%s); nodes carry no shapes.", exc)
         for node in gm.graph.nodes:
@@ -388,7 +420,86 @@ def _propagate_shapes(gm: torch.fx.GraphModule, example_inputs: tuple | None) ->
     return guessed
 
 
-def _guess_input_shape(gm: torch.fx.GraphModule, ph: torch.fx.Node) -> tuple[tuple[int, ...], torch.dtype] | None:
+class _QuietShapeProp(torch.fx.Interpreter):
+    """``ShapeProp`` on real tensors, without its traceback on stderr when a node fails.
+
+    A failure only means "try fake tensors" here, and those print ShapeProp's own
+    message if they fail too.
+    """
+
+    def run_node(self, n: torch.fx.Node) -> Any:
+        from torch.fx.node import map_aggregate
+        from torch.fx.passes.shape_prop import _extract_tensor_metadata
+
+        result = super().run_node(n)
+        found = False
+
+        def extract(obj: Any) -> Any:
+            nonlocal found
+            if isinstance(obj, torch.Tensor):
+                found = True
+                return _extract_tensor_metadata(obj)
+            return obj
+
+        meta = map_aggregate(result, extract)
+        if found:
+            n.meta["tensor_meta"] = meta
+        n.meta["type"] = type(result)
+        return result
+
+
+def _propagate_one_sample(gm: _Traced, inputs: list[torch.Tensor]) -> bool:
+    """Fill ``tensor_meta`` by running the guessed one-sample batch for real; False if that cannot be done.
+
+    Fake tensors (the general way) cost milliseconds even for a small MLP: the network
+    is deep-copied into fake parameters and every operator goes through fake dispatch,
+    which SummaryCollector pays on the training thread. A guessed input only exists
+    when the first layer is a ``Linear``, where one sample of zeros costs less than a
+    training step's sample, so it is run on the real modules instead -- without side
+    effects: buffers (BatchNorm statistics) are swapped for copies while it runs, the
+    CPU random state is restored afterwards (dropout draws from it), and no autograd
+    graph is recorded. Networks with tensors off the CPU keep the fake-tensor path
+    (their random state lives on the device), as does anything that raises here.
+    """
+    swapped: list[tuple[dict, str, torch.Tensor]] = []
+    attributes: list[tuple[nn.Module, str, torch.Tensor]] = []
+    try:
+        for module in gm.root.modules():
+            for name, buf in module._buffers.items():
+                if buf is not None:
+                    swapped.append((module._buffers, name, buf))
+            if any(p is not None and p.device.type != "cpu" for p in module._parameters.values()):
+                return False
+        # Plain tensor attributes the graph reads (a GraphModule would hold them as buffers).
+        for node in gm.graph.nodes:
+            if node.op == "get_attr":
+                path, _, name = str(node.target).rpartition(".")
+                owner = gm.root.get_submodule(path)
+                value = getattr(owner, name, None)
+                if isinstance(value, torch.Tensor) and name not in owner._parameters and name not in owner._buffers:
+                    attributes.append((owner, name, value))
+        if any(t.device.type != "cpu" for t in [buf for _, _, buf in swapped] + [v for _, _, v in attributes]):
+            return False
+        for buffers, name, buf in swapped:
+            buffers[name] = buf.clone()
+        for owner, name, value in attributes:
+            setattr(owner, name, value.clone())
+        with torch.no_grad(), torch.random.fork_rng(devices=[]):
+            _QuietShapeProp(gm.root, graph=gm.graph).run(*inputs)
+        return True
+    except Exception as exc:  # noqa: BLE001 - the fake-tensor path decides
+        logger.debug("Graph: one-sample shape propagation failed (%s); trying fake tensors.", exc)
+        for node in gm.graph.nodes:
+            node.meta.pop("tensor_meta", None)
+        return False
+    finally:
+        for buffers, name, buf in swapped:
+            buffers[name] = buf
+        for owner, name, value in attributes:
+            setattr(owner, name, value)
+
+
+def _guess_input_shape(gm: _Traced, ph: torch.fx.Node) -> tuple[tuple[int, ...], torch.dtype] | None:
     """(shape, dtype) of one sample for an input whose first layer tells its size, else None."""
     node = ph
     while node.users:

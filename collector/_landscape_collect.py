@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import time
 from typing import Any
 
 from torch import nn
@@ -135,12 +136,34 @@ def _check_intervals(intervals: Any, name: str, caller: str) -> list[list[int]]:
     return out
 
 
+#: Checkpoint copies wait in memory until they hold this many bytes or the oldest is this
+#: old (checked at the next save), then one background job writes them all; what waits
+#: when training ends is written by ``shutdown`` (before the metadata). Small networks'
+#: checkpoints are then serialized together with warm caches instead of one by one
+#: between training steps (each write competing with the training loop for the GIL);
+#: large ones are written as they come.
+CKPT_BATCH_BYTES = 64 << 20
+CKPT_BATCH_SECONDS = 2.0
+
+
+def _save_files(batch: list[tuple[dict[str, Any], str]]) -> None:
+    """Write every checkpoint of a batch; raise the first failure once all were tried."""
+    errors = []
+    for state, path in batch:
+        try:
+            save_file(state, path)
+        except Exception as exc:  # noqa: BLE001 - the other files are still written
+            errors.append(exc)
+    if errors:
+        raise errors[0]
+
+
 class LandscapeCollector:
     """Saves interval checkpoints while training and writes ``train_metadata.json`` at the end.
 
     Checkpoints: ``{ckpt_dir}/{NetworkClass}_{n}_{unit}.pt``, the unwrapped network's
-    state dict (CPU tensors, copied on the training thread, written by one background
-    thread).
+    state dict (CPU tensors, copied on the training thread, written in batches: see
+    ``CKPT_BATCH_BYTES``); all are written before the metadata.
     """
 
     def __init__(self, ckpt_dir: str, config: dict[str, Any]) -> None:
@@ -150,6 +173,9 @@ class LandscapeCollector:
         self.wanted = {n for interval in config["intervals"] for n in interval}
         self.files: dict[int, str] = {}
         self._writer = BackgroundWriter("landscape-ckpt")
+        self._batch: list[tuple[dict[str, Any], str]] = []
+        self._batch_bytes = 0
+        self._batch_since = 0.0
         self.metadata_written = False
 
     def reset(self) -> None:
@@ -165,9 +191,21 @@ class LandscapeCollector:
         if not self.files:
             os.makedirs(self.ckpt_dir, exist_ok=True)
         file_name = f"{type(module).__name__}_{number}_{self.unit}.pt"
-        self._writer.submit(save_file, cpu_state_dict(module), os.path.join(self.ckpt_dir, file_name))
+        state = cpu_state_dict(module)
+        now = time.monotonic()
+        if not self._batch:
+            self._batch_since = now
+        self._batch.append((state, os.path.join(self.ckpt_dir, file_name)))
+        self._batch_bytes += sum(t.nbytes for t in state.values())
         self.files[number] = file_name
+        if self._batch_bytes >= CKPT_BATCH_BYTES or now - self._batch_since >= CKPT_BATCH_SECONDS:
+            self._hand_off()
         return True
+
+    def _hand_off(self) -> None:
+        batch, self._batch, self._batch_bytes = self._batch, [], 0
+        if batch:
+            self._writer.submit(_save_files, batch)
 
     def write_metadata(self, step_per_epoch: int | None) -> str | None:
         """Wait for pending checkpoints, then write the metadata of the complete intervals.
@@ -175,7 +213,7 @@ class LandscapeCollector:
         Returns the metadata path, or None when there was nothing to write (no
         checkpoint saved at all).
         """
-        self._writer.shutdown()
+        self.shutdown()
         self.metadata_written = True
         if not self.files:
             logger.warning("collect_landscape: no checkpoint of any interval was saved; %s not written.",
@@ -208,5 +246,22 @@ class LandscapeCollector:
         return path
 
     def shutdown(self) -> None:
-        """Wait for pending writes (used when training raised)."""
+        """Write the checkpoints still waiting and wait for every write (also used when training raised).
+
+        The waiting ones are written on this thread, after those handed to the writer
+        thread: the caller waits for them anyway, and a hand-off would add two thread
+        wake-ups. Every file is tried; the first failure is raised afterwards.
+        """
+        batch, self._batch, self._batch_bytes = self._batch, [], 0
+        errors: list[BaseException] = []
+        try:
+            self._writer.wait()
+        except Exception as exc:  # noqa: BLE001 - the waiting checkpoints are still written
+            errors.append(exc)
+        try:
+            _save_files(batch)
+        except Exception as exc:  # noqa: BLE001
+            errors.append(exc)
         self._writer.shutdown()
+        if errors:
+            raise errors[0]

@@ -4,8 +4,10 @@ Two halves, because ``SummaryRecord`` splits the work between threads:
 
 * ``to_numpy`` / ``check_*`` run on the caller's thread: they validate and take a
   private copy (a tensor may be changed in place by the next optimizer step);
-* ``pack_*`` run on the writer thread: histogram binning, PNG encoding and protobuf
-  filling, which are the expensive parts.
+* ``pack_*`` / ``encode_*`` run when the record writes (its writer thread, or
+  ``flush``/``close``): histogram binning, PNG encoding and protobuf filling, which
+  are the expensive parts; histograms of a batch of records are binned and encoded
+  together, straight to wire bytes.
 
 The packing rules are MindSpore 2.10's (``../shared/spec/summary-format.md``).
 """
@@ -21,6 +23,7 @@ import zlib
 import numpy as np
 
 from collector import proto
+from collector._histogram import histogram_bins, histogram_stats
 
 logger = logging.getLogger(__name__)
 
@@ -111,55 +114,13 @@ def pack_scalar(value: float):
     return proto.Summary.Value(scalar_value=value)
 
 
-def histogram_bins(count: int) -> int:
-    """MindSpore's bucket count for ``count`` finite values."""
-    if count == 0:
-        return 1
-    if count <= 5:
-        return 2
-    if count <= 10:
-        return 3
-    if count <= 880:
-        return count // 10 + 1
-    return 90
-
-
 def pack_histogram(arr: np.ndarray):
-    """Fill a ``Summary.Histogram`` the way MindSpore 2.10 does."""
-    hist = proto.Summary.Histogram()
-    flat = arr.reshape(-1)
-    if flat.dtype == np.bool_:
-        flat = flat.astype(np.uint8)
-    hist.count = int(flat.size)
-    if np.issubdtype(flat.dtype, np.floating):
-        finite_mask = np.isfinite(flat)
-        finite = flat[finite_mask] if not finite_mask.all() else flat
-        nan = int(np.count_nonzero(np.isnan(flat))) if finite.size != flat.size else 0
-        pos = int(np.count_nonzero(np.isposinf(flat))) if finite.size != flat.size else 0
-        hist.nan_count, hist.pos_inf_count = nan, pos
-        hist.neg_inf_count = int(flat.size - finite.size - nan - pos)
-    else:
-        finite = flat
-        hist.nan_count = hist.pos_inf_count = hist.neg_inf_count = 0
-    if finite.size == 0:
-        hist.max = hist.min = math.nan
-        hist.sum = 0.0
-        hist.buckets.add(left=0.0, width=0.0, count=0)
-        return proto.Summary.Value(histogram=hist)
-    lo, hi = finite.min(), finite.max()
-    hist.min, hist.max = float(lo), float(hi)
-    hist.sum = float(finite.sum(dtype=np.float64))
-    first, last = lo, hi
-    if not first < last:
-        first, last = first - 0.5, last + 0.5
-    # Edges in the value's own float dtype, as MindSpore computes them (bucket widths
-    # then differ in the last bits, exactly as in MindSpore's own files).
-    edge_dtype = finite.dtype if np.issubdtype(finite.dtype, np.floating) else np.float64
-    edges = np.linspace(first, last, histogram_bins(finite.size) + 1, dtype=edge_dtype)
-    counts, edges = np.histogram(finite, bins=edges)
-    left = edges[:-1].astype(np.float64)
-    width = np.diff(edges).astype(np.float64)
-    for lft, wid, cnt in zip(left.tolist(), width.tolist(), counts.tolist()):
+    """Fill a ``Summary.Histogram`` the way MindSpore 2.10 does (see :func:`histogram_stats`)."""
+    st = histogram_stats(arr)
+    hist = proto.Summary.Histogram(nan_count=st.nan_count, pos_inf_count=st.pos_inf_count,
+                                   neg_inf_count=st.neg_inf_count, max=st.max, min=st.min, sum=st.sum,
+                                   count=st.count)
+    for lft, wid, cnt in zip(st.left.tolist(), st.width.tolist(), st.counts.tolist()):
         hist.buckets.add(left=lft, width=wid, count=cnt)
     return proto.Summary.Value(histogram=hist)
 

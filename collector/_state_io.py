@@ -5,6 +5,7 @@ Shared by ModelCheckpoint and the landscape checkpoints of SummaryCollector.
 
 from __future__ import annotations
 
+import io
 import os
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -13,7 +14,7 @@ from typing import Any
 import torch
 from torch import nn
 
-__all__ = ["unwrap_module", "cpu_state_dict", "BackgroundWriter", "save_file", "to_cpu"]
+__all__ = ["unwrap_module", "cpu_state_dict", "BackgroundWriter", "save_file", "to_cpu", "IN_MEMORY_SAVE_BYTES"]
 
 
 def unwrap_module(module: nn.Module) -> nn.Module:
@@ -81,10 +82,36 @@ class BackgroundWriter:
                 pool.shutdown(wait=True)
 
 
+#: Checkpoints whose tensors hold at most this many bytes are serialized in memory first.
+IN_MEMORY_SAVE_BYTES = 64 << 20
+
+
+def _tensor_bytes(obj: Any) -> int:
+    if isinstance(obj, torch.Tensor):
+        return obj.nbytes
+    if isinstance(obj, dict):
+        return sum(_tensor_bytes(v) for v in obj.values())
+    if isinstance(obj, (list, tuple)):
+        return sum(_tensor_bytes(v) for v in obj)
+    return 0
+
+
 def save_file(obj: Any, path: str) -> None:
-    # Write to a temporary name first: a reader never sees half a checkpoint.
+    """``torch.save(obj)`` to ``path`` through a temporary name: a reader never sees half a checkpoint.
+
+    A small checkpoint is serialized into memory and written with one ``write`` call:
+    torch's file writer holds the GIL while it writes, Python's file write does not,
+    so the disk time then overlaps the training loop or the summary writer instead of
+    stopping them. Large ones are streamed to the file (no second copy in memory).
+    """
     tmp = f"{path}.tmp{os.getpid()}"
-    torch.save(obj, tmp)
+    if _tensor_bytes(obj) <= IN_MEMORY_SAVE_BYTES:
+        buffer = io.BytesIO()
+        torch.save(obj, buffer)
+        with open(tmp, "wb") as f:
+            f.write(buffer.getbuffer())
+    else:
+        torch.save(obj, tmp)
     os.replace(tmp, path)
 
 

@@ -15,6 +15,7 @@ from urllib.parse import quote
 import numpy as np
 import torch
 
+from collector import _histogram
 from collector import _packing as packing
 from collector import proto
 from collector._events import BackgroundWriter, EventFileSet
@@ -41,9 +42,26 @@ _LINEAGE_FIELD = {
 }
 PLUGINS = _TENSOR_PLUGINS + tuple(_MESSAGE_PLUGINS) + ("LANDSCAPE",)
 _PLUGIN_SET = frozenset(PLUGINS)
+_FLOAT_DTYPES = frozenset((torch.float16, torch.float32, torch.float64))  # histogram fast path
 
 _open_lock = threading.Lock()
 _open_record: weakref.ref | None = None
+
+# Recorded events wait in a batch until one of these is reached (or flush/close), then
+# the writer thread encodes and writes the whole batch. Encoding each record as it came
+# cost two to three times more: every one ran with cold caches between training steps
+# and woke the writer thread to compete with the training loop for the GIL. The limits
+# keep memory bounded (values are private copies) and the files at most a few seconds
+# behind the training, as a viewer of a running job expects.
+BATCH_RECORDS = 512
+BATCH_BYTES = 32 << 20
+BATCH_SECONDS = 2.0
+# Histogram snapshots of CPU float tensors are copied into rows of 2-D "slabs" of at most
+# this size, one per dtype and element count: a batch's snapshots of one parameter are
+# then one block that the writer sorts in place (_histogram.histogram_stats_many), instead
+# of being stacked into fresh memory first -- fresh pages cost more than the sort. (Below
+# 4 MiB, where numpy asks for transparent huge pages, whose allocation can stall.)
+SLAB_BYTES = 2 << 20
 
 
 class SummaryRecord:
@@ -52,9 +70,15 @@ class SummaryRecord:
     Values added with :meth:`add_value` are buffered and written by :meth:`record`
     as one Event at the given step. Files are created lazily in ``log_dir``:
     ``{prefix}.out.events.summary.{seconds}.{host}{suffix}`` for summary data and
-    ``...{host}_lineage`` for lineage, both made read-only when closed. Encoding and
-    disk I/O run on a background thread with a bounded queue; :meth:`flush` and
-    :meth:`close` wait for them.
+    ``...{host}_lineage`` for lineage, both made read-only when closed. Recorded
+    events are encoded and written in batches: a background thread writes a batch when
+    it holds ``BATCH_RECORDS`` records or ``BATCH_BYTES`` bytes of values, or when its
+    oldest record is ``BATCH_SECONDS`` old (checked at each record; the running thread
+    also looks that often);
+    :meth:`flush` and :meth:`close` write the rest themselves, since their caller waits
+    for it anyway (handing it to the thread would only add two thread wake-ups). The
+    thread starts with the first batch handed to it; until then a batch that grew old
+    is handed over by the next :meth:`record`.
 
     Only one SummaryRecord may be open at a time in a process: two writers corrupt
     each other's data (MindSpore's notice), so a second one is refused.
@@ -132,7 +156,16 @@ class SummaryRecord:
         # Filled by the collector.summary operators, keyed (plugin, name): newest value wins.
         self._operator_values: dict[tuple[str, str], tuple[str, str, Any]] = {}
         self._errors: list[BaseException] = []
-        self._writer = BackgroundWriter(self._on_error)
+        # Recorded events not yet handed to the writer: (step, wall_time, values).
+        self._batch: list[tuple[int, float, list]] = []
+        self._batch_bytes = 0
+        self._batch_since = 0.0
+        # Held while a batch is taken and written: batches reach the files whole and in order,
+        # whichever thread writes them.
+        self._write_lock = threading.Lock()
+        # (dtype, element count) -> [2-D slab, rows used] for the batch being recorded.
+        self._slabs: dict[tuple[np.dtype, int], list] = {}
+        self._writer = BackgroundWriter(self._on_error, idle=(BATCH_SECONDS, self._write_stale_batch))
         _live_records.add(self)
 
     # ------------------------------------------------------------------ properties
@@ -195,9 +228,11 @@ class SummaryRecord:
         caller = "SummaryRecord.record"
         if type(step) is not int:
             check_param("step", step, ["int"], caller=caller)
-        if train_network is not None:
+        # isinstance/callable first: SummaryCollector calls this at every collection, and
+        # check_param is only needed to word the error.
+        if train_network is not None and not isinstance(train_network, torch.nn.Module):
             _check_network("train_network", train_network, caller)
-        if plugin_filter is not None:
+        if plugin_filter is not None and not callable(plugin_filter):
             check_param("plugin_filter", plugin_filter, ["callable"], caller=caller)
         if self._closed:
             logger.error("SummaryRecord.record(step=%d) called after close(); nothing written", step)
@@ -221,16 +256,31 @@ class SummaryRecord:
         if plugin_filter is not None:
             values = [v for v in values if plugin_filter(v[0])]
         if values:
-            self._writer.submit(lambda: self._write(int(step), time.time(), values))
+            nbytes = sum(data[0].nbytes for _, _, data in values if type(data) is tuple)
+            now = time.monotonic()
+            with self._lock:
+                if not self._batch:
+                    self._batch_since = now
+                # The wall time of the record() call, not of the (later) write.
+                self._batch.append((int(step), time.time(), values))
+                self._batch_bytes += nbytes
+                full = (len(self._batch) >= BATCH_RECORDS or self._batch_bytes >= BATCH_BYTES
+                        or now - self._batch_since >= BATCH_SECONDS)
+            if full:
+                self._hand_off()
         return not self._errors
 
     def flush(self) -> None:
         """Wait until everything recorded so far is written and flushed to the OS."""
         if self._closed:
             return
+        # The batches handed to the writer thread before (record() hands them over from the
+        # recording thread, the one that flushes), then one it may write while idle.
         self._writer.join()
-        self._writer.submit(lambda: [f.flush() for f in self._files.files()])
-        self._writer.join()
+        with self._write_lock:
+            self._write_batch_locked(self._take_batch())
+            for f in self._files.files():
+                f.flush()
         self._raise_pending()
 
     def close(self) -> None:
@@ -239,8 +289,10 @@ class SummaryRecord:
             return
         try:
             self._writer.join()
+            with self._write_lock:
+                self._write_batch_locked(self._take_batch())
         finally:
-            self._writer.stop()
+            self._writer.stop()  # the thread ends after the jobs queued before (an idle batch included)
             for f in self._files.files():
                 try:
                     f.close()
@@ -267,9 +319,18 @@ class SummaryRecord:
     # ------------------------------------------------------------------ internals
     def _prepare(self, plugin: str, name: str, value: Any) -> Any:
         """Validate on the caller's thread and take a private copy of the value."""
+        if plugin == "scalar":  # fast paths: one number needs no numpy copy
+            if type(value) is float:
+                return value
+            if isinstance(value, torch.Tensor) and value.numel() == 1:
+                return float(value.item())
+        elif plugin == "histogram" and isinstance(value, torch.Tensor) and value.dtype in _FLOAT_DTYPES \
+                and value.device.type == "cpu":
+            # What to_numpy and the dtype check below come to for a CPU float tensor (the
+            # parameters SummaryCollector collects at every collection), in fewer calls,
+            # copied into a slab row.
+            return (self._snapshot(value.detach().numpy()), False)
         what = f"add_value({plugin!r}, {name!r})"
-        if plugin == "scalar" and isinstance(value, torch.Tensor) and value.numel() == 1:
-            return float(value.item())  # fast path: one element needs no numpy copy
         if plugin in _TENSOR_PLUGINS:
             arr, bf16 = packing.to_numpy(value, what=what)
             if plugin == "scalar":
@@ -296,9 +357,85 @@ class SummaryRecord:
         copy.CopyFrom(value)
         return copy
 
-    def _write(self, step: int, wall_time: float, values: list) -> None:
-        """Runs on the writer thread: pack, serialize, frame and write."""
-        summary = proto.Summary()
+    def _snapshot(self, src: np.ndarray) -> np.ndarray:
+        """A private copy of ``src`` in the next free row of its slab (see ``SLAB_BYTES``)."""
+        n = src.size
+        if n == 0:
+            return src.copy()
+        key = (src.dtype, n)
+        with self._lock:
+            slab = self._slabs.get(key)
+            if slab is None or slab[1] == len(slab[0]):
+                rows = max(1, min(BATCH_RECORDS, SLAB_BYTES // src.nbytes))
+                # np.empty: rows not used yet cost no memory.
+                slab = self._slabs[key] = [np.empty((rows, n), dtype=src.dtype), 0]
+            row = slab[0][slab[1]]
+            slab[1] += 1
+        np.copyto(row, src.reshape(-1))
+        return row.reshape(src.shape)
+
+    def _take_batch(self) -> list[tuple[int, float, list]]:
+        with self._lock:
+            batch, self._batch, self._batch_bytes = self._batch, [], 0
+            if batch:
+                # The next batch's snapshots go to new slabs: this batch's are sorted in place.
+                self._slabs = {}
+        return batch
+
+    def _hand_off(self) -> None:
+        """Queue the batch of recorded events for the writer thread."""
+        batch = self._take_batch()
+        if batch:
+            self._writer.submit(lambda: self._write_batch(batch))
+
+    def _write_stale_batch(self) -> None:
+        """Runs on the writer thread when it was idle for ``BATCH_SECONDS``: write what waits."""
+        with self._write_lock:
+            with self._lock:
+                stale = bool(self._batch) and time.monotonic() - self._batch_since >= BATCH_SECONDS
+            if stale:
+                self._write_batch_locked(self._take_batch())
+
+    def _write_batch(self, batch: list[tuple[int, float, list]]) -> None:
+        with self._write_lock:
+            self._write_batch_locked(batch)
+
+    def _write_batch_locked(self, batch: list[tuple[int, float, list]]) -> None:
+        """Write the records of a batch, in order (``_write_lock`` held).
+
+        The histograms of every record are encoded together; each record is then
+        framed and written on its own, so an error (a full file, say) loses only the
+        records it concerns, as when they were written one by one.
+        """
+        items = [(tag, data[0]) for _, _, values in batch for plugin, tag, data in values if plugin == "histogram"]
+        encoded: list[bytes] | None = None
+        if items:
+            try:
+                # overwrite: the snapshots are this record's private copies, written once.
+                encoded = _histogram.encode_histogram_values(items, overwrite=True)
+            except Exception:  # noqa: BLE001 - encoded again per record, where the error is reported
+                # (Some snapshots may be sorted by then: same buckets, the sum's last bits may differ.)
+                encoded = None
+        position = 0
+        for step, wall_time, values in batch:
+            count = sum(1 for plugin, _, _ in values if plugin == "histogram")
+            mine = encoded[position:position + count] if encoded is not None else None
+            position += count
+            try:
+                self._write(step, wall_time, values, mine)
+            except Exception as exc:  # noqa: BLE001 - reported like a failed job
+                self._on_error(exc)
+
+    def _write(self, step: int, wall_time: float, values: list, histograms_encoded: list[bytes] | None = None) -> None:
+        """Pack, serialize, frame and write one record (``_write_lock`` held).
+
+        The Summary is assembled from each value's own wire bytes (a repeated message
+        field is its elements, each key- and length-prefixed, in order), so histograms can
+        be encoded together without building protobuf objects; the Event bytes are those
+        of ``Event(wall_time, step, summary=Summary(value=[...]))`` serialized whole.
+        """
+        summary: list[bytes | None] = []
+        histograms: list[tuple[int, str, np.ndarray]] = []
         events: list[tuple[str, bytes]] = []
         for plugin, tag, data in values:
             if plugin == "graph":
@@ -307,10 +444,22 @@ class SummaryRecord:
                 ev = proto.LineageEvent(wall_time=wall_time, step=step)
                 getattr(ev, _LINEAGE_FIELD[plugin]).CopyFrom(data)
                 events.append(("lineage", ev.SerializeToString()))
+            elif plugin == "histogram":
+                histograms.append((len(summary), tag, data[0]))
+                summary.append(None)  # filled below, in its place
             else:
-                summary.value.append(self._pack(plugin, tag, data, step))
-        if summary.value:
-            events.append(("summary", proto.Event(wall_time=wall_time, step=step, summary=summary).SerializeToString()))
+                summary.append(self._pack(plugin, tag, data, step).SerializeToString())
+        if histograms:
+            encoded = histograms_encoded
+            if encoded is None:
+                encoded = _histogram.encode_histogram_values([(tag, arr) for _, tag, arr in histograms])
+            for (index, _, _), value in zip(histograms, encoded):
+                summary[index] = value
+        if summary:
+            # Event fields in number order: wall_time (1), step (2), then summary (5).
+            head = proto.Event(wall_time=wall_time, step=step).SerializeToString()
+            body = b"".join(_histogram.encode_len_field(1, value) for value in summary)
+            events.append(("summary", head + _histogram.encode_len_field(5, body)))
         for kind, payload in events:
             (self._files.summary if kind == "summary" else self._files.lineage).write(payload)
 

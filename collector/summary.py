@@ -25,7 +25,8 @@ next ``record(step)``.
   one step: the operator's is kept, with a warning from ``record``.
 * **Cost while recording.** The value is validated and copied to host memory at the
   call (as ``add_value`` does), so a GPU tensor is synchronised then; a wrong value
-  raises at the call site. Encoding and writing happen on the record's writer thread.
+  raises at the call site. Encoding and writing happen later, in batches (the
+  record's writer thread, or its ``flush``/``close``).
 * **torch.compile.** The no-record check is a plain Python global read, which dynamo
   traces into a guard: with no record open a compiled model contains no trace of the
   operator. While a record is open, the buffering runs eagerly behind
@@ -113,7 +114,7 @@ def histogram(name: str, value: Any) -> None:
         The tag, non-empty; for a gradient MindSpore's tutorial uses
         ``param_name + ".gradient"``.
     value : torch.Tensor or numpy.ndarray
-        Numeric values; binned as MindSpore bins them, on the writer thread.
+        Numeric values; binned as MindSpore bins them when the record writes.
 
     Examples
     --------

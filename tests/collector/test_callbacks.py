@@ -95,6 +95,31 @@ def test_callbacks_entered_and_exited_even_on_error():
     assert events == [("enter", "a"), ("enter", "b"), ("exit", "b", RuntimeError), ("exit", "a", RuntimeError)]
 
 
+def test_callback_list_calls_only_hooks_that_do_something():
+    calls = []
+
+    class StepEnd(Callback):
+        def step_end(self, run_context):
+            calls.append("class step_end")
+
+    class Inherits(StepEnd):
+        pass
+
+    lam = LambdaCallback(step_begin=lambda ctx: calls.append("lambda step_begin"))
+    plain = Callback()
+    cbs = _CallbackList([plain, StepEnd(), Inherits(), lam])
+    with cbs:
+        assert [type(cb) for cb in cbs._active["step_end"]] == [StepEnd, Inherits]
+        assert cbs._active["step_begin"] == [lam] and cbs._active["epoch_end"] == []
+        ctx = RunContext({"cur_step_num": 1})
+        cbs.step_begin(ctx)
+        cbs.step_end(ctx)
+    assert calls == ["lambda step_begin", "class step_end", "class step_end"]
+    assert cbs._active is None  # outside a run every callback is called, as before
+    cbs.step_begin(RunContext({}))
+    assert calls[-1] == "lambda step_begin"
+
+
 def test_callback_list_validation():
     with pytest.raises(InvalidParameterError, match=r"'callbacks\[1\]' parameter of Model must be an instance of "
                                                     r"'Callback'.*HINT: subclass collector.Callback"):

@@ -227,3 +227,57 @@ def test_graph_round_trips_through_the_proto(net):
     g = build_graph(net)
     again = proto.GraphProto.FromString(g.SerializeToString())
     assert again == g and len(again.node) > 0
+
+
+class Mixed(nn.Module):
+    """Dropout, LayerNorm, BatchNorm (eval), a buffer, a plain tensor attribute and two outputs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(8, 16)
+        self.drop = nn.Dropout(0.5)
+        self.norm = nn.LayerNorm(16)
+        self.bn = nn.BatchNorm1d(16)
+        self.out = nn.Linear(16, 4)
+        self.scale = torch.tensor([2.0, 1.0, 3.0, 0.5])
+        self.register_buffer("shift", torch.ones(4))
+
+    def forward(self, x):
+        h = self.bn(self.norm(self.drop(torch.relu(self.fc(x)))))
+        y = self.out(h) * self.scale + self.shift
+        a, b = y.chunk(2, dim=1)
+        return torch.softmax(a + b, dim=-1), y.view(-1, 2, 2)
+
+
+@pytest.mark.parametrize("make", [MLP, Mixed, lambda: nn.Sequential(nn.Linear(5, 7), nn.GELU(), nn.Dropout(0.1),
+                                                                     nn.Linear(7, 2))], ids=["mlp", "mixed", "seq"])
+def test_one_sample_shapes_equal_fake_tensor_shapes_without_side_effects(make, monkeypatch):
+    """Shapes from the one-sample run equal those of fake tensors; nothing of the network changes."""
+    from collector import _graph
+
+    torch.manual_seed(0)
+    net = make()
+    net.train()
+    if isinstance(net, Mixed):
+        net.bn.eval()  # BatchNorm1d cannot train on one sample; in eval mode it reads its statistics
+    state = {k: v.clone() for k, v in net.state_dict().items()}
+    rng = torch.get_rng_state()
+    ran = []
+    original = _graph._propagate_one_sample
+    monkeypatch.setattr(_graph, "_propagate_one_sample", lambda gm, inputs: ran.append(1) or original(gm, inputs))
+    fast = build_graph(net)
+    assert ran and _out_shapes(fast)["1"] == [-1, _out_shapes(fast)["1"][1]]  # shapes, batch shown as -1
+    assert torch.equal(torch.get_rng_state(), rng)  # dropout drew from a forked generator
+    for key, value in net.state_dict().items():
+        assert torch.equal(value, state[key]), key
+    assert net.training and not any(k.startswith("_tensor_constant") for k in vars(net))
+    monkeypatch.setattr(_graph, "_propagate_one_sample", lambda gm, inputs: False)
+    assert build_graph(net).SerializeToString() == fast.SerializeToString()
+
+
+def test_training_batchnorm_falls_back_to_fake_tensors():
+    net = nn.Sequential(nn.Linear(4, 6), nn.BatchNorm1d(6))  # one sample cannot train BatchNorm
+    mean = net[1].running_mean.clone()
+    g = build_graph(net)
+    assert [n.op_type for n in g.node] == ["MatMul", "BiasAdd", "BatchNorm"]
+    assert torch.equal(net[1].running_mean, mean) and int(net[1].num_batches_tracked) == 0

@@ -94,3 +94,62 @@ def test_every_rule_refused_and_nothing_written(tmp_path, value, pattern):
 def test_none_means_no_landscape(tmp_path):
     sc = SummaryCollector(tmp_path, collect_specified_data={"collect_landscape": None})
     assert sc.collect_specified_data["collect_landscape"] is None
+
+
+def _tiny_net():
+    import torch
+    from torch import nn
+
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+
+
+@pytest.mark.parametrize("batch_bytes", [64 << 20, 0], ids=["batched", "one-by-one"])
+def test_checkpoints_are_snapshots_written_before_the_metadata(tmp_path, monkeypatch, batch_bytes):
+    import json
+    import os
+
+    import torch
+
+    from collector import _landscape_collect
+    from collector._landscape_collect import LandscapeCollector
+
+    monkeypatch.setattr(_landscape_collect, "CKPT_BATCH_BYTES", batch_bytes)
+    net = _tiny_net()
+    collector = LandscapeCollector(str(tmp_path / "ckpt_dir"), validate_collect_landscape(
+        {"unit": "epoch", "intervals": [[1, 2, 3]]}))
+    expected = {}
+    for epoch in (1, 2, 3):
+        assert collector.maybe_save(net, epoch)
+        expected[epoch] = {k: v.clone() for k, v in net.state_dict().items()}
+        with torch.no_grad():
+            for p in net.parameters():
+                p.add_(1.0)  # training goes on while the checkpoints wait
+    assert not collector.maybe_save(net, 4)
+    if batch_bytes == 0:
+        collector._writer.wait()  # each was handed to the writer thread as it came
+        assert len([f for f in os.listdir(tmp_path / "ckpt_dir") if f.endswith(".pt")]) == 3
+    path = collector.write_metadata(step_per_epoch=5)
+    with open(path, encoding="utf-8") as f:
+        assert json.load(f)["model_params_file_map"] == {str(n): f"Sequential_{n}_epoch.pt" for n in (1, 2, 3)}
+    for epoch, state in expected.items():
+        saved = torch.load(tmp_path / "ckpt_dir" / f"Sequential_{epoch}_epoch.pt", weights_only=True)
+        assert saved.keys() == state.keys()
+        assert all(torch.equal(saved[k], state[k]) for k in state)
+    assert not [f for f in os.listdir(tmp_path / "ckpt_dir") if ".tmp" in f]
+
+
+@pytest.mark.parametrize("in_memory", [True, False])
+def test_save_file_in_memory_and_streamed_load_the_same(tmp_path, monkeypatch, in_memory):
+    import torch
+
+    from collector import _state_io
+
+    monkeypatch.setattr(_state_io, "IN_MEMORY_SAVE_BYTES", 1 << 30 if in_memory else 0)
+    state = {"w": torch.arange(12.0).reshape(3, 4), "n": torch.tensor(7), "nested": {"b": torch.ones(2)}}
+    path = str(tmp_path / "x.pt")
+    _state_io.save_file(state, path)
+    loaded = torch.load(path, weights_only=True)
+    assert torch.equal(loaded["w"], state["w"]) and int(loaded["n"]) == 7 and torch.equal(loaded["nested"]["b"],
+                                                                                           torch.ones(2))
+    assert [p.name for p in tmp_path.iterdir()] == ["x.pt"]

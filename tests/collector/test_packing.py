@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import torch
 
 from collector import SummaryReader, SummaryRecord
+from collector import _histogram as histogram
+from collector import _packing as packing
 from collector._packing import histogram_bins
 
 
@@ -112,3 +116,102 @@ def test_scalar_takes_first_element_with_warning(tmp_path, caplog):
     scalars = SummaryReader(tmp_path).scalars()
     assert scalars["s"][1].tolist() == [3.0] and scalars["n"][1].tolist() == [1.25] and scalars["i"][1].tolist() == [7.0]
     assert "recording the first one" in caplog.text
+
+
+# ----------------------------------------------------------------- direct histogram encoding
+def _arrays_for_histograms():
+    """Values that take every branch: dtypes, NaN/inf, signed zeros, constants, huge counts."""
+    rng = np.random.default_rng(7)
+    out = []
+    for n in (1, 2, 5, 6, 11, 128, 881, 5000, 16384, 70000):
+        base = rng.normal(size=n) * 3.0
+        for dtype in (np.float32, np.float64, np.float16, np.int64, np.int8, np.uint8, np.bool_):
+            out.append(base > 0 if dtype is np.bool_ else np.abs(base).astype(dtype) if dtype is np.uint8
+                       else base.astype(dtype))
+        a = base.astype(np.float32)
+        a[:: max(1, n // 3)] = np.nan
+        out.append(a)
+        b = base.copy()
+        b[0], b[-1] = np.inf, -np.inf
+        out.append(b)
+        z = np.abs(np.round(base)).astype(np.float32)  # zeros at the minimum, some of them -0.0
+        z[rng.random(n) < 0.3] = -0.0
+        out.append(z)
+        out.append(-z)  # zeros at the maximum
+        out.append(np.full(n, 2.5, dtype=np.float32))
+    out.append(np.full(100, 3e38, dtype=np.float32))  # lo - 0.5 == lo: np.linspace's zero-step branch
+    out.append(np.full(200, np.nan))
+    out.append(np.zeros(70000, dtype=np.float32))  # one bucket of 70000: a three-byte varint
+    out.append(np.array([2**62, 3, 7, 2**40, 1, 5, 9], dtype=np.int64))
+    out.append(np.zeros(0, dtype=np.float32))
+    return out
+
+
+def _protobuf_bytes(tag, arr):
+    value = packing.pack_histogram(arr)
+    value.tag = tag
+    return value.SerializeToString()
+
+
+def test_histogram_wire_bytes_equal_protobuf_serialization():
+    arrays = _arrays_for_histograms()
+    for i, arr in enumerate(arrays):
+        assert histogram.encode_histogram_value(f"t{i}/auto", arr) == _protobuf_bytes(f"t{i}/auto", arr), (arr.dtype, arr.size)
+    encoded = histogram.encode_histogram_values([(f"t{i}", a) for i, a in enumerate(arrays)])
+    assert encoded == [_protobuf_bytes(f"t{i}", a) for i, a in enumerate(arrays)]
+
+
+def test_histogram_stats_against_numpy_histogram():
+    for arr in _arrays_for_histograms():
+        flat = arr.reshape(-1).astype(np.uint8) if arr.dtype == np.bool_ else arr.reshape(-1)
+        finite = flat[np.isfinite(flat)] if flat.dtype.kind == "f" else flat
+        st = histogram.histogram_stats(arr)
+        assert st.count == flat.size
+        if finite.size == 0:
+            assert st.counts.tolist() == [0] and np.isnan(st.min) and np.isnan(st.max)
+            continue
+        lo, hi = finite.min(), finite.max()
+        first, last = (lo, hi) if lo < hi else (lo - 0.5, hi + 0.5)
+        edges = np.linspace(first, last, histogram_bins(finite.size) + 1,
+                            dtype=finite.dtype if finite.dtype.kind == "f" else np.float64)
+        counts, _ = np.histogram(finite, bins=edges)
+        np.testing.assert_array_equal(st.counts, counts)
+        np.testing.assert_array_equal(st.left, edges[:-1].astype(np.float64))
+        np.testing.assert_array_equal(st.width, np.diff(edges).astype(np.float64))
+        # min/max: the same value and the same sign of zero as numpy's own min()/max()
+        assert (st.min, np.signbit(st.min)) == (float(lo), np.signbit(lo))
+        assert (st.max, np.signbit(st.max)) == (float(hi), np.signbit(hi))
+        assert st.sum == pytest.approx(math.fsum(finite.astype(np.float64).tolist()), rel=1e-9, abs=1e-9)
+        assert st.nan_count == (int(np.isnan(flat).sum()) if flat.dtype.kind == "f" else 0)
+
+
+def test_histogram_stats_many_equals_one_by_one():
+    rng = np.random.default_rng(3)
+    arrays = [a for a in _arrays_for_histograms() if a.size]
+    # Snapshots of the same "parameter": several arrays of one dtype and size, some with NaN.
+    for n, dtype in ((16384, np.float32), (128, np.float32), (1280, np.float64)):
+        for k in range(4):
+            a = (rng.normal(size=n) * (k + 1)).astype(dtype)
+            if k == 2:
+                a[5] = np.nan
+            arrays.append(a)
+    expected = [histogram.histogram_stats(a.copy()) for a in arrays]
+    for got, want in zip(histogram.histogram_stats_many([a.copy() for a in arrays]), expected):
+        assert _same_stats(got, want)
+    # Rows of one 2-D array ("slab" rows), sorted in place when overwrite=True.
+    slab = rng.normal(size=(6, 1000)).astype(np.float32)
+    slab[3, 7] = np.inf
+    slab[4] = np.abs(slab[4])
+    slab[4, [1, 2]] = 0.0, -0.0
+    rows = [slab[r].reshape(10, 100) for r in range(6)]
+    want = [histogram.histogram_stats(r.copy()) for r in rows]
+    got = histogram.histogram_stats_many(rows[:1] + rows[2:] + rows[1:2], overwrite=True)
+    for g, w in zip(got, want[:1] + want[2:] + want[1:2]):
+        assert _same_stats(g, w)
+    assert histogram._slab_blocks(rows, list(range(6))) != []
+
+
+def _same_stats(a, b) -> bool:
+    scalars = [(x, y) for x, y in zip(a[:7], b[:7])]
+    same = all((x == y and np.signbit(x) == np.signbit(y)) or (x != x and y != y) for x, y in scalars)
+    return same and all(np.array_equal(x, y) for x, y in zip(a[7:], b[7:]))

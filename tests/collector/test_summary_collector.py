@@ -362,3 +362,32 @@ def test_summary_operators_follow_collect_freq_and_tensor_freq(tmp_path):
     reader = SummaryReader(tmp_path)
     assert [s for s, _ in reader.tensors()["out"]] == [1, 3, 6, 9, 12, 15, 18]
     assert list(reader.scalars()["mean"][0]) == [1, 4, 8, 12, 16, 20]
+
+
+@pytest.mark.parametrize("batch_records", [512, 3], ids=["one-batch", "writer-thread-batches"])
+def test_every_histogram_matches_the_parameters_at_its_step(tmp_path, digits, monkeypatch, batch_records):
+    """Histograms (batched, snapshot slabs sorted in place) against numpy on independent copies."""
+    from collector import _summary_record
+
+    monkeypatch.setattr(_summary_record, "BATCH_RECORDS", batch_records)
+    torch.manual_seed(1)
+    net = MLP()
+    model = Model(net, nn.CrossEntropyLoss(), torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9))
+    capture = Capture()
+    model.train(2, DataLoader(digits, batch_size=64), callbacks=[capture, SummaryCollector(str(tmp_path),
+                                                                                           collect_freq=5)])
+    hists = SummaryReader(tmp_path).histograms()
+    others, _ = plan_collections(2 * 29, 5)
+    names = [n for n, _ in net.named_parameters()][:5]
+    assert list(hists) == [f"{n}/auto" for n in names]
+    for name in names:
+        assert [h["step"] for h in hists[f"{name}/auto"]] == others
+        for h in hists[f"{name}/auto"]:
+            values = capture.step_states[h["step"]][name].numpy().reshape(-1)
+            lo, hi = values.min(), values.max()
+            bins = values.size // 10 + 1 if values.size <= 880 else 90
+            edges = np.linspace(lo, hi, bins + 1, dtype=np.float32)
+            np.testing.assert_array_equal(h["count"], np.histogram(values, bins=edges)[0])
+            np.testing.assert_array_equal(h["left"], edges[:-1].astype(np.float64))
+            assert (h["min"], h["max"], h["total"]) == (float(lo), float(hi), values.size)
+            assert h["sum"] == pytest.approx(values.astype(np.float64).sum(), rel=1e-9, abs=1e-9)

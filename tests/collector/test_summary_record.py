@@ -286,3 +286,131 @@ def test_bad_mode_and_train_network(tmp_path):
             rec.record(1, train_network=object())
         with pytest.raises(InvalidParameterError, match="'plugin_filter'"):
             rec.record(1, plugin_filter="scalar")
+
+
+# ----------------------------------------------------------------- batched writing
+def _payloads(path):
+    from collector._record import iter_records
+
+    return [payload for _, payload in iter_records(path)]
+
+
+def test_event_bytes_are_protobufs_own_serialization(tmp_path):
+    """Events assembled from per-value bytes equal protobuf's serialization of the whole Event."""
+    rng = np.random.default_rng(1)
+    with SummaryRecord(tmp_path) as rec:
+        for step in (0, 1, 2**40, -3):
+            rec.add_value("scalar", "loss", float(step) / 7)
+            rec.add_value("histogram", "w", torch.from_numpy(rng.normal(size=(33, 7)).astype(np.float32)))
+            rec.add_value("histogram", "b", rng.integers(0, 5, size=40))
+            rec.add_value("tensor", "t", np.arange(6.0).reshape(2, 3))
+            rec.add_value("image", "i", rng.random((1, 1, 3, 3)))
+            rec.add_value("landscape", "l", _landscape_message())
+            rec.record(step)
+        summary_file = rec.summary_file
+    payloads = _payloads(summary_file)[1:]
+    assert len(payloads) == 4
+    for payload in payloads:
+        event = proto.Event.FromString(payload)
+        assert [v.tag for v in event.summary.value] == ["loss", "w", "b", "t", "i", "l"]
+        assert event.SerializeToString() == payload
+
+
+def test_records_wait_in_a_batch_until_flush_with_their_own_wall_time(tmp_path):
+    import time
+
+    rec = SummaryRecord(tmp_path)
+    times = []
+    for step in range(1, 4):
+        before = time.time()
+        rec.add_value("scalar", "x", float(step))
+        rec.record(step)
+        times.append((before, time.time()))
+        time.sleep(0.01)
+    assert not os.path.exists(rec.summary_file)  # nothing written yet: one batch at flush
+    rec.flush()
+    events = read_events(tmp_path)
+    summary = [ev for kind, ev in events if kind == "summary" and ev.HasField("summary")]
+    assert [ev.step for ev in summary] == [1, 2, 3]
+    for ev, (before, after) in zip(summary, times):
+        assert before <= ev.wall_time <= after  # recorded at record(), not at the later write
+    rec.close()
+
+
+def test_full_batch_goes_to_the_writer_thread(tmp_path, monkeypatch):
+    from collector import _summary_record
+
+    monkeypatch.setattr(_summary_record, "BATCH_RECORDS", 3)
+    rec = SummaryRecord(tmp_path)
+    for step in range(1, 5):
+        rec.add_value("histogram", "h", torch.arange(10.0) * step)
+        rec.record(step)
+    rec._writer.join()  # the first three were handed over; the fourth waits
+    assert rec._files.summary.size > 0 and len(rec._batch) == 1
+    rec.close()
+    hist = SummaryReader(tmp_path).histograms()["h"]
+    assert [h["step"] for h in hist] == [1, 2, 3, 4]
+    for h in hist:
+        assert h["max"] == 9.0 * h["step"] and h["count"].sum() == 10
+
+
+def test_old_batch_is_written_by_the_idle_writer_thread(tmp_path, monkeypatch):
+    import time
+
+    from collector import _summary_record
+
+    monkeypatch.setattr(_summary_record, "BATCH_RECORDS", 1)
+    monkeypatch.setattr(_summary_record, "BATCH_SECONDS", 0.05)
+    rec = SummaryRecord(tmp_path)
+    rec.add_value("scalar", "x", 1.0)
+    rec.record(1)  # a full batch: starts the writer thread
+    monkeypatch.setattr(_summary_record, "BATCH_RECORDS", 100)
+    rec.add_value("scalar", "x", 2.0)
+    rec.record(2)  # waits in the batch ...
+    deadline = time.monotonic() + 10
+    while rec._batch and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not rec._batch  # ... until the idle thread wrote it, without flush or another record
+    rec.close()
+    assert SummaryReader(tmp_path).scalars()["x"][1].tolist() == [1.0, 2.0]
+
+
+def test_histogram_snapshots_are_private_and_exact(tmp_path):
+    """Snapshots share slabs and are sorted in place when written: values must not leak between steps."""
+    rng = np.random.default_rng(2)
+    weight = torch.from_numpy(rng.normal(size=(40, 30)).astype(np.float32))
+    bias = torch.zeros(30)
+    snapshots = []
+    with SummaryRecord(tmp_path) as rec:
+        for step in range(1, 8):
+            rec.add_value("histogram", "w", weight)
+            rec.add_value("histogram", "b", bias)
+            snapshots.append((weight.clone().numpy(), bias.clone().numpy()))
+            weight.mul_(1.5).add_(0.25)  # an optimizer step after the collection
+            bias.add_(torch.from_numpy(rng.normal(size=30).astype(np.float32)))
+            rec.record(step)
+        assert len(rec._slabs) == 2  # one slab per (dtype, size), shared by the steps
+    hists = SummaryReader(tmp_path).histograms()
+    for tag, index in (("w", 0), ("b", 1)):
+        for h, snap in zip(hists[tag], snapshots):
+            values = snap[index].reshape(-1)
+            lo, hi = values.min(), values.max()
+            first, last = (lo, hi) if lo < hi else (lo - 0.5, hi + 0.5)
+            bins = values.size // 10 + 1 if values.size <= 880 else 90  # MindSpore's rule
+            edges = np.linspace(first, last, bins + 1, dtype=np.float32)
+            np.testing.assert_array_equal(h["count"], np.histogram(values, bins=edges)[0])
+            np.testing.assert_array_equal(h["left"], edges[:-1].astype(np.float64))
+            assert (h["min"], h["max"]) == (float(lo), float(hi))
+            assert h["sum"] == pytest.approx(values.astype(np.float64).sum(), rel=1e-9, abs=1e-9)
+
+
+def test_errors_of_a_batch_stay_with_their_records(tmp_path, caplog):
+    with SummaryRecord(tmp_path, max_file_size=600) as rec:
+        for step in range(20):
+            rec.add_value("scalar", "loss", float(step))
+            if step == 3:
+                rec.add_value("histogram", "big", np.arange(5000.0))  # too large: this record only
+            rec.record(step)
+    steps = SummaryReader(tmp_path).scalars()["loss"][0].tolist()
+    assert steps[:3] == [0, 1, 2] and 3 not in steps and 4 in steps
+    assert "max_file_size" in caplog.text
