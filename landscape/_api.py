@@ -131,7 +131,7 @@ def compute_landscape(
         return build_landscape(network, loss_fn, inputs, labels, kind=kind, trajectory=trajectory,
                                given=tuple(directions) if pair else None, size=size,
                                normalization=normalization, ignore=ignore, seed=seed, eval_mode=eval_mode,
-                               devices=devices, threads=dist.threads if dist else threads, metrics=metrics,
+                               devices=devices, threads=threads, metrics=metrics,
                                tag=tag, pca_method=pca_method, dist=dist)
     finally:
         if dist is not None:

@@ -17,8 +17,8 @@ from landscape._evaluate import Engine, activation_elements, plan
 from landscape._pca import pca_trajectory
 from landscape._result import Landscape, LossPath
 from landscape._state import check_keys, flat_float, load_state, moved_names
-from landscape._dist import Dist
-from landscape._progress import Partial, Store, _jsonable
+from landscape._dist import Dist, on_root
+from landscape._progress import Partial, Store, jsonable
 from landscape._workers import run_points, start_pool, stop_pool
 
 __all__: list[str] = []
@@ -63,10 +63,7 @@ def _prepare(network: nn.Module, inputs: torch.Tensor, names: list[str], label: 
              step_per_epoch: int | None, pca_method: str, pca_solver: str,
              loss_fn: Callable, labels: torch.Tensor) -> tuple[Partial, dict[str, torch.Tensor]]:
     """The landscape's definition (metadata, axes, points, directions) and its centre."""
-    if trajectory is not None:
-        centre = load_state(trajectory[-1], what=f"checkpoint {len(trajectory) - 1} of {label}")
-    if centre is None:
-        centre = {k: v.detach().cpu() for k, v in network.state_dict().items()}
+    centre = _centre(network, trajectory, centre, label)
     check_keys(network, centre, what=f"the centre of {label}")
     ref = flat_float(centre, names)
     md: dict[str, Any] = {"decomposition": {"pca": "PCA", "random": "Random"}.get(kind, "Given"),
@@ -118,9 +115,19 @@ def _prepare(network: nn.Module, inputs: torch.Tensor, names: list[str], label: 
     path_intervals = None
     if coords is not None:
         path_intervals = list(intervals) if intervals is not None else list(range(1, len(coords) + 1))
-    part = Partial(md=_jsonable(md), x=x, y=y, points=points, n_path=0 if coords is None else len(coords),
+    part = Partial(md=jsonable(md), x=x, y=y, points=points, n_path=0 if coords is None else len(coords),
                    intervals=path_intervals, v=_flat(v), w=_flat(w), values={}, done=np.zeros(m, dtype=bool))
     return part, centre
+
+
+def _centre(network: nn.Module, trajectory: Sequence[Any] | None, centre: Mapping[str, torch.Tensor] | None,
+            label: str) -> Mapping[str, torch.Tensor]:
+    """The trajectory's last checkpoint, else ``centre``, else the network's own state."""
+    if trajectory is not None:
+        return load_state(trajectory[-1], what=f"checkpoint {len(trajectory) - 1} of {label}")
+    if centre is not None:
+        return centre
+    return {k: v.detach().cpu() for k, v in network.state_dict().items()}
 
 
 def _flat(ts: Sequence[torch.Tensor]) -> np.ndarray:
@@ -197,8 +204,8 @@ def _build(network: nn.Module, loss_fn: Callable, inputs: torch.Tensor, labels: 
     and a run interrupted before resumes where it stopped; with ``dist`` the ranks share
     the work (rank 0 decides, computes the directions and writes). ``stats`` receives the
     points evaluated in this call (by all ranks), those of this process, and the landscape's
-    points. Inputs are assumed
-    validated (and the stored fingerprint checked) by the public entry points.
+    points. Inputs are assumed validated (and the stored fingerprint checked) by the
+    public entry points.
     """
     label = tag or f"{kind} landscape"
     names, _still = moved_names(network, ignore)
@@ -217,8 +224,7 @@ def _build(network: nn.Module, loss_fn: Callable, inputs: torch.Tensor, labels: 
                    pca_solver=pca_solver, loss_fn=loss_fn, labels=labels)
         if state == "partial":
             part = store.load_partial(tag)
-            c = load_state(trajectory[-1], what=f"the centre of {label}") if trajectory is not None else (
-                centre if centre is not None else {k: v.detach().cpu() for k, v in network.state_dict().items()})
+            c = _centre(network, trajectory, centre, label)
             _log.info("%s: resuming, %d of %d points done", label, int(part.done.sum()), len(part.done))
             return part, c
         part, c = _prepare(network, inputs, names, label, **geo)
@@ -227,17 +233,7 @@ def _build(network: nn.Module, loss_fn: Callable, inputs: torch.Tensor, labels: 
             store.begin(tag, fingerprint, part)
         return part, c
 
-    if root:
-        try:
-            got = decide()
-        except BaseException as exc:
-            if dist is None:
-                raise
-            got = exc
-    else:
-        got = None
-    if dist is not None:
-        got = dist.share(got)
+    got = on_root(dist, decide)
     if isinstance(got, Landscape):
         if not keep_pool:
             stop_pool(pool)

@@ -117,6 +117,20 @@ class Dist:
             self.td.destroy_process_group()
 
 
+def on_root(dist: Dist | None, fn: Callable[[], Any]) -> Any:
+    """``fn()`` run on rank 0 (here, without ``dist``); its result, or its exception
+    raised, on every rank."""
+    if dist is None:
+        return fn()
+    got: Any = None
+    if dist.root:
+        try:
+            got = fn()
+        except BaseException as exc:  # noqa: BLE001 - shared, then raised on every rank
+            got = exc
+    return dist.share(got)
+
+
 def detect(switch: bool | None, caller: str, timeout_s: float = 1800.0) -> Dist | None:
     """The process group to use: ``switch`` None (auto) uses an initialised group or
     torchrun's environment, True requires one, False runs in this process alone."""

@@ -57,7 +57,7 @@ def write_h5(path: str | os.PathLike, landscapes: list[Landscape]) -> None:
         for ls in landscapes:
             write_group(fh, ls)
 
-    Store(path)._rewrite(drop=tags, drop_progress=tags, add=add)
+    Store(path).rewrite(drop=tags, drop_progress=tags, add=add)
 
 
 def _attr(v: Any) -> Any:

@@ -86,15 +86,16 @@ def differences(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
 
 
 # -- the file -------------------------------------------------------------------------
-def _jsonable(value: Any) -> Any:
+def jsonable(value: Any) -> Any:
+    """``value`` with numpy arrays and scalars turned into lists and Python numbers."""
     if isinstance(value, np.ndarray):
         return value.tolist()
     if isinstance(value, (np.generic,)):
         return value.item()
     if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
+        return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
+        return [jsonable(v) for v in value]
     return value
 
 
@@ -221,7 +222,7 @@ class Store:
         return read_h5(self.path)[tag]
 
     # -- writing ------------------------------------------------------------------
-    def _rewrite(self, *, drop: Sequence[str] = (), drop_progress: Sequence[str] = (),
+    def rewrite(self, *, drop: Sequence[str] = (), drop_progress: Sequence[str] = (),
                  add: Callable[[Any], None] | None = None) -> None:
         """Copy the file without ``drop`` / ``drop_progress`` groups, let ``add`` write
         into the copy, then atomically replace the file by the copy."""
@@ -257,7 +258,7 @@ class Store:
     def forget(self, tags: Sequence[str]) -> None:
         """Start over: remove these landscapes, finished or not."""
         if os.path.exists(self.path):
-            self._rewrite(drop=tags, drop_progress=tags)
+            self.rewrite(drop=tags, drop_progress=tags)
 
     def begin(self, tag: str, fingerprint: Mapping[str, Any], part: Partial) -> None:
         """Record a landscape's definition, with no point done, as one atomic step."""
@@ -265,7 +266,7 @@ class Store:
         def add(fh: Any) -> None:
             g = fh.require_group(PROGRESS).create_group(tag)
             g.attrs["fingerprint"] = json.dumps(dict(fingerprint), sort_keys=True)
-            g.attrs["metadata"] = json.dumps(_jsonable(part.md), sort_keys=True)
+            g.attrs["metadata"] = json.dumps(jsonable(part.md), sort_keys=True)
             g.attrs["n_path"] = int(part.n_path)
             # storage allocated now (data given): later writes only overwrite raw values
             g.create_dataset("x", data=np.asarray(part.x, dtype=np.float64))
@@ -279,7 +280,7 @@ class Store:
                 g.create_dataset(f"value_{name}", data=np.asarray(arr, dtype=np.float64))
             g.create_dataset("done", data=part.done.astype(np.uint8))
 
-        self._rewrite(drop=[tag], drop_progress=[tag], add=add)
+        self.rewrite(drop=[tag], drop_progress=[tag], add=add)
 
     @contextlib.contextmanager
     def chunks(self, tag: str) -> Iterator[Callable[[int, int, Mapping[str, np.ndarray]], None]]:
@@ -308,4 +309,4 @@ class Store:
             write_group(fh, landscape)
             fh[tag].attrs["fingerprint"] = json.dumps(dict(fingerprint), sort_keys=True)
 
-        self._rewrite(drop=[tag], drop_progress=[tag], add=add)
+        self.rewrite(drop=[tag], drop_progress=[tag], add=add)

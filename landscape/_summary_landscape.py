@@ -20,7 +20,7 @@ from landscape._data import collate
 from landscape._progress import Store, file_digest, model_digest, tensor_digest
 from landscape._result import Landscape
 from landscape._state import check_keys, load_state
-from landscape._dist import check_devices_for_dist
+from landscape._dist import check_devices_for_dist, detect, on_root
 from landscape._workers import resolve_devices, start_pool, stop_pool
 
 __all__ = ["SummaryLandscape"]
@@ -217,37 +217,27 @@ class SummaryLandscape:
         if create["result"]:
             last = intervals[-1][-1]
             plans.append(dict(kind="random", trajectory=[paths[last]], intervals=[last], tag=f"landscape_{[last]}"))
-        from landscape._dist import detect
-
         dist = detect(distributed, _GEN)
         # one set of worker processes for every landscape of this call (none in a distributed run)
         pool = start_pool(devices, threads) if dist is None else None
         held = contextlib.ExitStack()  # the output folder's lock, on rank 0
         try:
-            if dist is not None:
-                threads = dist.threads
             store, fps = None, {}
-            if dist is None or dist.root:
-                try:
-                    os.makedirs(out_dir, exist_ok=True)
-                    store = Store(os.path.join(out_dir, "landscapes.h5"))
-                    held.enter_context(store.lock())
-                    fps = self._fingerprints(plans, cfg, network, loss_fn, metrics, inputs, labels,
-                                             normalization=normalization, ignore=ignore, seed=seed,
-                                             eval_mode=eval_mode)
-                    if restart:
-                        store.forget([pl["tag"] for pl in plans])
-                    for pl in plans:  # refuse other inputs' landscapes before any work
-                        store.check(pl["tag"], fps[pl["tag"]])
-                    ready: Any = True
-                except Exception as exc:
-                    if dist is None:
-                        raise
-                    ready = exc
-                if dist is not None:
-                    dist.share(ready)
-            else:
-                dist.share(None)
+
+            def open_store() -> None:  # rank 0 only: the others neither read nor write files
+                nonlocal store, fps
+                os.makedirs(out_dir, exist_ok=True)
+                store = Store(os.path.join(out_dir, "landscapes.h5"))
+                held.enter_context(store.lock())
+                fps = self._fingerprints(plans, cfg, network, loss_fn, metrics, inputs, labels,
+                                         normalization=normalization, ignore=ignore, seed=seed,
+                                         eval_mode=eval_mode)
+                if restart:
+                    store.forget([pl["tag"] for pl in plans])
+                for pl in plans:  # refuse other inputs' landscapes before any work
+                    store.check(pl["tag"], fps[pl["tag"]])
+
+            on_root(dist, open_store)
             common = dict(size=cfg["landscape_size"], normalization=normalization, ignore=ignore, seed=seed,
                           eval_mode=eval_mode, devices=devices, threads=threads, metrics=metrics,
                           unit=unit, step_per_epoch=cfg["step_per_epoch"], store=store, dist=dist)
@@ -265,7 +255,7 @@ class SummaryLandscape:
             stop_pool(pool, ok=False)
             raise
         finally:
-            stop_pool(pool)  # a no-op after the above
+            stop_pool(pool)  # after a failure, a no-op: the pool was killed above
             held.close()
             if dist is not None:
                 dist.close()

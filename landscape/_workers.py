@@ -146,9 +146,6 @@ class Pool:
             self.shutdown(ok=False)
             raise
 
-    def pids(self) -> list[int]:
-        return [p.proc.pid for p in self.procs]
-
     def shutdown(self, ok: bool = True) -> None:
         """Stop every worker: politely after success, SIGKILL after a failure; always reaped."""
         for p in self.procs:
