@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import os
 import re
 import time
@@ -214,6 +215,9 @@ class SummaryCollector(PlainLoopMixin, Callback):
     def _reset_run(self) -> None:
         self._first_step = True
         self._tensor_range: range | None = None
+        # Steps after _last_step and before _next_event collect and save nothing (see step_end).
+        self._last_step: int | None = None
+        self._next_event = 0
         self._hist_params: list[tuple[str, nn.Parameter]] | None = None
         self._initial_lr: float | None = None
         self._input_warned = False
@@ -290,6 +294,14 @@ class SummaryCollector(PlainLoopMixin, Callback):
     def step_end(self, run_context: RunContext) -> None:
         """Collect at the steps ``collect_freq`` selects; save landscape checkpoints (unit step)."""
         cb_params = run_context.original_args()
+        step = cb_params.get("cur_step_num")
+        record = self._record
+        # Most steps have nothing to do: return after a few comparisons (this runs at every step).
+        if (self._last_step is not None and type(step) is int and self._last_step < step < self._next_event
+                and not self._user_values and record is not None and not record._operator_values
+                and not record._closed and cb_params.get("mode", "train") == "train"):
+            self._last_step = step
+            return
         if cb_params.get("mode", "train") != "train":
             return
         if self._record is None:
@@ -311,6 +323,20 @@ class SummaryCollector(PlainLoopMixin, Callback):
             self._user_values.clear()
         if self._landscape is not None and self._landscape.unit == "step":
             self._landscape.maybe_save(cb_params.get("network") or cb_params.train_network, step)
+        self._last_step = step
+        self._next_event = self._next_event_after(step)
+
+    def _next_event_after(self, step: int) -> int | float:
+        """The first step after ``step`` that collects something or saves a landscape checkpoint."""
+        f = self._collect_freq
+        candidates: list[int | float] = [(step // f + 1) * f]
+        r = self._tensor_range
+        if r is not None and len(r):
+            i = max(0, (step - r.start) // r.step + 1)
+            candidates.append(r[i] if i < len(r) else math.inf)
+        if self._landscape is not None and self._landscape.unit == "step":
+            candidates.append(self._landscape.next_wanted(step))
+        return min(candidates)
 
     def epoch_end(self, run_context: RunContext | None = None) -> None:
         """Save a landscape checkpoint (unit epoch) and flush; in a plain loop, close the epoch."""
@@ -368,8 +394,7 @@ class SummaryCollector(PlainLoopMixin, Callback):
                 # The only host sync SummaryCollector makes, and only at collection steps.
                 record.add_value("scalar", "loss/auto", _loss_value(loss))
             if self._specified["_histograms"]:
-                for tag, param in self._histogram_params(cb_params):
-                    record.add_value("histogram", tag, param.detach())
+                record._add_histograms(self._histogram_params(cb_params))
         for (plugin, name), value in self._user_values.items():
             if (plugin == "tensor") == (kind == "tensor") or kind == "all":
                 record.add_value(plugin, name, value)

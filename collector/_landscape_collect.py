@@ -7,8 +7,10 @@ same message.
 
 from __future__ import annotations
 
+import bisect
 import json
 import logging
+import math
 import os
 import time
 from typing import Any
@@ -171,12 +173,18 @@ class LandscapeCollector:
         self.config = config
         self.unit: str = config["unit"]
         self.wanted = {n for interval in config["intervals"] for n in interval}
+        self._wanted_sorted = sorted(self.wanted)
         self.files: dict[int, str] = {}
         self._writer = BackgroundWriter("landscape-ckpt")
         self._batch: list[tuple[dict[str, Any], str]] = []
         self._batch_bytes = 0
         self._batch_since = 0.0
         self.metadata_written = False
+
+    def next_wanted(self, number: int) -> int | float:
+        """The first step or epoch number after ``number`` that is saved (inf when none is left)."""
+        i = bisect.bisect_right(self._wanted_sorted, number)
+        return self._wanted_sorted[i] if i < len(self._wanted_sorted) else math.inf
 
     def reset(self) -> None:
         """Forget the checkpoints of a previous run (a new ``train`` starts)."""

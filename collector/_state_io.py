@@ -5,7 +5,6 @@ Shared by ModelCheckpoint and the landscape checkpoints of SummaryCollector.
 
 from __future__ import annotations
 
-import io
 import os
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -13,6 +12,8 @@ from typing import Any
 
 import torch
 from torch import nn
+
+from collector._fast_save import save_bytes
 
 __all__ = ["unwrap_module", "cpu_state_dict", "BackgroundWriter", "save_file", "to_cpu", "IN_MEMORY_SAVE_BYTES"]
 
@@ -106,10 +107,9 @@ def save_file(obj: Any, path: str) -> None:
     """
     tmp = f"{path}.tmp{os.getpid()}"
     if _tensor_bytes(obj) <= IN_MEMORY_SAVE_BYTES:
-        buffer = io.BytesIO()
-        torch.save(obj, buffer)
+        data = save_bytes(obj)  # torch.save's bytes; a repeated state-dict layout is not pickled again
         with open(tmp, "wb") as f:
-            f.write(buffer.getbuffer())
+            f.write(data)
     else:
         torch.save(obj, tmp)
     os.replace(tmp, path)

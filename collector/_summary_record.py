@@ -223,6 +223,34 @@ class SummaryRecord:
                 logger.warning("add_value: %s %r was already added for this step; the last value is kept", plugin, name)
             self._buffer[key] = (plugin, name, data)
 
+    def _add_histograms(self, items: list[tuple[str, torch.Tensor]]) -> None:
+        """``add_value("histogram", tag, tensor)`` for each ``(tag, tensor)``, in fewer steps.
+
+        SummaryCollector's parameter histograms, at every collection: CPU float tensors
+        are copied into their slab rows under one lock; anything else goes through
+        :meth:`add_value`.
+        """
+        slow = []
+        rows = []
+        with self._lock:
+            for tag, tensor in items:
+                if tensor.device.type == "cpu" and tensor.dtype in _FLOAT_DTYPES and tensor.numel() and tag:
+                    src = tensor.detach().numpy()
+                    rows.append((tag, src, self._slab_row(src)))
+                else:
+                    slow.append((tag, tensor))
+        for tag, src, row in rows:
+            np.copyto(row, src.reshape(-1))  # outside the lock: the writer thread never waits for copies
+        with self._lock:
+            for tag, src, row in rows:
+                key = ("histogram", tag)
+                if key in self._buffer:
+                    logger.warning("add_value: histogram %r was already added for this step; the last value is kept",
+                                   tag)
+                self._buffer[key] = ("histogram", tag, (row.reshape(src.shape), False))
+        for tag, tensor in slow:
+            self.add_value("histogram", tag, tensor)
+
     def record(self, step: int, train_network: Any = None, plugin_filter: Callable[[str], bool] | None = None) -> bool:
         """Write everything buffered as one Event at ``step``; return whether it was queued."""
         caller = "SummaryRecord.record"
@@ -359,20 +387,25 @@ class SummaryRecord:
 
     def _snapshot(self, src: np.ndarray) -> np.ndarray:
         """A private copy of ``src`` in the next free row of its slab (see ``SLAB_BYTES``)."""
-        n = src.size
-        if n == 0:
+        if src.size == 0:
             return src.copy()
-        key = (src.dtype, n)
         with self._lock:
-            slab = self._slabs.get(key)
-            if slab is None or slab[1] == len(slab[0]):
-                rows = max(1, min(BATCH_RECORDS, SLAB_BYTES // src.nbytes))
-                # np.empty: rows not used yet cost no memory.
-                slab = self._slabs[key] = [np.empty((rows, n), dtype=src.dtype), 0]
-            row = slab[0][slab[1]]
-            slab[1] += 1
+            row = self._slab_row(src)
         np.copyto(row, src.reshape(-1))
         return row.reshape(src.shape)
+
+    def _slab_row(self, src: np.ndarray) -> np.ndarray:
+        """The next free row of ``src``'s slab, a new slab when none is left (``_lock`` held)."""
+        n = src.size
+        key = (src.dtype, n)
+        slab = self._slabs.get(key)
+        if slab is None or slab[1] == len(slab[0]):
+            rows = max(1, min(BATCH_RECORDS, SLAB_BYTES // src.nbytes))
+            # np.empty: rows not used yet cost no memory.
+            slab = self._slabs[key] = [np.empty((rows, n), dtype=src.dtype), 0]
+        row = slab[0][slab[1]]
+        slab[1] += 1
+        return row
 
     def _take_batch(self) -> list[tuple[int, float, list]]:
         with self._lock:

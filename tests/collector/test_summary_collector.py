@@ -391,3 +391,61 @@ def test_every_histogram_matches_the_parameters_at_its_step(tmp_path, digits, mo
             np.testing.assert_array_equal(h["left"], edges[:-1].astype(np.float64))
             assert (h["min"], h["max"], h["total"]) == (float(lo), float(hi), values.size)
             assert h["sum"] == pytest.approx(values.astype(np.float64).sum(), rel=1e-9, abs=1e-9)
+
+
+def test_steps_between_collections_are_skipped_exactly(tmp_path):
+    """Without values added by hand, the collected steps and checkpoint steps are exactly the plan's, run after run."""
+    torch.manual_seed(5)
+    data = [(torch.randn(2, 3), torch.randn(2, 1)) for _ in range(37)]
+    net = nn.Linear(3, 1)
+    wanted = [[5, 6, 50], [100, 110, 111]]
+    sc = SummaryCollector(tmp_path / "a", collect_freq=7, collect_specified_data={
+        "collect_landscape": {"unit": "step", "intervals": wanted}})
+    model = Model(net, nn.MSELoss(), torch.optim.SGD(net.parameters(), lr=0.01))
+    model.train(3, data, callbacks=sc)
+    others, _ = plan_collections(111, 7)
+    assert list(SummaryReader(tmp_path / "a").scalars()["loss/auto"][0]) == others
+    assert sorted(os.listdir(tmp_path / "a" / "ckpt_dir")) == sorted(
+        [f"Linear_{n}_step.pt" for iv in wanted for n in iv] + ["train_metadata.json"])
+    # A second run with the same collector starts again from step 1.
+    sc2 = SummaryCollector(tmp_path / "b", collect_freq=5)
+    model.train(1, data, callbacks=sc2)
+    model.train(1, data, callbacks=sc2)
+    steps = list(SummaryReader(tmp_path / "b").scalars()["loss/auto"][0])
+    assert steps == plan_collections(37, 5)[0] * 2
+
+
+def test_histograms_of_parameters_in_every_float_dtype(tmp_path):
+    """float32/float64 parameters take the slab path, float16/bfloat16 the general one: all match numpy."""
+
+    class Mixed(nn.Module):
+        def __init__(self):
+            super().__init__()
+            g = torch.Generator().manual_seed(4)
+            self.a = nn.Parameter(torch.randn(40, 30, generator=g))
+            self.b = nn.Parameter(torch.randn(500, generator=g, dtype=torch.float64))
+            self.c = nn.Parameter(torch.randn(300, generator=g).to(torch.float16))
+            self.d = nn.Parameter(torch.randn(64, generator=g).to(torch.bfloat16))
+
+        def forward(self, x):
+            return x
+
+    net = Mixed()
+    with SummaryCollector(tmp_path, collect_freq=1, collect_specified_data={"collect_graph": False}) as sc:
+        sc.begin_train(network=net, epoch_num=1)
+        sc.step(torch.tensor(0.5))
+        sc.step(torch.tensor(0.25))
+        sc.end()
+    hists = SummaryReader(tmp_path).histograms()
+    assert list(hists) == ["a/auto", "b/auto", "c/auto", "d/auto"]
+    for name, param in net.named_parameters():
+        values = param.detach().float().numpy().reshape(-1) if param.dtype == torch.bfloat16 \
+            else param.detach().numpy().reshape(-1)
+        edge_dtype = values.dtype
+        bins = values.size // 10 + 1 if values.size <= 880 else 90
+        edges = np.linspace(values.min(), values.max(), bins + 1, dtype=edge_dtype)
+        expected = np.histogram(values, bins=edges)[0]
+        assert [h["step"] for h in hists[f"{name}/auto"]] == [1, 2]
+        for h in hists[f"{name}/auto"]:
+            np.testing.assert_array_equal(h["count"], expected, err_msg=name)
+            assert (h["min"], h["max"], h["total"]) == (float(values.min()), float(values.max()), values.size)
