@@ -19,6 +19,7 @@ from collector._state_io import unwrap_module
 from collector._collect_plan import collection_kind, tensor_collect_range
 from collector._collector_params import check_custom_lineage, check_export_options, check_specified
 from collector._landscape_collect import CKPT_DIR, LandscapeCollector
+from collector._lineage import _checkpoint_path
 from collector._plain_loop import PlainLoopMixin
 from collector._validation import Interval, InvalidParameterError, Options, check_param
 
@@ -365,7 +366,7 @@ class SummaryCollector(PlainLoopMixin, Callback):
         train = cb_params.get("mode", "train") == "train"
         if train and self._specified["collect_train_lineage"]:
             self._record.add_value("train_lineage", "train_lineage", lineage.train_lineage(
-                cb_params, learning_rate=self._initial_lr, ckpt_path=self._checkpoint_path(cb_params)))
+                cb_params, learning_rate=self._initial_lr, ckpt_path=_checkpoint_path(cb_params)))
         elif not train and self._specified["collect_eval_lineage"]:
             self._record.add_value("eval_lineage", "eval_lineage", lineage.eval_lineage(cb_params))
         self._record.record(step)
@@ -432,14 +433,6 @@ class SummaryCollector(PlainLoopMixin, Callback):
             shape = tuple(first.shape) if isinstance(first, torch.Tensor) else type(first).__name__
             logger.info("collect_input_data: the first input %s is not an NCHW image with 1 or 3 channels; "
                         "input_data/auto is not collected.", shape)
-
-    @staticmethod
-    def _checkpoint_path(cb_params: Mapping[str, Any]) -> str | None:
-        for cb in cb_params.get("list_callback") or []:
-            path = getattr(cb, "latest_ckpt_file_name", None)
-            if path:
-                return os.path.realpath(path)
-        return None
 
     def _finish_landscape(self, cb_params: Mapping[str, Any]) -> None:
         if self._landscape is not None and not self._landscape.metadata_written:

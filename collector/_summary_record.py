@@ -218,10 +218,14 @@ class SummaryRecord:
         plugin = "landscape" if plugin == "LANDSCAPE" else plugin
         data = self._prepare(plugin, name, value)
         with self._lock:
-            key = (plugin, name)
-            if key in self._buffer:
-                logger.warning("add_value: %s %r was already added for this step; the last value is kept", plugin, name)
-            self._buffer[key] = (plugin, name, data)
+            self._put(plugin, name, data)
+
+    def _put(self, plugin: str, name: str, data: Any) -> None:
+        """Buffer a prepared value for the next record (``_lock`` held); the last one of a tag wins."""
+        key = (plugin, name)
+        if key in self._buffer:
+            logger.warning("add_value: %s %r was already added for this step; the last value is kept", plugin, name)
+        self._buffer[key] = (plugin, name, data)
 
     def _add_histograms(self, items: list[tuple[str, torch.Tensor]]) -> None:
         """``add_value("histogram", tag, tensor)`` for each ``(tag, tensor)``, in fewer steps.
@@ -243,11 +247,7 @@ class SummaryRecord:
             np.copyto(row, src.reshape(-1))  # outside the lock: the writer thread never waits for copies
         with self._lock:
             for tag, src, row in rows:
-                key = ("histogram", tag)
-                if key in self._buffer:
-                    logger.warning("add_value: histogram %r was already added for this step; the last value is kept",
-                                   tag)
-                self._buffer[key] = ("histogram", tag, (row.reshape(src.shape), False))
+                self._put("histogram", tag, (row.reshape(src.shape), False))
         for tag, tensor in slow:
             self.add_value("histogram", tag, tensor)
 
