@@ -431,32 +431,65 @@ def _propagate_shapes(gm: _Traced, example_inputs: tuple | None) -> bool:
     return guessed
 
 
-class _QuietShapeProp(torch.fx.Interpreter):
-    """``ShapeProp`` on real tensors, without its traceback on stderr when a node fails.
+def _run_recording_shapes(root: nn.Module, graph: torch.fx.Graph, inputs: list[Any]) -> None:
+    """Run ``graph`` on ``root``'s real modules, node by node, and set each node's ``tensor_meta``.
 
-    A failure only means "try fake tensors" here, and those print ShapeProp's own
-    message if they fail too.
+    What ``torch.fx.Interpreter`` (ShapeProp) does for the node kinds ``symbolic_trace``
+    makes, without its per-node bookkeeping (tracebacks, freeing values early), which
+    was most of the time for a small network's handful of nodes on the training
+    thread; and no traceback on stderr when a node fails: that only means "try fake
+    tensors" here. The metadata leaves out the memory format (the graph does not show it).
     """
+    from torch.fx.node import map_aggregate, map_arg
+    from torch.fx.passes.shape_prop import _extract_tensor_metadata
 
-    def run_node(self, n: torch.fx.Node) -> Any:
-        from torch.fx.node import map_aggregate
-        from torch.fx.passes.shape_prop import _extract_tensor_metadata
-
-        result = super().run_node(n)
+    env: dict[torch.fx.Node, Any] = {}
+    load = env.__getitem__
+    remaining = iter(inputs)
+    for node in graph.nodes:
+        op, target = node.op, node.target
+        if op == "output":
+            return
+        if op == "placeholder":
+            if str(target).startswith("*"):
+                value: Any = list(remaining)
+            else:
+                value = next(remaining, _MISSING)
+                if value is _MISSING:
+                    if not node.args:
+                        raise RuntimeError(f"no input for the graph's parameter {target}")
+                    value = node.args[0]  # the parameter's default
+        elif op == "get_attr":
+            value = root
+            for part in str(target).split("."):
+                value = getattr(value, part)
+        else:
+            args, kwargs = map_arg(node.args, load), map_arg(node.kwargs, load)
+            if op == "call_module":
+                value = root.get_submodule(str(target))(*args, **kwargs)
+            elif op == "call_function":
+                value = target(*args, **kwargs)
+            elif op == "call_method":
+                value = getattr(args[0], target)(*args[1:], **kwargs)
+            else:
+                raise RuntimeError(f"unknown fx node kind {op!r}")
         found = False
 
         def extract(obj: Any) -> Any:
             nonlocal found
             if isinstance(obj, torch.Tensor):
                 found = True
-                return _extract_tensor_metadata(obj)
+                return _extract_tensor_metadata(obj, include_contiguity=False)
             return obj
 
-        meta = map_aggregate(result, extract)
+        meta = map_aggregate(value, extract) if not isinstance(value, torch.Tensor) else extract(value)
         if found:
-            n.meta["tensor_meta"] = meta
-        n.meta["type"] = type(result)
-        return result
+            node.meta["tensor_meta"] = meta
+        node.meta["type"] = type(value)
+        env[node] = value
+
+
+_MISSING = object()
 
 
 def _propagate_one_sample(gm: _Traced, inputs: list[torch.Tensor]) -> bool:
@@ -496,7 +529,7 @@ def _propagate_one_sample(gm: _Traced, inputs: list[torch.Tensor]) -> bool:
         for owner, name, value in attributes:
             setattr(owner, name, value.clone())
         with torch.no_grad(), torch.random.fork_rng(devices=[]):
-            _QuietShapeProp(gm.root, graph=gm.graph).run(*inputs)
+            _run_recording_shapes(gm.root, gm.graph, inputs)
         return True
     except Exception as exc:  # noqa: BLE001 - the fake-tensor path decides
         logger.debug("Graph: one-sample shape propagation failed (%s); trying fake tensors.", exc)

@@ -146,24 +146,63 @@ def histogram_stats_many(arrays: list[np.ndarray], overwrite: bool = False) -> l
         them into a new array (whose fresh pages cost more than the sort).
     """
     out: list[HistogramStats | None] = [None] * len(arrays)
+    for values, members in _blocks(arrays, overwrite, None):
+        for i, st in zip(members, _histogram_rows(values)):
+            out[i] = st
+    for i, st in enumerate(out):
+        if st is None:
+            out[i] = histogram_stats(arrays[i])
+    return out  # type: ignore[return-value]
+
+
+def _blocks(arrays: list[np.ndarray], overwrite: bool,
+            slab_rows: list[tuple[np.ndarray, int] | None] | None) -> list[tuple[np.ndarray, list[int | None]]]:
+    """The 2-D blocks that arrays of one float dtype and size are bucketed in together.
+
+    Returns ``(block, members)``: ``members[j]`` is the index in ``arrays`` of the
+    block's row ``j`` (None for a row no array asked for). With ``slab_rows`` (item
+    ``i``: ``arrays[i]`` is row ``r`` of the 2-D array ``slab``, SummaryRecord's
+    snapshots) runs of consecutive rows of a slab are used in place; with
+    ``overwrite`` alone such runs are found by address (:func:`_slab_blocks`); the
+    other arrays of one dtype and size are stacked into a new block. An array in no
+    block of at least two rows is left to :func:`histogram_stats`.
+    """
+    blocks: list[tuple[np.ndarray, list[int | None]]] = []
+    placed: set[int] = set()
+    if slab_rows is not None:
+        by_slab: dict[int, tuple[np.ndarray, dict[int, int]]] = {}
+        for i, entry in enumerate(slab_rows):
+            if entry is not None and _batchable(arrays[i]):
+                slab, r = entry
+                by_slab.setdefault(id(slab), (slab, {}))[1][r] = i
+        for slab, rows in by_slab.values():
+            if slab.ndim != 2 or not slab.flags.c_contiguous:
+                continue
+            order = sorted(rows)
+            first = 0
+            for j in range(1, len(order) + 1):
+                if j == len(order) or order[j] != order[j - 1] + 1:
+                    if j - first > 1:
+                        members = [rows[r] for r in order[first:j]]
+                        blocks.append((slab[order[first]:order[j - 1] + 1], members))
+                        placed.update(members)
+                    first = j
     groups: dict[tuple[str, int], list[int]] = {}
     for i, arr in enumerate(arrays):
-        if arr.dtype.kind == "f" and arr.dtype.itemsize >= 4 and arr.size:
+        if i not in placed and _batchable(arr):
             groups.setdefault((arr.dtype.str, arr.size), []).append(i)
-        else:
-            out[i] = histogram_stats(arr)
     for indices in groups.values():
-        blocks = _slab_blocks(arrays, indices) if overwrite else []
-        in_blocks = {i for _, members in blocks for i in members}
+        found = _slab_blocks(arrays, indices) if overwrite and slab_rows is None else []
+        blocks.extend(found)
+        in_blocks = {i for _, members in found for i in members}
         loose = [i for i in indices if i not in in_blocks]
         if len(loose) > 1:
             blocks.append((np.stack([arrays[i].reshape(-1) for i in loose]), loose))
-        elif loose:
-            out[loose[0]] = histogram_stats(arrays[loose[0]])
-        for values, members in blocks:
-            for i, st in zip(members, _histogram_rows(values)):
-                out[i] = st
-    return out  # type: ignore[return-value]
+    return blocks  # type: ignore[return-value]
+
+
+def _batchable(arr: np.ndarray) -> bool:
+    return arr.dtype.kind == "f" and arr.dtype.itemsize >= 4 and arr.size > 0
 
 
 def _slab_blocks(arrays: list[np.ndarray], indices: list[int]) -> list[tuple[np.ndarray, list[int]]]:
@@ -193,16 +232,30 @@ def _slab_blocks(arrays: list[np.ndarray], indices: list[int]) -> list[tuple[np.
     return blocks
 
 
-def _histogram_rows(values: np.ndarray) -> list[HistogramStats]:
-    """Stats of each row of the 2-D float array ``values``, which is sorted in place."""
+class _Rows(NamedTuple):
+    """Histograms of the rows of a 2-D block: ``rows`` computed together, ``single`` one by one."""
+
+    n: int
+    rows: list[int]  # block rows computed together, in order
+    hi: list[float]
+    lo: list[float]
+    sums: list[float]
+    left: np.ndarray  # (len(rows), bins) float64
+    width: np.ndarray
+    counts: np.ndarray  # (len(rows), bins) int64
+    single: dict[int, HistogramStats]
+
+
+def _row_stats(values: np.ndarray) -> _Rows:
+    """Histograms of each row of the 2-D float array ``values``, which is sorted in place."""
     k, n = values.shape
-    result: list[HistogramStats | None] = [None] * k
+    single: dict[int, HistogramStats] = {}
     with np.errstate(invalid="ignore", over="ignore"):  # inf - inf: the rows left to histogram_stats
         sums = values.sum(axis=1, dtype=np.float64)  # before sorting: in the values' own order
     lo, hi = values.min(axis=1), values.max(axis=1)  # NaN comes through both, and +-inf shows
     usable = np.isfinite(lo) & np.isfinite(hi)
     for r in np.flatnonzero(~usable).tolist():
-        result[r] = histogram_stats(values[r])  # before the rows are sorted (it sorts a copy)
+        single[r] = histogram_stats(values[r])  # before the rows are sorted (it sorts a copy)
     rows = np.flatnonzero(usable)
     # The sign of a zero extreme depends on the order min()/max() see the values in:
     # take it from the row's own 1-D call, as histogram_stats does.
@@ -210,32 +263,43 @@ def _histogram_rows(values: np.ndarray) -> list[HistogramStats]:
         lo[r] = values[r].min()
     for r in rows[hi[rows] == 0].tolist():
         hi[r] = values[r].max()
-    if rows.size == 0:
-        return result  # type: ignore[return-value]
+    bins = histogram_bins(n)
+    empty = np.zeros((0, bins))
     if rows.size < k:
         lo, hi, sums = lo[rows], hi[rows], sums[rows]
-    bins = histogram_bins(n)
     spread = lo < hi
     first = np.where(spread, lo, lo - 0.5)
     last = np.where(spread, hi, hi + 0.5)
     with np.errstate(over="ignore"):  # (np.linspace below warns as the 1-D call would)
-        zero_step = not ((last - first) / bins).all()
-    if zero_step:
+        zero_step = rows.size and not ((last - first) / bins).all()
+    if zero_step or rows.size == 0:
         # A zero step takes another branch of np.linspace: row by row then.
         for r in rows.tolist():
-            result[r] = histogram_stats(values[r])
-        return result  # type: ignore[return-value]
+            single[r] = histogram_stats(values[r])
+        return _Rows(n, [], [], [], [], empty, empty, empty.astype(np.int64), single)
     values.sort(axis=1)
     edges = np.linspace(first, last, bins + 1, dtype=values.dtype, axis=1)
     below = np.empty(edges.shape, dtype=np.int64)
-    for j, r in enumerate(rows.tolist()):
+    row_list = rows.tolist()
+    for j, r in enumerate(row_list):
         below[j, :-1] = values[r].searchsorted(edges[j, :-1], "left")
     below[:, -1] = n
     counts = below[:, 1:] - below[:, :-1]
     left = edges[:, :-1].astype(np.float64)
     width = (edges[:, 1:] - edges[:, :-1]).astype(np.float64)
-    for j, r in enumerate(rows.tolist()):
-        result[r] = HistogramStats(n, 0, 0, 0, float(hi[j]), float(lo[j]), float(sums[j]), left[j], width[j], counts[j])
+    return _Rows(n, row_list, hi.astype(np.float64).tolist(), lo.astype(np.float64).tolist(),
+                 sums.tolist(), left, width, counts, single)
+
+
+def _histogram_rows(values: np.ndarray) -> list[HistogramStats]:
+    """:class:`HistogramStats` of each row of the 2-D float array ``values``, which is sorted in place."""
+    st = _row_stats(values)
+    result: list[HistogramStats | None] = [None] * values.shape[0]
+    for r, h in st.single.items():
+        result[r] = h
+    for j, r in enumerate(st.rows):
+        result[r] = HistogramStats(st.n, 0, 0, 0, st.hi[j], st.lo[j], st.sums[j], st.left[j], st.width[j],
+                                   st.counts[j])
     return result  # type: ignore[return-value]
 
 
@@ -337,16 +401,75 @@ def _bucket_rows_short(left: np.ndarray, width: np.ndarray, counts: np.ndarray) 
     return rows[keep].tobytes(), lengths
 
 
-def encode_histogram_values(items: list[tuple[str, np.ndarray]], overwrite: bool = False) -> list[bytes]:
+def encode_histogram_values(items: list[tuple[str, np.ndarray]], overwrite: bool = False,
+                            slab_rows: list[tuple[np.ndarray, int] | None] | None = None) -> list[bytes]:
     """The wire bytes of ``Summary.Value(tag=tag, histogram=...)`` for each ``(tag, arr)``.
 
     Equal to ``pack_histogram(arr)`` with ``tag`` set, serialized by protobuf: fields in
-    number order, every Histogram field present (MindSpore sets them all). The values
-    are bucketed together (:func:`histogram_stats_many`, which may sort the arrays in
-    place when ``overwrite``) and their buckets encoded together: one set of numpy calls
-    per batch rather than per value.
+    number order, every Histogram field present (MindSpore sets them all). Arrays of one
+    float dtype and size are bucketed together as the rows of one block (see
+    :func:`histogram_stats_many`) and each block's buckets encoded with one set of numpy
+    calls; everything else one by one.
+
+    Parameters
+    ----------
+    items : list of (str, numpy.ndarray)
+    overwrite : bool, default=False
+        Allow sorting the arrays' memory in place (see :func:`histogram_stats_many`).
+    slab_rows : list of (numpy.ndarray, int) or None, optional
+        With ``overwrite``: item ``i``'s array is row ``r`` of the C-contiguous 2-D
+        array ``slab`` (``slab_rows[i] == (slab, r)``), None when it is not. Saves
+        finding the rows by address; SummaryRecord knows them.
     """
-    stats = histogram_stats_many([arr for _, arr in items], overwrite=overwrite)
+    if slab_rows is not None and (not overwrite or len(slab_rows) != len(items)):
+        raise ValueError("slab_rows needs overwrite=True and one entry per item")
+    arrays = [arr for _, arr in items]
+    out: list[bytes | None] = [None] * len(items)
+    for values, members in _blocks(arrays, overwrite, slab_rows):
+        for i, encoded in zip(members, _encode_rows(values, [items[i][0] for i in members])):
+            out[i] = encoded
+    rest = [i for i, encoded in enumerate(out) if encoded is None]
+    for i, encoded in zip(rest, _encode_stats([items[i][0] for i in rest], [histogram_stats(arrays[i]) for i in rest])):
+        out[i] = encoded
+    return out  # type: ignore[return-value]
+
+
+def _value_bytes(tag_field: bytes, buckets: bytes, non_finite: bytes, hi: float, lo: float, total: float,
+                 count_field: bytes) -> bytes:
+    """``Summary.Value`` bytes: the tag field, then the histogram (field 9) with its buckets and fields 2-8."""
+    hist = b"".join((buckets, non_finite, _DOUBLES.pack(0x29, hi, 0x31, lo, 0x39, total), count_field))
+    return b"".join((tag_field, b"\x4a", encode_varint(len(hist)), hist))
+
+
+def _encode_rows(values: np.ndarray, tags: list[str]) -> list[bytes]:
+    """The ``Summary.Value`` bytes of each row of a 2-D float block (sorted in place), tagged ``tags``."""
+    st = _row_stats(values)
+    out: list[bytes | None] = [None] * len(tags)
+    if st.single:
+        rows = list(st.single)
+        for r, encoded in zip(rows, _encode_stats([tags[r] for r in rows], [st.single[r] for r in rows])):
+            out[r] = encoded
+    if st.rows:
+        blob, lengths = _bucket_rows(st.left.reshape(-1), st.width.reshape(-1), st.counts.reshape(-1))
+        bins = st.counts.shape[1]
+        ends = np.cumsum(lengths)[bins - 1::bins].tolist()  # where each row's buckets end
+        count_field = b"\x40" + encode_varint(st.n)
+        tag_fields: dict[str, bytes] = {}
+        start = 0
+        for j, r in enumerate(st.rows):
+            tag = tags[r]
+            tag_field = tag_fields.get(tag)
+            if tag_field is None:
+                tag_field = tag_fields[tag] = encode_len_field(1, tag.encode("utf-8"))
+            end = ends[j]
+            out[r] = _value_bytes(tag_field, blob[start:end], _NO_NON_FINITE, st.hi[j], st.lo[j], st.sums[j],
+                                  count_field)
+            start = end
+    return out  # type: ignore[return-value]
+
+
+def _encode_stats(tags: list[str], stats: list[HistogramStats]) -> list[bytes]:
+    """The ``Summary.Value`` bytes of each ``(tag, stats)``; their buckets are encoded together."""
     if not stats:
         return []
     blob, lengths = _bucket_rows(np.concatenate([st.left for st in stats]),
@@ -355,19 +478,14 @@ def encode_histogram_values(items: list[tuple[str, np.ndarray]], overwrite: bool
     # Byte offset where each value's buckets end.
     ends = np.cumsum(lengths)[np.cumsum([st.counts.size for st in stats]) - 1].tolist()
     out, start = [], 0
-    tag_fields: dict[str, bytes] = {}  # the same tags come back once per record of a batch
-    for (tag, _), st, end in zip(items, stats, ends):
+    for tag, st, end in zip(tags, stats, ends):
         if st.nan_count or st.pos_inf_count or st.neg_inf_count:
             non_finite = b"".join((b"\x10", encode_varint(st.nan_count), b"\x18", encode_varint(st.pos_inf_count),
                                    b"\x20", encode_varint(st.neg_inf_count)))
         else:
             non_finite = _NO_NON_FINITE
-        hist = b"".join((blob[start:end], non_finite, _DOUBLES.pack(0x29, st.max, 0x31, st.min, 0x39, st.sum),
-                         b"\x40", encode_varint(st.count)))
-        tag_field = tag_fields.get(tag)
-        if tag_field is None:
-            tag_field = tag_fields[tag] = encode_len_field(1, tag.encode("utf-8"))
-        out.append(b"".join((tag_field, b"\x4a", encode_varint(len(hist)), hist)))  # histogram: field 9
+        out.append(_value_bytes(encode_len_field(1, tag.encode("utf-8")), blob[start:end], non_finite, st.max,
+                                st.min, st.sum, b"\x40" + encode_varint(st.count)))
         start = end
     return out
 

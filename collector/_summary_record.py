@@ -240,14 +240,14 @@ class SummaryRecord:
             for tag, tensor in items:
                 if tensor.device.type == "cpu" and tensor.dtype in _FLOAT_DTYPES and tensor.numel() and tag:
                     src = tensor.detach().numpy()
-                    rows.append((tag, src, self._slab_row(src)))
+                    rows.append((tag, src, *self._slab_row(src)))
                 else:
                     slow.append((tag, tensor))
-        for tag, src, row in rows:
+        for _, src, row, _, _ in rows:
             np.copyto(row, src.reshape(-1))  # outside the lock: the writer thread never waits for copies
         with self._lock:
-            for tag, src, row in rows:
-                self._put("histogram", tag, (row.reshape(src.shape), False))
+            for tag, src, row, slab, index in rows:
+                self._put("histogram", tag, (row.reshape(src.shape), False, slab, index))
         for tag, tensor in slow:
             self.add_value("histogram", tag, tensor)
 
@@ -357,7 +357,7 @@ class SummaryRecord:
             # What to_numpy and the dtype check below come to for a CPU float tensor (the
             # parameters SummaryCollector collects at every collection), in fewer calls,
             # copied into a slab row.
-            return (self._snapshot(value.detach().numpy()), False)
+            return self._snapshot(value.detach().numpy())
         what = f"add_value({plugin!r}, {name!r})"
         if plugin in _TENSOR_PLUGINS:
             arr, bf16 = packing.to_numpy(value, what=what)
@@ -385,17 +385,19 @@ class SummaryRecord:
         copy.CopyFrom(value)
         return copy
 
-    def _snapshot(self, src: np.ndarray) -> np.ndarray:
-        """A private copy of ``src`` in the next free row of its slab (see ``SLAB_BYTES``)."""
+    def _snapshot(self, src: np.ndarray) -> tuple:
+        """A histogram value: a private copy of ``src`` in the next free row of its slab (see
+        ``SLAB_BYTES``), as ``(copy, False, slab, row index)``."""
         if src.size == 0:
-            return src.copy()
+            return (src.copy(), False)
         with self._lock:
-            row = self._slab_row(src)
+            row, slab, index = self._slab_row(src)
         np.copyto(row, src.reshape(-1))
-        return row.reshape(src.shape)
+        return (row.reshape(src.shape), False, slab, index)
 
-    def _slab_row(self, src: np.ndarray) -> np.ndarray:
-        """The next free row of ``src``'s slab, a new slab when none is left (``_lock`` held)."""
+    def _slab_row(self, src: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+        """The next free row of ``src``'s slab (a new slab when none is left), the slab and
+        the row's index (``_lock`` held)."""
         n = src.size
         key = (src.dtype, n)
         slab = self._slabs.get(key)
@@ -403,9 +405,9 @@ class SummaryRecord:
             rows = max(1, min(BATCH_RECORDS, SLAB_BYTES // src.nbytes))
             # np.empty: rows not used yet cost no memory.
             slab = self._slabs[key] = [np.empty((rows, n), dtype=src.dtype), 0]
-        row = slab[0][slab[1]]
+        index = slab[1]
         slab[1] += 1
-        return row
+        return slab[0][index], slab[0], index
 
     def _take_batch(self) -> list[tuple[int, float, list]]:
         with self._lock:
@@ -440,12 +442,15 @@ class SummaryRecord:
         framed and written on its own, so an error (a full file, say) loses only the
         records it concerns, as when they were written one by one.
         """
+        histograms = [data for _, _, values in batch for plugin, _, data in values if plugin == "histogram"]
         items = [(tag, data[0]) for _, _, values in batch for plugin, tag, data in values if plugin == "histogram"]
         encoded: list[bytes] | None = None
         if items:
             try:
-                # overwrite: the snapshots are this record's private copies, written once.
-                encoded = _histogram.encode_histogram_values(items, overwrite=True)
+                # overwrite: the snapshots are this record's private copies, written once; most are
+                # rows of a slab (data[2], row data[3]), bucketed in place.
+                encoded = _histogram.encode_histogram_values(
+                    items, overwrite=True, slab_rows=[data[2:] if len(data) == 4 else None for data in histograms])
             except Exception:  # noqa: BLE001 - encoded again per record, where the error is reported
                 # (Some snapshots may be sorted by then: same buckets, the sum's last bits may differ.)
                 encoded = None

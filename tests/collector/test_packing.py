@@ -215,3 +215,22 @@ def _same_stats(a, b) -> bool:
     scalars = [(x, y) for x, y in zip(a[:7], b[:7])]
     same = all((x == y and np.signbit(x) == np.signbit(y)) or (x != x and y != y) for x, y in scalars)
     return same and all(np.array_equal(x, y) for x, y in zip(a[7:], b[7:]))
+
+
+def test_histogram_wire_bytes_of_slab_rows_equal_protobuf_serialization():
+    # SummaryRecord's snapshots: rows of 2-D slabs named by (slab, row), bucketed in place.
+    rng = np.random.default_rng(11)
+    slab = (rng.normal(size=(7, 1280)) * 0.05).astype(np.float32)
+    slab[2, 9] = np.nan  # a row left to the one-by-one path
+    slab[5] = 1.5  # a constant row: np.linspace's zero-step branch
+    wide = rng.normal(size=(3, 16384))  # float64, counts above 127: two-byte varints
+    other = rng.normal(size=300).astype(np.float32)  # not a slab row
+    # Rows 0-2 and 4-6 of the first slab (row 3 asked for by nobody), in a shuffled order.
+    entries = [(slab, r) for r in (4, 0, 6, 1, 2, 5)] + [(wide, r) for r in range(3)] + [None]
+    arrays = [s[r].reshape(32, 40) if s is slab else s[r] for s, r in entries[:-1]] + [other]
+    expected = [_protobuf_bytes(f"p{i}/auto", a.copy()) for i, a in enumerate(arrays)]
+    got = histogram.encode_histogram_values([(f"p{i}/auto", a) for i, a in enumerate(arrays)], overwrite=True,
+                                            slab_rows=entries)
+    assert got == expected
+    with pytest.raises(ValueError, match="slab_rows"):
+        histogram.encode_histogram_values([("t", other)], slab_rows=[None])
