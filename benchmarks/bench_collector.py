@@ -5,7 +5,9 @@ SGD momentum, 10 epochs (290 steps). The collector runs with ``collect_freq=10``
 ``collect_landscape`` intervals on (by default the MindSpore fixture's
 ``unit="epoch", intervals=[[1..5], [6..10]]``; ``--unit step`` saves at 15 steps instead).
 Runs alternate (without, with, without, ...) in one process; the median of each is
-reported as one JSON line (with the ratio of the minimums, steadier on a shared machine)::
+reported as one JSON line, with the ratio of the minimums and the median of each pair's
+ratio (a run with the collector over the run without it just before), which follow the
+machine's drift less on a shared machine::
 
     python benchmarks/bench_collector.py --repeats 7
 
@@ -67,6 +69,10 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's)")
     parser.add_argument("--dir", default=None, help="where the runs write (default: the system's temporary folder)")
     args = parser.parse_args()
+    if args.repeats < 1:
+        parser.error(f"--repeats must be at least 1, got {args.repeats}")
+    if args.unit == "epoch" and args.epochs < 6:
+        parser.error(f"--epochs must be at least 6 with --unit epoch (two landscape intervals of at least three epochs), got {args.epochs}")
     if args.threads:
         torch.set_num_threads(args.threads)
 
@@ -98,6 +104,7 @@ def main() -> None:
         "repeats": args.repeats, "torch_threads": torch.get_num_threads(), "dir": folder,
         "median_without_s": round(base, 4), "median_with_s": round(coll, 4),
         "ratio": round(coll / base, 4), "ratio_of_minimums": round(min(with_collector) / min(without), 4),
+        "median_pair_ratio": round(statistics.median(w / b for w, b in zip(with_collector, without)), 4),
         "overhead_ms": round(1000 * (coll - base), 1), "target": 1.05,
     }))
 
