@@ -176,17 +176,10 @@ def _blocks(arrays: list[np.ndarray], overwrite: bool,
                 slab, r = entry
                 by_slab.setdefault(id(slab), (slab, {}))[1][r] = i
         for slab, rows in by_slab.values():
-            if slab.ndim != 2 or not slab.flags.c_contiguous:
-                continue
-            order = sorted(rows)
-            first = 0
-            for j in range(1, len(order) + 1):
-                if j == len(order) or order[j] != order[j - 1] + 1:
-                    if j - first > 1:
-                        members = [rows[r] for r in order[first:j]]
-                        blocks.append((slab[order[first]:order[j - 1] + 1], members))
-                        placed.update(members)
-                    first = j
+            if slab.ndim == 2 and slab.flags.c_contiguous:
+                found = _row_runs(slab, rows)
+                blocks.extend(found)
+                placed.update(i for _, members in found for i in members)
     groups: dict[tuple[str, int], list[int]] = {}
     for i, arr in enumerate(arrays):
         if i not in placed and _batchable(arr):
@@ -222,14 +215,23 @@ def _slab_blocks(arrays: list[np.ndarray], indices: list[int]) -> list[tuple[np.
         if len(members) < 2 or not base.flags.c_contiguous:
             continue
         start, stride = base.__array_interface__["data"][0], base.strides[0]
-        rows = [(arrays[i].__array_interface__["data"][0] - start) // stride for i in members]
-        first = 0
-        for j in range(1, len(members) + 1):
-            if j == len(members) or rows[j] != rows[j - 1] + 1:
-                if j - first > 1:
-                    blocks.append((base[rows[first]:rows[j - 1] + 1], members[first:j]))
-                first = j
+        blocks.extend(_row_runs(base, {(arrays[i].__array_interface__["data"][0] - start) // stride: i
+                                       for i in members}))
     return blocks
+
+
+def _row_runs(slab: np.ndarray, rows: dict[int, int]) -> list[tuple[np.ndarray, list[int]]]:
+    """``(slab[a:b], members)`` for each run of at least two consecutive rows of ``slab``;
+    ``rows`` maps a row to the index of the array it holds."""
+    order = sorted(rows)
+    runs = []
+    first = 0
+    for j in range(1, len(order) + 1):
+        if j == len(order) or order[j] != order[j - 1] + 1:
+            if j - first > 1:
+                runs.append((slab[order[first]:order[j - 1] + 1], [rows[r] for r in order[first:j]]))
+            first = j
+    return runs
 
 
 class _Rows(NamedTuple):

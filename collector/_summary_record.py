@@ -442,15 +442,15 @@ class SummaryRecord:
         framed and written on its own, so an error (a full file, say) loses only the
         records it concerns, as when they were written one by one.
         """
-        histograms = [data for _, _, values in batch for plugin, _, data in values if plugin == "histogram"]
-        items = [(tag, data[0]) for _, _, values in batch for plugin, tag, data in values if plugin == "histogram"]
+        histograms = [(tag, data) for _, _, values in batch for plugin, tag, data in values if plugin == "histogram"]
+        items = [(tag, data[0]) for tag, data in histograms]
         encoded: list[bytes] | None = None
         if items:
             try:
                 # overwrite: the snapshots are this record's private copies, written once; most are
                 # rows of a slab (data[2], row data[3]), bucketed in place.
                 encoded = _histogram.encode_histogram_values(
-                    items, overwrite=True, slab_rows=[data[2:] if len(data) == 4 else None for data in histograms])
+                    items, overwrite=True, slab_rows=[data[2:] if len(data) == 4 else None for _, data in histograms])
             except Exception:  # noqa: BLE001 - encoded again per record, where the error is reported
                 # (Some snapshots may be sorted by then: same buckets, the sum's last bits may differ.)
                 encoded = None
