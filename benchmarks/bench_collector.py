@@ -4,7 +4,7 @@ The demo-sized run: MLP 64-128-128-10 on scikit-learn's digits (inputs / 16), ba
 SGD momentum, 10 epochs (290 steps). The collector runs with ``collect_freq=10`` and
 ``collect_landscape`` intervals on (by default the MindSpore fixture's
 ``unit="epoch", intervals=[[1..5], [6..10]]``; ``--unit step`` saves at 15 steps instead).
-Runs alternate (without, with, without, ...) in one process; the median of each is
+Runs alternate (without, with, the reference below, without, ...) in one process; the median of each is
 reported as one JSON line, with the ratio of the minimums and the median of each pair's
 ratio (a run with the collector over the run without it just before), which follow the
 machine's drift less on a shared machine::
