@@ -36,23 +36,11 @@ import time
 
 import numpy as np
 import torch
-from sklearn.datasets import load_digits
 from torch import nn
-from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data import DataLoader
 
 from collector import Callback, Model, SummaryCollector
-
-
-class MLP(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.fc1 = nn.Linear(64, 128)
-        self.fc2 = nn.Linear(128, 128)
-        self.fc3 = nn.Linear(128, 10)
-        self.relu = nn.ReLU()
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc3(self.relu(self.fc2(self.relu(self.fc1(x)))))
+from landscape._examples import MLP, digits_loader
 
 
 class EssentialWork(Callback):
@@ -148,9 +136,7 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
 
-    x, y = load_digits(return_X_y=True)
-    dataset = TensorDataset(torch.tensor(x / 16.0, dtype=torch.float32), torch.tensor(y))
-    loader = DataLoader(dataset, batch_size=64, shuffle=True, generator=torch.Generator().manual_seed(0))
+    loader = digits_loader(64, drop_last=False)  # 29 batches per epoch, shuffled with seed 0
     if args.unit == "epoch":
         half = args.epochs // 2
         intervals = [list(range(1, half + 1)), list(range(half + 1, args.epochs + 1))]
