@@ -40,7 +40,7 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 from collector import Callback, Model, SummaryCollector
-from landscape._examples import MLP, digits_loader
+from landscape.examples import MLP, digits_loader
 
 
 class EssentialWork(Callback):

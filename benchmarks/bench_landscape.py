@@ -155,7 +155,7 @@ def workers_case(num_samples, size, x, y, net):
 _PCA_CHILD = r"""
 import json, os, resource, sys, time, torch
 from torch import nn
-from landscape._pca import pca_trajectory
+from landscape.geometry._pca import pca_trajectory
 d = sys.argv[1]
 names = ["w1", "b1", "w2", "b2"]
 paths = [os.path.join(d, f"ck{k}.pt") for k in range(10)]

@@ -36,7 +36,7 @@ class _Model:
 
 
 def _summary_dir(root: str) -> tuple[str, nn.Module]:
-    from landscape._examples import MLP, digits_tensors
+    from landscape.examples import MLP, digits_tensors
 
     torch.manual_seed(0)
     net = MLP()
@@ -66,9 +66,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     from landscape import SummaryLandscape
-    from landscape._core import build_landscape
-    from landscape._data import collate
-    from landscape._examples import MLP, digits_tensors
+    from landscape.generate._build import build_landscape
+    from landscape.engine._data import collate
+    from landscape.examples import MLP, digits_tensors
 
     root = tempfile.mkdtemp(prefix="bench_resume_")
     try:

@@ -15,8 +15,8 @@ import time
 import torch
 
 from collector import SummaryRecord, proto
-from collector import _packing as packing
-from collector._record import encode_record
+from collector.summary import _packing as packing
+from collector.summary._framing import encode_record
 
 
 def _inline(plugin: str, value: torch.Tensor) -> bytes:

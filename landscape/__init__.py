@@ -1,20 +1,26 @@
 """Loss landscapes for PyTorch: MindSpore-compatible, exact and fast.
 
-Public names are re-exported here; the code lives in private modules. They are imported
-on first use (PEP 562) so that worker processes, which only need the engine, do not pay
-for the collector package (about a second of imports per worker on a 2-core machine).
+Public names are re-exported here from the layer subpackages (bottom to top):
+``result`` (the ``Landscape`` type), ``geometry`` (directions, PCA, which parameters
+move), ``engine`` (loss evaluation at many points), ``io`` (``landscapes.h5``),
+``execution`` (worker processes, joblib, torch.distributed), ``generate``
+(``compute_landscape``, ``SummaryLandscape``) and ``cli`` (the ``landscape`` command).
+
+They are imported on first use (PEP 562) so that worker processes, which only need the
+engine, do not pay for the collector package (about a second of imports per worker on a
+2-core machine).
 """
 
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 __all__ = ["compute_landscape", "Landscape", "LossPath", "SummaryLandscape", "read_h5", "write_h5"]
 
-_WHERE = {"compute_landscape": "landscape._api", "read_h5": "landscape._h5", "write_h5": "landscape._h5",
-          "Landscape": "landscape._result", "LossPath": "landscape._result",
-          "SummaryLandscape": "landscape._summary_landscape"}
+_WHERE = {"compute_landscape": "landscape.generate", "SummaryLandscape": "landscape.generate",
+          "read_h5": "landscape.io", "write_h5": "landscape.io",
+          "Landscape": "landscape.result", "LossPath": "landscape.result"}
 
 
 def __getattr__(name: str) -> Any:
@@ -27,3 +33,9 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(__all__))
+
+
+if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load on first use
+    from landscape.generate import SummaryLandscape, compute_landscape
+    from landscape.io import read_h5, write_h5
+    from landscape.result import Landscape, LossPath

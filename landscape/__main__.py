@@ -2,7 +2,7 @@
 
 import sys
 
-from landscape._cli import main
+from landscape.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -14,8 +14,7 @@ MINDSPORE_RUN = DATA / "mindspore-2.10-mlp-digits"
 def _close_leftover_summary_records():
     """A test that fails mid-way must not leave a SummaryRecord open for the next one."""
     yield
-    from collector import _summary_record
-
+    from collector.summary import _record as _summary_record
     for rec in list(_summary_record._live_records):
         rec._raise = False
         rec.close()

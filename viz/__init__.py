@@ -13,18 +13,25 @@ Examples
 >>> viz.export(landscapes[-1], "result.vtp")                       # doctest: +SKIP
 """
 
-from viz._style import ensure_headless as _ensure_headless
+from viz.plots._style import ensure_headless as _ensure_headless
 
 _ensure_headless()
 
-from viz._animate import animate  # noqa: E402
-from viz._contour import plot_contour, plot_filled_contour, plot_heatmap  # noqa: E402
-from viz._export import export  # noqa: E402
-from viz._load import find_runs, load_landscapes  # noqa: E402
-from viz._overview import compare, plot_overview  # noqa: E402
-from viz._path import plot_path, plot_slices  # noqa: E402
-from viz._plots import plot, repr_png  # noqa: E402
-from viz._surface import plot_surface, view_angle  # noqa: E402
+from viz.io import export, find_runs, load_landscapes  # noqa: E402
+from viz.plots import (  # noqa: E402
+    animate,
+    compare,
+    plot,
+    plot_contour,
+    plot_filled_contour,
+    plot_heatmap,
+    plot_overview,
+    plot_path,
+    plot_slices,
+    plot_surface,
+    repr_png,
+    view_angle,
+)
 
 __all__ = [
     "load_landscapes",

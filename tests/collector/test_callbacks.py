@@ -19,7 +19,7 @@ from collector import (
     Model,
     RunContext,
 )
-from collector._callbacks import CallbackParams, _CallbackList
+from collector.train._callbacks import CallbackParams, _CallbackList
 
 HOOKS = ["begin", "epoch_begin", "epoch_end", "step_begin", "step_end", "end"]
 
@@ -169,7 +169,7 @@ def test_loss_monitor_logs_and_stops_on_nan(caplog):
     lines = []
     _model().train(2, _data(4), callbacks=LossMonitor(2, print_fn=lines.append))
     assert len(lines) == 4 and lines[0].startswith("epoch: 1 step: 2, loss is ")
-    with caplog.at_level(logging.INFO, logger="collector._callbacks"):
+    with caplog.at_level(logging.INFO, logger="collector.train._callbacks"):
         _model().train(1, _data(2), callbacks=LossMonitor())
     assert "epoch: 1 step: 1, loss is" in caplog.text
     bad = [(torch.full((3, 2), math.nan), torch.zeros(3, 1))]

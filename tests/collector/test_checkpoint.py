@@ -9,9 +9,8 @@ import torch
 from torch import nn
 
 from collector import Callback, CheckpointConfig, InvalidParameterError, Model, ModelCheckpoint
-from collector import _checkpoint, _state_io
-
-
+from collector.train import _checkpoint
+from collector.trajectory import _state_io
 def _data(n=5):
     g = torch.Generator().manual_seed(0)
     return [(torch.randn(4, 3, generator=g), torch.randn(4, 1, generator=g)) for _ in range(n)]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from collector._collect_plan import collection_kind, plan_collections, tensor_collect_range
+from collector.collect._plan import collection_kind, plan_collections, tensor_collect_range
 
 
 @pytest.mark.parametrize("total, freq, n_other, n_tensor", [

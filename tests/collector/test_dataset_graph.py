@@ -1,4 +1,4 @@
-"""A DataLoader as MindSpore's DatasetGraph (collector._dataset_graph)."""
+"""A DataLoader as MindSpore's DatasetGraph (collector.collect._dataset_graph)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import torch
 from torch.utils.data import ConcatDataset, DataLoader, Subset, TensorDataset
 
 from collector import SummaryReader, SummaryRecord, proto
-from collector._dataset_graph import dataset_graph
+from collector.collect._dataset_graph import dataset_graph
 
 
 def _params(op_param) -> dict:

@@ -1,4 +1,4 @@
-"""The network graph (collector._graph.build_graph): nodes, edges, scopes, parameter shapes.
+"""The network graph (collector.summary._graph.build_graph): nodes, edges, scopes, parameter shapes.
 
 Expectations are written by hand from each model's definition.
 """
@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from collector import SummaryReader, SummaryRecord, proto
-from collector._graph import build_graph
+from collector.summary._graph import build_graph
 
 
 def _dims(type_proto) -> list[int]:
@@ -180,9 +180,9 @@ class ShapeBranch(nn.Module):
 
 
 def test_untraceable_network_falls_back_to_the_module_tree(caplog):
-    with caplog.at_level(logging.INFO, logger="collector._graph"):
+    with caplog.at_level(logging.INFO, logger="collector.summary._graph"):
         g = build_graph(Untraceable())
-    lines = [r.getMessage() for r in caplog.records if r.name == "collector._graph"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "collector.summary._graph"]
     assert len(lines) == 1 and "module tree" in lines[0] and "Untraceable" in lines[0]
     assert _nodes(g) == [
         ("1", "MatMul", "Default/fc1-Linear", "Default/fc1-Linear/MatMul-op0", ["x", "fc1.weight"]),
@@ -195,9 +195,9 @@ def test_untraceable_network_falls_back_to_the_module_tree(caplog):
 
 
 def test_fx_failure_with_example_inputs_uses_torch_export(caplog):
-    with caplog.at_level(logging.INFO, logger="collector._graph"):
+    with caplog.at_level(logging.INFO, logger="collector.summary._graph"):
         g = build_graph(ShapeBranch(), torch.zeros(3, 4))
-    lines = [r.getMessage() for r in caplog.records if r.name == "collector._graph"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "collector.summary._graph"]
     assert len(lines) == 1 and "torch.export" in lines[0]
     ops = [(n.op_type, n.scope) for n in g.node]
     assert ops == [("Mul", "Default"), ("MatMul", "Default/fc-Linear"), ("ReLU", "Default")]
@@ -253,8 +253,7 @@ class Mixed(nn.Module):
                                                                      nn.Linear(7, 2))], ids=["mlp", "mixed", "seq"])
 def test_one_sample_shapes_equal_fake_tensor_shapes_without_side_effects(make, monkeypatch):
     """Shapes from the one-sample run equal those of fake tensors; nothing of the network changes."""
-    from collector import _graph
-
+    from collector.summary import _graph
     torch.manual_seed(0)
     net = make()
     net.train()

@@ -184,7 +184,7 @@ def test_bad_run_context(tmp_path, hook, caplog):
     cb = TrainLineage(tmp_path, raise_exception=True)
     with pytest.raises(MindInsightException, match=rf"'run_context' parameter of TrainLineage\.{hook} must be"):
         getattr(cb, hook)({"epoch_num": 1})
-    with caplog.at_level(logging.ERROR, logger="collector._lineage"):
+    with caplog.at_level(logging.ERROR, logger="collector.lineage._callbacks"):
         getattr(TrainLineage(tmp_path), hook)(None)  # raise_exception=False: logged, training goes on
     assert f"TrainLineage.{hook}" in caplog.text
 
@@ -198,7 +198,7 @@ def test_bad_run_context(tmp_path, hook, caplog):
 def test_train_end_validates_run_context(tmp_path, args, match, caplog):
     with pytest.raises(MindInsightException, match=match):
         TrainLineage(tmp_path, raise_exception=True).end(RunContext(args))
-    with caplog.at_level(logging.ERROR, logger="collector._lineage"):
+    with caplog.at_level(logging.ERROR, logger="collector.lineage._callbacks"):
         TrainLineage(tmp_path).end(RunContext(args))
     assert "TrainLineage.end" in caplog.text
     assert not any(f.name.endswith("_lineage") for f in tmp_path.iterdir())
@@ -221,7 +221,7 @@ def test_log_error_when_the_record_is_closed(tmp_path, cls, args, caplog):
     rec.close()
     with pytest.raises(LineageLogError, match="did not write the (train|eval)_lineage"):
         cls(rec, raise_exception=True).end(RunContext(args))
-    with caplog.at_level(logging.ERROR, logger="collector._lineage"):
+    with caplog.at_level(logging.ERROR, logger="collector.lineage._callbacks"):
         cls(rec).end(RunContext(args))
     assert "did not write" in caplog.text
 

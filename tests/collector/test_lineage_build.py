@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch.utils.data import DataLoader, Dataset, SubsetRandomSampler, TensorDataset
 
-from collector._lineage_build import custom_lineage, dataset_graph, dataset_path, dataset_size
+from collector.lineage._build import custom_lineage, dataset_graph, dataset_path, dataset_size
 
 
 class Folder(Dataset):

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from collector import InvalidParameterError, SummaryRecord, proto
-from collector import _lineage_query
+from collector.lineage import _query as _lineage_query
 from collector.lineage import (
     LineageError,
     LineageFileNotFoundError,
@@ -280,7 +280,7 @@ def test_runs_without_lineage_are_skipped(base, tmp_path, caplog):
     with SummaryRecord(tmp_path / "b" / "empty_lineage") as rec:
         rec.add_value("custom_lineage_data", "c", {"k": 1})  # lineage file, but no train/eval/graph
         rec.record(1)
-    with caplog.at_level(logging.WARNING, logger="collector._lineage_query"):
+    with caplog.at_level(logging.WARNING, logger="collector.lineage._query"):
         res = filter_summary_lineage(tmp_path / "b")
     assert res["count"] == 4 and "empty_lineage" in caplog.text
 
@@ -296,7 +296,7 @@ def test_damaged_tail_keeps_intact_records(tmp_path):
 
 def test_at_most_max_summary_dirs_are_listed(base, monkeypatch, caplog):
     monkeypatch.setattr(_lineage_query, "MAX_SUMMARY_DIRS", 2)
-    with caplog.at_level(logging.WARNING, logger="collector._lineage_query"):
+    with caplog.at_level(logging.WARNING, logger="collector.lineage._query"):
         res = filter_summary_lineage(base)
     assert res["count"] == 2
     assert "More than 2 summary directories" in caplog.text and "left out" in caplog.text

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from collector import Accuracy, InvalidParameterError, Loss, Metric
-from collector._metrics import get_metric
+from collector.train._metrics import get_metric
 
 
 def test_accuracy_indices_one_hot_and_binary():

@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from collector import SummaryReader, SummaryRecord
-from collector import _histogram as histogram
-from collector import _packing as packing
-from collector._packing import histogram_bins
+from collector.summary import _histogram as histogram
+from collector.summary import _packing as packing
+from collector.summary._packing import histogram_bins
 
 
 @pytest.mark.parametrize("n, bins", [(0, 1), (1, 2), (5, 2), (6, 3), (10, 3), (11, 2), (128, 13), (880, 89), (881, 90), (10**6, 90)])

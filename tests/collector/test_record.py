@@ -6,7 +6,7 @@ import struct
 
 import pytest
 
-from collector._record import encode_record, iter_records, masked_crc32c
+from collector.summary._framing import encode_record, iter_records, masked_crc32c
 
 
 def _crc32c_reference(data: bytes) -> int:

@@ -24,7 +24,7 @@ from collector import (
     SummaryReader,
     read_events,
 )
-from collector._collect_plan import plan_collections
+from collector.collect._plan import plan_collections
 
 SPEC_KEYS = {"epoch_group", "model_params_file_map", "step_per_epoch", "unit", "num_samples",
              "landscape_size", "create_landscape"}
@@ -346,7 +346,7 @@ def test_compiled_and_wrapped_network_names(tmp_path):
 
 
 def test_summary_operators_follow_collect_freq_and_tensor_freq(tmp_path):
-    import collector.summary as summary
+    import collector.summary._operators as summary
 
     class Net(nn.Linear):
         def forward(self, x):
@@ -367,8 +367,7 @@ def test_summary_operators_follow_collect_freq_and_tensor_freq(tmp_path):
 @pytest.mark.parametrize("batch_records", [512, 3], ids=["one-batch", "writer-thread-batches"])
 def test_every_histogram_matches_the_parameters_at_its_step(tmp_path, digits, monkeypatch, batch_records):
     """Histograms (batched, snapshot slabs sorted in place) against numpy on independent copies."""
-    from collector import _summary_record
-
+    from collector.summary import _record as _summary_record
     monkeypatch.setattr(_summary_record, "BATCH_RECORDS", batch_records)
     torch.manual_seed(1)
     net = MLP()

@@ -1,4 +1,4 @@
-"""Summary operators (collector.summary): inside forward, a loss and an optimizer step."""
+"""Summary operators (collector.summary._operators): inside forward, a loss and an optimizer step."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch import nn
 
-import collector.summary as summary
+import collector.summary._operators as summary
 from collector import SummaryReader, SummaryRecord
 
 
@@ -156,7 +156,7 @@ def test_values_buffered_before_eval_are_dropped_by_an_eval_record(tmp_path):
 
 
 def test_name_reused_in_one_step_keeps_the_newest_and_warns_once(tmp_path, caplog):
-    with SummaryRecord(tmp_path) as rec, caplog.at_level(logging.WARNING, logger="collector.summary"):
+    with SummaryRecord(tmp_path) as rec, caplog.at_level(logging.WARNING, logger="collector.summary._operators"):
         summary.scalar("loss", 1.0)
         summary.scalar("loss", 2.0)
         summary.histogram("loss", torch.arange(4.0))  # another plugin: another value
@@ -166,7 +166,7 @@ def test_name_reused_in_one_step_keeps_the_newest_and_warns_once(tmp_path, caplo
         summary.scalar("loss", 4.0)
         summary.scalar("loss", 5.0)  # reused again: kept, but not reported a second time
         rec.record(3)
-    warnings = [r.getMessage() for r in caplog.records if r.name == "collector.summary"]
+    warnings = [r.getMessage() for r in caplog.records if r.name == "collector.summary._operators"]
     assert len(warnings) == 1
     assert "'loss/scalar' has duplicate values. Only the newest one will be recorded." in warnings[0]
     reader = SummaryReader(tmp_path)

@@ -290,7 +290,7 @@ def test_bad_mode_and_train_network(tmp_path):
 
 # ----------------------------------------------------------------- batched writing
 def _payloads(path):
-    from collector._record import iter_records
+    from collector.summary._framing import iter_records
 
     return [payload for _, payload in iter_records(path)]
 
@@ -338,8 +338,7 @@ def test_records_wait_in_a_batch_until_flush_with_their_own_wall_time(tmp_path):
 
 
 def test_full_batch_goes_to_the_writer_thread(tmp_path, monkeypatch):
-    from collector import _summary_record
-
+    from collector.summary import _record as _summary_record
     monkeypatch.setattr(_summary_record, "BATCH_RECORDS", 3)
     rec = SummaryRecord(tmp_path)
     for step in range(1, 5):
@@ -357,8 +356,7 @@ def test_full_batch_goes_to_the_writer_thread(tmp_path, monkeypatch):
 def test_old_batch_is_written_by_the_idle_writer_thread(tmp_path, monkeypatch):
     import time
 
-    from collector import _summary_record
-
+    from collector.summary import _record as _summary_record
     monkeypatch.setattr(_summary_record, "BATCH_RECORDS", 1)
     monkeypatch.setattr(_summary_record, "BATCH_SECONDS", 0.05)
     rec = SummaryRecord(tmp_path)

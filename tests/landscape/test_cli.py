@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from landscape._pipeline import DEMO_CONFIG, load_config
+from landscape.cli._pipeline import DEMO_CONFIG, load_config
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -86,7 +86,7 @@ def test_plot_and_export(demo_dir, tmp_path):
     ],
 )
 def test_usage_errors_exit_2_with_one_line(args, fragment, tmp_path, monkeypatch, capsys):
-    from landscape._cli import main
+    from landscape.cli._main import main
 
     monkeypatch.chdir(tmp_path)
     try:
@@ -106,7 +106,7 @@ def test_usage_error_through_the_installed_command(tmp_path):
 
 @pytest.mark.parametrize("cmd", ["demo", "run", "gen", "plot", "ls", "export", "lineage"])
 def test_every_subcommand_has_help(cmd, capsys):
-    from landscape._cli import main
+    from landscape.cli._main import main
 
     with pytest.raises(SystemExit) as exc:
         main([cmd, "--help"])

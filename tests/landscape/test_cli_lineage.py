@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from landscape._cli_lineage import WhereError, add_lineage_parser, format_table, parse_where, run_lineage
+from landscape.cli._lineage import WhereError, add_lineage_parser, format_table, parse_where, run_lineage
 from tests.collector.test_lineage_query import write_run
 
 RUNS = {  # name: optimizer, lr, batch size, accuracy

@@ -8,9 +8,9 @@ import torch
 from torch import nn
 
 import landscape
-from landscape import _evaluate
-from landscape._directions import random_directions
-from landscape._state import moved_names
+from landscape.engine import _engine as _evaluate
+from landscape.geometry._directions import random_directions
+from landscape.geometry._state import moved_names
 from tests.landscape._helpers import TinyMLP, plain_loss, point_state
 
 
@@ -121,7 +121,7 @@ def test_train_mode_keeps_centre_running_stats_and_is_reproducible(trained, data
     b = landscape.compute_landscape(net, nn.CrossEntropyLoss(), data, **kw)
     np.testing.assert_array_equal(a.z, b.z)
     assert a.metadata["points_per_call"] == 1 and np.isfinite(a.z).all()
-    from landscape._evaluate import Engine
+    from landscape.engine._engine import Engine
 
     names, _ = moved_names(net, None)
     ref = [traj[-1][n].float() for n in names]
@@ -135,7 +135,7 @@ def test_train_mode_keeps_centre_running_stats_and_is_reproducible(trained, data
                                              (None, nn.CrossEntropyLoss(ignore_index=1)), (None, nn.MultiMarginLoss())])
 def test_sequential_fast_path_matches_plain_loop(data, ignore, loss_fn):
     """A Sequential of Linear layers and activations is batched with baddbmm, not vmap."""
-    from landscape._batched import sequential_forward
+    from landscape.engine._batched import sequential_forward
 
     x, y = data
     torch.manual_seed(0)

@@ -6,8 +6,8 @@ import torch
 from torch import nn
 
 import landscape
-from landscape._pca import pca_trajectory
-from landscape._state import flat_float, moved_names
+from landscape.geometry._pca import pca_trajectory
+from landscape.geometry._state import flat_float, moved_names
 
 
 def _numpy_reference(traj, names, method):
@@ -80,7 +80,7 @@ def test_landscape_axes_and_path(trained, data):
 
 
 def test_filter_normalization(trained):
-    from landscape._directions import normalize_directions
+    from landscape.geometry._directions import normalize_directions
 
     net, traj = trained
     p = traj[-1]["fc1.weight"].float()

@@ -16,8 +16,8 @@ import pytest
 import torch
 
 from landscape import SummaryLandscape, read_h5
-from landscape import _evaluate
-from landscape._evaluate import Engine
+from landscape.engine import _engine as _evaluate
+from landscape.engine._engine import Engine
 from tests.landscape import _gen_task
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -193,8 +193,8 @@ def test_distributed_true_without_a_process_group_is_refused(summary_dir, monkey
 
 _WRITER = textwrap.dedent("""
     import sys, numpy as np
-    from landscape._progress import Partial, Store
-    from landscape._result import Landscape
+    from landscape.io._store import Partial, Store
+    from landscape.result._landscape import Landscape
     store = Store(sys.argv[1])
     n, k = 400, 0
     while True:  # create, fill chunk by chunk, finish, forget: every kind of write, forever
@@ -233,14 +233,14 @@ def test_file_stays_readable_and_consistent_whenever_the_writer_is_killed(tmp_pa
         for tag, ls in read_h5(h5).items():
             k = int(ls.z[0, 0])
             np.testing.assert_array_equal(ls.z, np.arange(400, dtype=float).reshape(20, 20) + k)
-    from landscape._progress import Store
+    from landscape.io._store import Store
 
     Store(h5)  # copies left by killed rewrites are removed
     assert not list(tmp_path.glob("landscapes.h5.tmp-*"))
 
 
 def test_second_generation_into_the_same_folder_is_refused(summary_dir, tmp_path):
-    from landscape._progress import Store
+    from landscape.io._store import Store
 
     out = tmp_path / "out"
     out.mkdir()

@@ -1,0 +1,33 @@
+"""Summaries: the file format, ``SummaryRecord``, the reader and the summary operators.
+
+The summary operators record a value from anywhere in the training code with one line
+(``summary.histogram("fc1_out", h)`` in a ``forward``); they buffer into the open
+:class:`SummaryRecord` and cost nothing when none is open (see
+:mod:`collector.summary._operators` for the rules).
+
+Inside, bottom to top: ``_proto`` (message classes built from ``_protos/*.proto``),
+``_framing`` (the record framing with masked CRC32C: the one module that reads and
+writes it), ``_files`` (file names, lazy creation, size limit), ``_histogram`` and
+``_packing`` (values to messages and wire bytes), ``_graph`` (a network as a
+GraphProto), ``_record`` (``SummaryRecord``), ``_reader`` and ``_operators``.
+
+Examples
+--------
+>>> import tempfile, torch
+>>> from collector import summary, SummaryRecord, SummaryReader
+>>> summary.scalar("loss", torch.tensor(0.5))  # nothing open: returns at once
+>>> with SummaryRecord(tempfile.mkdtemp()) as rec:
+...     summary.scalar("loss", torch.tensor(0.25))
+...     _ = rec.record(1)
+>>> SummaryReader(rec.log_dir).scalars()["loss"][1].tolist()
+[0.25]
+"""
+
+from collector.summary._framing import CorruptRecordError, RecordIssue, SummaryReadError
+from collector.summary._operators import histogram, image, is_recording, scalar, tensor
+from collector.summary._reader import SummaryReader, read_events, summary_files
+from collector.summary._record import PLUGINS, SummaryRecord
+
+__all__ = ["scalar", "tensor", "image", "histogram", "is_recording",
+           "SummaryRecord", "PLUGINS", "SummaryReader", "read_events", "summary_files",
+           "SummaryReadError", "CorruptRecordError", "RecordIssue"]

@@ -1,0 +1,182 @@
+"""Summary operators: record a value from anywhere in the training code with one line.
+
+PyTorch counterparts of MindSpore's ``ScalarSummary``, ``TensorSummary``,
+``ImageSummary`` and ``HistogramSummary`` (seed 002, methods two and four). Call them
+where the value exists: a module's ``forward``, a loss function, an optimizer's
+``step``, a hook. Each call buffers the value into the open :class:`SummaryRecord`
+(the one a :class:`SummaryCollector` opens, or your own); the record writes it at its
+next ``record(step)``.
+
+* **Free when nothing collects.** With no SummaryRecord open the call returns at once:
+  no copy, no device synchronisation, no tensor operation. Leave the calls in your model.
+* **Train mode only.** While the record is in ``set_mode("eval")`` calls are ignored,
+  as MindSpore ignores its summary operators during evaluation.
+* **Tags.** The tag written is the name given (``scalar("loss", x)`` writes the tag
+  ``loss`` with the scalar plugin): MindSpore tags an operator's value ``loss[:Scalar]``
+  internally and strips the ``[:Scalar]`` before writing. MindInsight lists it as
+  ``loss/scalar``. The same name may be used by two different operators (a scalar and
+  a histogram called ``x`` are two values).
+* **A name reused in one step.** MindSpore's notice: a name must not be repeated, or
+  "the data collection and presentation will have unexpected behavior". Here the
+  newest value is kept and a warning says so once per name and record:
+  ``'loss/scalar' has duplicate values. Only the newest one will be recorded.`` A step
+  ends at ``record(step)`` (and, under SummaryCollector, at every ``step_end``).
+  Values buffered by operators and by ``add_value`` under the same name and plugin in
+  one step: the operator's is kept, with a warning from ``record``.
+* **Cost while recording.** The value is validated and copied to host memory at the
+  call (as ``add_value`` does), so a GPU tensor is synchronised then; a wrong value
+  raises at the call site. Encoding and writing happen later, in batches (the
+  record's writer thread, or its ``flush``/``close``).
+* **torch.compile.** The no-record check is a plain Python global read, which dynamo
+  traces into a guard: with no record open a compiled model contains no trace of the
+  operator. While a record is open, the buffering runs eagerly behind
+  ``torch.compiler.disable`` (a graph break at the call), so the values are real.
+
+Examples
+--------
+>>> import tempfile, torch
+>>> import collector.summary._operators as summary
+>>> from collector import SummaryRecord, SummaryReader
+>>> summary.scalar("loss", torch.tensor(0.5))  # nothing open: returns at once
+>>> with SummaryRecord(tempfile.mkdtemp()) as rec:
+...     summary.scalar("loss", torch.tensor(0.25))
+...     _ = rec.record(1)
+>>> SummaryReader(rec.log_dir).scalars()["loss"][1].tolist()
+[0.25]
+"""
+
+from __future__ import annotations
+
+import logging
+import weakref
+from typing import Any
+
+import torch
+
+from collector.summary import _record as _sr
+logger = logging.getLogger(__name__)
+
+__all__ = ["scalar", "tensor", "image", "histogram", "is_recording"]
+
+# Records already warned about a name reused in one step: {record: {(plugin, name)}}.
+_warned: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def scalar(name: str, value: Any) -> None:
+    """Record a scalar (MindSpore's ``ScalarSummary``).
+
+    Parameters
+    ----------
+    name : str
+        The tag, non-empty.
+    value : torch.Tensor, numpy.ndarray or number
+        One value; a larger tensor is logged and its first element recorded.
+    """
+    if _sr._open_record is not None and (rec := _active_record()) is not None:
+        _buffer(rec, "scalar", name, value)
+
+
+def tensor(name: str, value: Any) -> None:
+    """Record a whole tensor (MindSpore's ``TensorSummary``).
+
+    Parameters
+    ----------
+    name : str
+        The tag, non-empty.
+    value : torch.Tensor, numpy.ndarray or number
+        Written with its shape and dtype.
+    """
+    if _sr._open_record is not None and (rec := _active_record()) is not None:
+        _buffer(rec, "tensor", name, value)
+
+
+def image(name: str, value: Any) -> None:
+    """Record images (MindSpore's ``ImageSummary``).
+
+    Parameters
+    ----------
+    name : str
+        The tag, non-empty.
+    value : torch.Tensor or numpy.ndarray of shape (N, C, H, W), C in {1, 3}
+        The batch is tiled into one picture; floats in [0, 1] are scaled by 255.
+    """
+    if _sr._open_record is not None and (rec := _active_record()) is not None:
+        _buffer(rec, "image", name, value)
+
+
+def histogram(name: str, value: Any) -> None:
+    """Record the distribution of a tensor's values (MindSpore's ``HistogramSummary``).
+
+    Parameters
+    ----------
+    name : str
+        The tag, non-empty; for a gradient MindSpore's tutorial uses
+        ``param_name + ".gradient"``.
+    value : torch.Tensor or numpy.ndarray
+        Numeric values; binned as MindSpore bins them when the record writes.
+
+    Examples
+    --------
+    The tutorial's tip on gradients, for a torch optimizer:
+
+    >>> import torch
+    >>> import collector.summary._operators as summary
+    >>> class RecordingSGD(torch.optim.SGD):
+    ...     def step(self, closure=None):
+    ...         for group in self.param_groups:
+    ...             for i, p in enumerate(group["params"]):
+    ...                 if p.grad is not None:
+    ...                     summary.histogram(f"param{i}.gradient", p.grad)
+    ...         return super().step(closure)
+    """
+    if _sr._open_record is not None and (rec := _active_record()) is not None:
+        _buffer(rec, "histogram", name, value)
+
+
+def is_recording() -> bool:
+    """Whether a summary operator called now would record its value.
+
+    Useful to skip computing a value only an operator needs
+    (``if summary.is_recording(): summary.tensor("attn", attn.softmax(-1))``).
+    """
+    return _active_record() is not None
+
+
+def _active_record() -> Any:
+    ref = _sr._open_record
+    rec = ref() if ref is not None else None
+    if rec is None or rec._closed or rec._mode != "train":
+        return None
+    return rec
+
+
+@torch.compiler.disable
+def _buffer(rec: Any, plugin: str, name: str, value: Any) -> None:
+    """Validate, copy and buffer one operator value into ``rec``, the open record (train mode)."""
+    if type(name) is not str or not name:
+        raise ValueError(f"collector.summary._operators.{plugin}: the name must be a non-empty str. Got {name!r} instead.")
+    data = rec._prepare(plugin, name, value)
+    key = (plugin, name)
+    with rec._lock:
+        duplicate = key in rec._operator_values
+        rec._operator_values[key] = (plugin, name, data)
+    if duplicate:
+        warned = _warned.setdefault(rec, set())
+        if key not in warned:
+            warned.add(key)
+            logger.warning("%r has duplicate values. Only the newest one will be recorded. (A summary operator "
+                           "name must not be repeated within one step; this is reported once.)", f"{name}/{plugin}")
+
+
+def _discard_pending() -> None:
+    """Drop the operator values buffered since the last ``record``: the step is not collected.
+
+    SummaryCollector calls this at the ``step_end`` of a step it does not record, so
+    that a value reaches the file only with the step that produced it, and a name used
+    once per step is not reported as reused.
+    """
+    ref = _sr._open_record
+    rec = ref() if ref is not None else None
+    if rec is not None:
+        with rec._lock:
+            rec._operator_values = {}

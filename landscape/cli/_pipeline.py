@@ -1,0 +1,288 @@
+"""Train, collect, generate, look: the pipeline behind ``landscape demo`` and ``landscape run``.
+
+A configuration (a TOML file, or the built-in demo) is parsed once into typed
+dataclasses; the library functions below take them explicitly. Each run trains a
+built-in model on scikit-learn's digits with ``Model.train`` and a ``SummaryCollector``
+(collect_landscape), then ``SummaryLandscape`` generates the PCA and Random
+landscapes, then ``viz`` draws them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from collector.common._validation import InvalidParameterError, Options, check_param
+
+__all__ = ["PipelineConfig", "RunSpec", "load_config", "config_from_dict", "run_pipeline", "DEMO_CONFIG"]
+
+logger = logging.getLogger(__name__)
+
+_TOP_KEYS = {"name", "seed", "train", "collect", "generate", "plot", "runs"}
+_SECTION_KEYS = {
+    "train": {"epochs", "batch_size", "optimizer", "learning_rate", "momentum", "weight_decay"},
+    "collect": {"collect_freq", "landscape_size", "unit", "num_samples", "intervals", "create_train", "create_result"},
+    "generate": {"normalization", "ignore", "seed", "eval_mode", "workers"},
+    "plot": {"kinds", "log_scale"},
+}
+
+
+@dataclass
+class RunSpec:
+    """One model to train: a name (its summary folder) and the built-in model's options."""
+
+    name: str
+    model: dict[str, Any]
+
+
+@dataclass
+class PipelineConfig:
+    """Everything a pipeline run needs, parsed and validated before any work starts."""
+
+    name: str = "digits_mlp"
+    seed: int = 0
+    epochs: int = 10
+    batch_size: int = 64
+    optimizer: str = "momentum"
+    learning_rate: float = 0.05
+    momentum: float = 0.9
+    weight_decay: float = 0.0
+    collect_freq: int = 10
+    landscape_size: int = 40
+    unit: str = "epoch"
+    num_samples: int = 512
+    intervals: list[list[int]] = field(default_factory=lambda: [[1, 2, 3, 4, 5], [6, 7, 8, 9, 10]])
+    create_train: bool = True
+    create_result: bool = True
+    normalization: str = "layer"
+    ignore: str | None = None
+    generate_seed: int = 0
+    eval_mode: bool = True
+    workers: int = 1
+    kinds: list[str] = field(default_factory=lambda: ["filled", "surface"])
+    log_scale: bool = False
+    runs: list[RunSpec] = field(default_factory=lambda: [RunSpec("mlp", {"kind": "mlp", "hidden": 128})])
+
+
+DEMO_CONFIG = PipelineConfig()
+
+
+def load_config(path: str | os.PathLike) -> PipelineConfig:
+    """Read a TOML configuration (see ``configs/``) into a :class:`PipelineConfig`."""
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        import tomli as tomllib  # type: ignore[no-redef]
+    with open(path, "rb") as fh:
+        try:
+            data = tomllib.load(fh)
+        except tomllib.TOMLDecodeError as exc:
+            raise InvalidParameterError(f"{os.fspath(path)}: not valid TOML: {exc}") from None
+    return config_from_dict(data, source=os.fspath(path))
+
+
+def config_from_dict(data: dict[str, Any], *, source: str = "the configuration") -> PipelineConfig:
+    """Validate a configuration dict; unknown keys are refused, naming the key."""
+    unknown = set(data) - _TOP_KEYS
+    if unknown:
+        raise InvalidParameterError(f"{source}: unknown key(s) {sorted(unknown)}; accepted: {sorted(_TOP_KEYS)}")
+    flat: dict[str, Any] = {k: data[k] for k in ("name", "seed") if k in data}
+    for section, keys in _SECTION_KEYS.items():
+        values = data.get(section, {})
+        check_param(section, values, [dict], caller=source)
+        bad = set(values) - keys
+        if bad:
+            raise InvalidParameterError(f"{source}: unknown key(s) {sorted(bad)} in [{section}]; accepted: {sorted(keys)}")
+        for key, value in values.items():
+            flat["generate_seed" if (section, key) == ("generate", "seed") else key] = value
+    if "ignore" in flat and flat["ignore"] in ("", "none"):
+        flat["ignore"] = None
+    if "runs" in data:
+        check_param("runs", data["runs"], [list], caller=source)
+        runs = []
+        for i, run in enumerate(data["runs"]):
+            check_param(f"runs[{i}]", run, [dict], caller=source)
+            check_param(f"runs[{i}].name", run.get("name"), ["nonempty_str"], caller=source)
+            check_param(f"runs[{i}].model", run.get("model", {"kind": "mlp"}), [dict], caller=source)
+            runs.append(RunSpec(run["name"], dict(run.get("model", {"kind": "mlp"}))))
+        flat["runs"] = runs
+    cfg = PipelineConfig(**flat)
+    _validate(cfg, source)
+    return cfg
+
+
+def _validate(cfg: PipelineConfig, source: str) -> None:
+    from collector.collect._landscape import validate_collect_landscape
+    from landscape.examples import build_model
+
+    check_param("name", cfg.name, ["nonempty_str"], caller=source)
+    check_param("seed", cfg.seed, ["int"], caller=source)
+    check_param("train.optimizer", cfg.optimizer, [Options(("sgd", "momentum", "adam"))], caller=source)
+    for key in ("epochs", "batch_size", "collect_freq", "workers"):
+        value = getattr(cfg, key)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise InvalidParameterError(f"{source}: {key!r} must be an int >= 1; got {value!r}")
+    for key in ("learning_rate", "momentum", "weight_decay"):
+        value = getattr(cfg, key)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            raise InvalidParameterError(f"{source}: {key!r} must be a number >= 0; got {value!r}")
+    check_param("generate.normalization", cfg.normalization, [Options(("layer", "filter", "none"))], caller=source)
+    check_param("generate.ignore", cfg.ignore, [Options(("biasbn",)), None], caller=source)
+    check_param("plot.kinds", cfg.kinds, [list], caller=source)
+    for kind in cfg.kinds:
+        check_param("plot.kinds[]", kind, [Options(("contour", "filled", "surface", "heatmap"))], caller=source)
+    validate_collect_landscape(_collect_landscape(cfg), source)
+    if cfg.unit == "epoch" and max(max(i) for i in cfg.intervals) > cfg.epochs:
+        raise InvalidParameterError(
+            f"{source}: interval epoch {max(max(i) for i in cfg.intervals)} is beyond train.epochs={cfg.epochs}")
+    names = [r.name for r in cfg.runs]
+    if len(set(names)) != len(names) or not names:
+        raise InvalidParameterError(f"{source}: run names must be unique and at least one run given; got {names}")
+    for run in cfg.runs:
+        kwargs = {k: v for k, v in run.model.items() if k != "kind"}
+        try:
+            build_model(run.model.get("kind", "mlp"), **kwargs)
+        except TypeError as exc:
+            raise InvalidParameterError(f"{source}: run {run.name!r}: bad model options {run.model}: {exc}") from None
+
+
+def _collect_landscape(cfg: PipelineConfig) -> dict[str, Any]:
+    return {
+        "landscape_size": cfg.landscape_size,
+        "unit": cfg.unit,
+        "create_landscape": {"train": cfg.create_train, "result": cfg.create_result},
+        "num_samples": cfg.num_samples,
+        "intervals": cfg.intervals,
+    }
+
+
+def _optimizer(cfg: PipelineConfig, params) -> torch.optim.Optimizer:
+    if cfg.optimizer == "adam":
+        return torch.optim.Adam(params, lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
+    momentum = cfg.momentum if cfg.optimizer == "momentum" else 0.0
+    return torch.optim.SGD(params, lr=cfg.learning_rate, momentum=momentum, weight_decay=cfg.weight_decay)
+
+
+def _make_callback_fn(model_spec: dict[str, Any], image: bool):
+    """The post-training ``callback_fn``: a fresh model, the loss, a fixed-order loader."""
+
+    def callback_fn():
+        from collector import Model
+        from landscape.examples import build_model, digits_loader
+
+        network = build_model(model_spec.get("kind", "mlp"), **{k: v for k, v in model_spec.items() if k != "kind"})
+        loss_fn = torch.nn.CrossEntropyLoss()
+        data = digits_loader(256, image=image, shuffle=False, drop_last=False)
+        return Model(network, loss_fn), network, data, None
+
+    return callback_fn
+
+
+def run_pipeline(cfg: PipelineConfig, out_dir: str | os.PathLike, *, progress: bool = True) -> dict[str, Any]:
+    """Train every run of ``cfg``, generate its landscapes, plot them; return what was made.
+
+    With one run the summary directory is ``out_dir`` itself; with several, each run is
+    a sub-folder named after it (so ``out_dir`` is a MindInsight summary base directory).
+    """
+    from collector import Model, SummaryCollector
+    from landscape.examples import build_model, digits_loader
+    from landscape.generate._summary_landscape import SummaryLandscape
+
+    out = Path(out_dir)
+    results: dict[str, Any] = {"out": str(out), "runs": {}, "figures": []}
+    t_start = time.perf_counter()
+    all_landscapes = {}
+    for run in cfg.runs:
+        summary_dir = out if len(cfg.runs) == 1 else out / run.name
+        torch.manual_seed(cfg.seed)
+        kwargs = {k: v for k, v in run.model.items() if k != "kind"}
+        kind = run.model.get("kind", "mlp")
+        network = build_model(kind, **kwargs)
+        image = kind == "cnn"
+        loss_fn = torch.nn.CrossEntropyLoss()
+        model = Model(network, loss_fn, _optimizer(cfg, network.parameters()))
+        collector = SummaryCollector(
+            str(summary_dir), collect_freq=cfg.collect_freq,
+            collect_specified_data={"collect_landscape": _collect_landscape(cfg)},
+        )
+        t0 = time.perf_counter()
+        model.train(cfg.epochs, digits_loader(cfg.batch_size, image=image, seed=cfg.seed), callbacks=[collector])
+        t_train = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        landscapes = SummaryLandscape(str(summary_dir)).gen_landscapes_with_multi_process(
+            _make_callback_fn(run.model, image),
+            device_ids=list(range(cfg.workers)) if cfg.workers > 1 else None,
+            normalization=cfg.normalization, ignore=cfg.ignore, seed=cfg.generate_seed, eval_mode=cfg.eval_mode,
+        )
+        t_gen = time.perf_counter() - t0
+        all_landscapes[run.name] = landscapes
+        figures = _plot_run(landscapes, summary_dir / "plots", cfg)
+        results["figures"].extend(figures)
+        results["runs"][run.name] = {
+            "summary_dir": str(summary_dir),
+            "landscapes": [ls.tag for ls in landscapes],
+            "train_seconds": round(t_train, 2),
+            "generate_seconds": round(t_gen, 2),
+            "figures": figures,
+        }
+    if len(cfg.runs) > 1:
+        results["figures"].extend(_plot_compare(all_landscapes, out))
+    results["seconds"] = round(time.perf_counter() - t_start, 2)
+    return results
+
+
+def _safe(tag: str) -> str:
+    """A file-name stem from a tag: 'landscape_[1, 5]' -> 'landscape_1_5'."""
+    import re
+
+    return re.sub(r"[^A-Za-z0-9-]+", "_", tag).strip("_")
+
+
+def _plot_run(landscapes, folder: Path, cfg: PipelineConfig) -> list[str]:
+    import matplotlib.pyplot as plt
+
+    import viz
+
+    folder.mkdir(parents=True, exist_ok=True)
+    made = []
+    for ls in landscapes:
+        for kind in cfg.kinds:
+            fig = viz.plot(ls, kind=kind, log=True if cfg.log_scale else "auto").figure
+            path = folder / f"{_safe(ls.tag)}_{kind}.png"
+            fig.savefig(path, dpi=120, bbox_inches="tight")
+            plt.close(fig)
+            made.append(str(path))
+    fig = viz.plot_overview(landscapes)
+    path = folder / "overview.png"
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+    plt.close(fig)
+    made.append(str(path))
+    return made
+
+
+def _plot_compare(all_landscapes: dict[str, list], out: Path) -> list[str]:
+    import matplotlib.pyplot as plt
+
+    import viz
+
+    made = []
+    # Compare like with like: each run's Random (result) landscape, on one colour scale.
+    for kind in ("filled", "surface"):
+        fig = viz.compare(all_landscapes, kind=kind, title="Random landscapes, one colour scale")
+        path = out / f"compare_{kind}.png"
+        fig.savefig(path, dpi=120, bbox_inches="tight")
+        plt.close(fig)
+        made.append(str(path))
+    return made
+
+
+def describe(cfg: PipelineConfig) -> dict[str, Any]:
+    """The configuration as a plain dict (for logs and the command's output)."""
+    return dataclasses.asdict(cfg)

@@ -1,0 +1,6 @@
+"""Generating landscapes: ``compute_landscape`` (any network and data) and ``SummaryLandscape``."""
+
+from landscape.generate._compute import compute_landscape
+from landscape.generate._summary_landscape import SummaryLandscape
+
+__all__ = ["compute_landscape", "SummaryLandscape"]

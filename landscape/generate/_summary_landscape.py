@@ -1,0 +1,310 @@
+"""``SummaryLandscape``: landscapes from the checkpoints SummaryCollector collected."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import shutil
+import stat
+from collections.abc import Callable
+from typing import Any
+
+from torch import nn
+
+from collector.common._validation import Interval, Options, check_param
+from landscape.generate._compute import check_common
+from landscape.generate._build import build_landscape
+from landscape.engine._data import collate
+from landscape.io._store import Store, file_digest, model_digest, tensor_digest
+from landscape.result._landscape import Landscape
+from landscape.geometry._state import check_keys, load_state
+from landscape.execution._distributed import check_devices_for_dist, detect, on_root
+from landscape.execution._pool import resolve_devices, start_pool, stop_pool
+
+__all__ = ["SummaryLandscape"]
+_log = logging.getLogger("landscape")
+_GEN = "SummaryLandscape.gen_landscapes_with_multi_process"
+_KEYS = ("epoch_group", "model_params_file_map", "step_per_epoch", "unit", "num_samples",
+         "landscape_size", "create_landscape")
+
+
+def _validate_override(value: Any) -> dict[str, Any]:
+    try:
+        from collector.collect._landscape import validate_collect_landscape
+    except ImportError:  # pragma: no cover - the collector ships it
+        raise
+    return validate_collect_landscape(value, _GEN, name="collect_landscape", require_intervals=False,
+                                      fill_defaults=False)
+
+
+class SummaryLandscape:
+    """Turn the checkpoints collected during training into loss landscapes.
+
+    Parameters
+    ----------
+    summary_dir : str or os.PathLike
+        The SummaryCollector's directory; checkpoints and ``train_metadata.json`` are read
+        from ``{summary_dir}/ckpt_dir`` (never rewritten).
+
+    Attributes
+    ----------
+    last_stats : dict
+        After a generation, each landscape's tag mapped to ``{"evaluated": points
+        evaluated by that call, "points": points of the landscape}`` (fewer evaluated
+        than points when it resumed).
+    """
+
+    def __init__(self, summary_dir: str | os.PathLike) -> None:
+        check_param("summary_dir", summary_dir, ["path"], caller="SummaryLandscape")
+        self.summary_dir = os.fspath(summary_dir)
+        self.ckpt_dir = os.path.join(self.summary_dir, "ckpt_dir")
+        self.metadata_path = os.path.join(self.ckpt_dir, "train_metadata.json")
+        self.last_stats: dict[str, dict[str, int]] = {}
+
+    # -- metadata -----------------------------------------------------------------
+    def _read_metadata(self) -> dict[str, Any]:
+        path = self.metadata_path
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"train_metadata.json not found at {path!r}. HINT: train with "
+                                    "SummaryCollector(collect_specified_data={'collect_landscape': ...}).")
+        try:
+            with open(path, encoding="utf-8") as fh:
+                md = json.load(fh)
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"train_metadata.json at {path!r} is not valid JSON: {exc}") from None
+        if not isinstance(md, dict):
+            raise ValueError(f"train_metadata.json at {path!r} must hold a JSON object; got {type(md).__name__}.")
+        missing = [k for k in _KEYS if k not in md]
+        if missing:
+            raise ValueError(f"train_metadata.json at {path!r} lacks the key(s) {missing}.")
+        caller = f"train_metadata.json ({path})"
+        for key in ("epoch_group", "model_params_file_map"):
+            if not isinstance(md[key], dict):
+                raise ValueError(f"The {key!r} key of {caller} must be an object; got {md[key]!r}.")
+        check_param("step_per_epoch", md["step_per_epoch"], [Interval(int, 0, None)], caller=caller)
+        check_param("unit", md["unit"], [Options(("step", "epoch"))], caller=caller)
+        check_param("num_samples", md["num_samples"], [Interval(int, 1, None)], caller=caller)
+        check_param("landscape_size", md["landscape_size"], [Interval(int, 3, 256)], caller=caller)
+        cl = md["create_landscape"]
+        if not (isinstance(cl, dict) and all(isinstance(cl.get(k), bool) for k in ("train", "result"))):
+            raise ValueError(f"The 'create_landscape' key of {caller} must be "
+                             f'{{"train": bool, "result": bool}}; got {cl!r}.')
+        intervals = []
+        for k in sorted(md["epoch_group"], key=lambda s: int(s) if str(s).isdigit() else 0):
+            iv = md["epoch_group"][k]
+            if not (isinstance(iv, list) and all(isinstance(n, int) and not isinstance(n, bool) for n in iv)):
+                raise ValueError(f"The 'epoch_group' key of {caller} must map to lists of ints; "
+                                 f"got {k!r}: {iv!r}.")
+            intervals.append(list(iv))
+        return {"intervals": intervals, "files": dict(md["model_params_file_map"]),
+                "step_per_epoch": md["step_per_epoch"], "unit": md["unit"],
+                "num_samples": md["num_samples"], "landscape_size": md["landscape_size"],
+                "create_landscape": dict(cl)}
+
+    def _checkpoint_path(self, files: dict[str, Any], number: int, unit: str) -> str:
+        name = files.get(str(number))
+        if not isinstance(name, str):
+            raise FileNotFoundError(f"No checkpoint was collected for {unit} {number}: it is not in "
+                                    f"model_params_file_map of {self.metadata_path!r}.")
+        path = name if os.path.isabs(name) else os.path.join(self.ckpt_dir, name)
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"The checkpoint of {unit} {number} ({name!r}) is missing: "
+                                    f"{path!r} does not exist.")
+        return path
+
+    # -- public -------------------------------------------------------------------
+    def gen_landscapes_with_multi_process(
+        self, callback_fn: Callable[[], tuple], collect_landscape: dict | None = None,
+        device_ids: list[int] | None = None, output: str | os.PathLike | None = None, *,
+        normalization: str = "layer", ignore: str | None = None, seed: int = 0, eval_mode: bool = True,
+        restart: bool = False, distributed: bool | None = None,
+    ) -> list[Landscape]:
+        """Compute every landscape the metadata asks for and write them to ``output``.
+
+        One PCA landscape per interval (``create_landscape['train']``), then one Random
+        landscape around the last checkpoint of the last interval
+        (``create_landscape['result']``), each written as its own Event at step 0 of a
+        summary file in ``output`` (default ``summary_dir``) and to ``{output}/landscapes.h5``.
+        ``collect_landscape`` overrides the metadata for this call only.
+
+        Finished chunks of points are flushed to ``landscapes.h5`` as they come, with the
+        directions and a fingerprint of every input: rerunning the same call after a crash
+        or Ctrl-C evaluates only the missing points (and a finished landscape not at all)
+        and gives the same result as an uninterrupted run. A landscape of the file made from
+        other inputs (size, seed, num_samples, normalization, checkpoints, model, data, ...)
+        is refused, naming what differs, unless ``restart=True``.
+
+        Parameters
+        ----------
+        callback_fn : callable
+            Returns ``(model, network, dataset, metrics)``: ``model.loss_fn`` is the loss,
+            ``network`` the architecture the checkpoints load into, ``dataset`` the data
+            (its first ``num_samples`` samples are used) and ``metrics`` None or extra
+            surfaces by name.
+        collect_landscape : dict, default=None
+            Overrides of ``train_metadata.json`` (landscape_size, unit, create_landscape,
+            num_samples, intervals) for this call.
+        device_ids : list of int, default=None
+            CUDA devices to use, or that many CPU worker processes without CUDA.
+        output : str or os.PathLike, default=None
+            Where the summary file and ``landscapes.h5`` go (default ``summary_dir``).
+        normalization : {"layer", "filter", "none"}, default="layer"
+        ignore : {"biasbn"} or None, default=None
+        seed : int, default=0
+            Seed of the random directions of the result landscape.
+        eval_mode : bool, default=True
+        restart : bool, default=False
+            Start this call's landscapes over, discarding what ``landscapes.h5`` holds of
+            them.
+        distributed : bool or None, default=None
+            Share the work between the processes of a ``torch.distributed`` group (gloo on
+            CPU, nccl on CUDA, one device per process): None uses an initialised group or
+            torchrun's environment when there is one, True requires one, False computes
+            everything in this process. Rank 0 writes the files; every rank returns the
+            landscapes.
+
+        Returns
+        -------
+        list of Landscape
+        """
+        check_param("callback_fn", callback_fn, ["callable"], caller=_GEN)
+        check_param("output", output, [None, "path"], caller=_GEN)
+        check_common(normalization=normalization, ignore=ignore, seed=seed, eval_mode=eval_mode,
+                     device_ids=device_ids, caller=_GEN)
+        check_param("restart", restart, ["boolean"], caller=_GEN)
+        check_param("distributed", distributed, [None, "boolean"], caller=_GEN)
+        override = {} if collect_landscape is None else _validate_override(collect_landscape)
+        cfg = self._read_metadata()
+        cfg.update({k: v for k, v in override.items()})
+        unit = cfg["unit"]
+        create = cfg["create_landscape"]
+        intervals = cfg["intervals"]
+        if (create["train"] or create["result"]) and not intervals:
+            raise ValueError(f"No interval to make a landscape of: epoch_group in {self.metadata_path!r} "
+                             "is empty and collect_landscape gives no 'intervals'.")
+        needed = sorted({n for iv in intervals for n in iv}) if create["train"] else (
+            [intervals[-1][-1]] if create["result"] else [])
+        paths = {n: self._checkpoint_path(cfg["files"], n, unit) for n in needed}
+        check_devices_for_dist(distributed, device_ids, _GEN)
+        devices, threads = resolve_devices(None if device_ids is None else list(device_ids), _GEN)
+        got = callback_fn()
+        if not (isinstance(got, (tuple, list)) and len(got) == 4):
+            raise ValueError(f"The 'callback_fn' parameter of {_GEN} must return (model, network, dataset, "
+                             f"metrics); got {type(got).__name__}"
+                             f"{' of length ' + str(len(got)) if isinstance(got, (tuple, list)) else ''}.")
+        model, network, dataset, metrics = got
+        if not isinstance(network, nn.Module):
+            raise ValueError(f"callback_fn must return an nn.Module as its second item (network); "
+                             f"got {type(network).__name__}.")
+        loss_fn = getattr(model, "loss_fn", None)
+        if not callable(loss_fn):
+            raise ValueError("callback_fn must return a model (first item) whose loss_fn is callable; "
+                             f"got {type(model).__name__} with loss_fn={loss_fn!r}.")
+        if metrics is not None and not isinstance(metrics, (dict, set, list, tuple)):
+            raise ValueError(f"callback_fn must return a dict of metrics or None as its fourth item; "
+                             f"got {type(metrics).__name__}.")
+        for n, path in paths.items():  # every checkpoint matches the network before any work
+            check_keys(network, load_state(path, what=f"{unit} {n}"),
+                       what=f"the checkpoint of {unit} {n} ({os.path.basename(path)})")
+        inputs, labels = collate(dataset, cfg["num_samples"], caller=_GEN)
+        out_dir = os.fspath(output) if output is not None else self.summary_dir
+        plans: list[dict[str, Any]] = []
+        if create["train"]:
+            plans += [dict(kind="pca", trajectory=[paths[n] for n in iv], intervals=iv,
+                           tag=f"landscape_{[iv[0], iv[-1]]}") for iv in intervals]
+        if create["result"]:
+            last = intervals[-1][-1]
+            plans.append(dict(kind="random", trajectory=[paths[last]], intervals=[last], tag=f"landscape_{[last]}"))
+        dist = detect(distributed, _GEN)
+        # one set of worker processes for every landscape of this call (none in a distributed run)
+        pool = start_pool(devices, threads) if dist is None else None
+        held = contextlib.ExitStack()  # the output folder's lock, on rank 0
+        try:
+            store, fps = None, {}
+
+            def open_store() -> None:  # rank 0 only: the others neither read nor write files
+                nonlocal store, fps
+                os.makedirs(out_dir, exist_ok=True)
+                store = Store(os.path.join(out_dir, "landscapes.h5"))
+                held.enter_context(store.lock())
+                fps = self._fingerprints(plans, cfg, network, loss_fn, metrics, inputs, labels,
+                                         normalization=normalization, ignore=ignore, seed=seed,
+                                         eval_mode=eval_mode)
+                if restart:
+                    store.forget([pl["tag"] for pl in plans])
+                for pl in plans:  # refuse other inputs' landscapes before any work
+                    store.check(pl["tag"], fps[pl["tag"]])
+
+            on_root(dist, open_store)
+            common = dict(size=cfg["landscape_size"], normalization=normalization, ignore=ignore, seed=seed,
+                          eval_mode=eval_mode, devices=devices, threads=threads, metrics=metrics,
+                          unit=unit, step_per_epoch=cfg["step_per_epoch"], store=store, dist=dist)
+            results: list[Landscape] = []
+            self.last_stats = {}
+            for pl in plans:
+                stats: dict[str, int] = {}
+                results.append(build_landscape(network, loss_fn, inputs, labels, fingerprint=fps.get(pl["tag"]),
+                                               stats=stats, pool=pool, **pl, **common))
+                self.last_stats[pl["tag"]] = {"evaluated": stats["evaluated"], "points": stats["points"]}
+            if dist is None or dist.root:
+                self._write(out_dir, results)
+            return results
+        except BaseException:
+            stop_pool(pool, ok=False)
+            raise
+        finally:
+            stop_pool(pool)  # after a failure, a no-op: the pool was killed above
+            held.close()
+            if dist is not None:
+                dist.close()
+
+    @staticmethod
+    def _fingerprints(plans: list[dict[str, Any]], cfg: dict[str, Any], network: nn.Module, loss_fn: Any,
+                      metrics: Any, inputs: Any, labels: Any, *, normalization: str, ignore: str | None,
+                      seed: int, eval_mode: bool) -> dict[str, dict[str, Any]]:
+        """Everything that defines each landscape, digests for files, network and data."""
+        digests: dict[str, str] = {}
+        common = {"landscape_size": cfg["landscape_size"], "num_samples": int(inputs.shape[0]),
+                  "normalization": normalization, "ignore": ignore or "none", "eval_mode": eval_mode,
+                  "unit": cfg["unit"], "step_per_epoch": cfg["step_per_epoch"],
+                  "model": model_digest(network), "loss_fn": repr(loss_fn),
+                  "metrics": sorted(str(k) for k in (metrics or {})), "data": tensor_digest(inputs, labels)}
+        out = {}
+        for pl in plans:
+            fp = dict(common, kind=pl["kind"], intervals=list(pl["intervals"]))
+            if pl["kind"] == "random":
+                fp["seed"] = int(seed)
+            else:
+                fp["pca_method"] = "mindspore"
+            for n, path in zip(pl["intervals"], pl["trajectory"]):
+                if path not in digests:
+                    digests[path] = file_digest(path)
+                fp[f"checkpoint {cfg['unit']} {n}"] = digests[path]
+            out[pl["tag"]] = fp
+        return out
+
+    @staticmethod
+    def _write(out_dir: str, results: list[Landscape]) -> None:
+        """The summary events (landscapes.h5 was written landscape by landscape)."""
+        if not results:
+            return
+        from collector import SummaryRecord
+
+        with SummaryRecord(out_dir) as rec:
+            for ls in results:
+                rec.add_value("landscape", ls.tag, ls.to_proto())
+                rec.record(0)
+        _log.info("wrote %d landscape(s) to %s", len(results), out_dir)
+
+    def clean_ckpt(self) -> None:
+        """Delete ``{summary_dir}/ckpt_dir`` (the checkpoints and their metadata)."""
+        if not os.path.isdir(self.ckpt_dir):
+            return
+
+        def onerror(func: Callable, path: str, _exc: Any) -> None:
+            os.chmod(os.path.dirname(path), stat.S_IRWXU)
+            func(path)
+
+        shutil.rmtree(self.ckpt_dir, onerror=onerror)

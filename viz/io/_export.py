@@ -1,0 +1,170 @@
+"""Exports: VTP for ParaView, CSV, and HDF5 in Li et al.'s layout (private)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from collector.common._validation import Options, check_param
+from viz.plots import _style
+if TYPE_CHECKING:  # pragma: no cover
+    from landscape import Landscape
+
+__all__ = ["export", "FORMATS"]
+
+FORMATS = ("vtp", "csv", "h5")
+_SUFFIX = {".vtp": "vtp", ".csv": "csv", ".h5": "h5", ".hdf5": "h5"}
+_LI_RESERVED = ("xcoordinates", "ycoordinates", "train_loss", "path")
+
+
+def export(landscape: Landscape, path: str | os.PathLike, format: str | None = None) -> Path:
+    """Write a landscape as VTP (ParaView), CSV or HDF5 (Li et al.'s layout).
+
+    Parameters
+    ----------
+    landscape : Landscape
+        The landscape to write.
+    path : str or os.PathLike
+        Output file (replaced if it exists).
+    format : {"vtp", "csv", "h5"}, optional
+        By default taken from the suffix of ``path`` (.vtp, .csv, .h5/.hdf5).
+
+        - "vtp": VTK XML PolyData (ASCII): one point per grid cell at
+          ``(x[j], y[i], loss)``, a "loss" point-data array (plus one per extra surface
+          and a "finite" 0/1 array), quads as polys. NaN/inf points are lifted to the
+          largest finite loss and the quads touching them are left out.
+        - "csv": columns x, y, loss, then one per extra surface; one row per grid point
+          (row-major over y, then x).
+        - "h5": ``xcoordinates``, ``ycoordinates``, ``train_loss`` (shape (len(y), len(x)))
+          and one dataset per extra surface at the top level, as Li et al.'s
+          ``plot_2D.py``/``h52vtp.py`` read them; the tag, the metadata and the
+          convergence point as attributes, the path (if any) in a ``path`` group.
+
+    Returns
+    -------
+    Path
+        The file written.
+    """
+    ls = _style.check_landscape(landscape, "export")
+    check_param("path", path, ["path"], caller="export")
+    check_param("format", format, [None, Options(FORMATS)], caller="export",
+                hint="or leave it None and give path a .vtp, .csv or .h5 suffix.")
+    out = Path(path)
+    if format is None:
+        format = _SUFFIX.get(out.suffix.lower())
+        if format is None:
+            raise ValueError(f"The 'format' parameter of export must be one of {', '.join(map(repr, FORMATS))} "
+                             f"when path has no .vtp/.csv/.h5 suffix. Got None with path {os.fspath(path)!r}.")
+    x, y, z = _arrays(ls)
+    if out.parent and not out.parent.exists():
+        raise FileNotFoundError(f"The directory of 'path' does not exist: {os.fspath(out.parent)!r}.")
+    {"vtp": _write_vtp, "csv": _write_csv, "h5": _write_h5}[format](ls, out, x, y, z)
+    return out
+
+
+def _arrays(ls: Landscape) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    x = np.asarray(ls.x, dtype=np.float64).reshape(-1)
+    y = np.asarray(ls.y, dtype=np.float64).reshape(-1)
+    z = _style.surface_values(ls, "loss", "export")
+    return x, y, z
+
+
+def _fmt(values: np.ndarray) -> str:
+    return " ".join(repr(float(v)) for v in np.ravel(values))
+
+
+def _write_vtp(ls: Landscape, out: Path, x: np.ndarray, y: np.ndarray, z: np.ndarray) -> None:
+    nx, ny = x.size, y.size
+    finite = np.isfinite(z)
+    top = float(z[finite].max()) if finite.any() else 0.0
+    zf = np.where(finite, z, top)
+    X, Y = np.meshgrid(x, y)  # point k = i * nx + j is (x[j], y[i])
+    points = np.column_stack([X.ravel(), Y.ravel(), zf.ravel()])
+    ok = finite.ravel()
+    polys = []
+    for i in range(ny - 1):
+        for j in range(nx - 1):
+            k = i * nx + j
+            quad = (k, k + 1, k + 1 + nx, k + nx)
+            if all(ok[q] for q in quad):
+                polys.append(quad)
+    conn = np.asarray(polys, dtype=np.int64).reshape(-1)
+    offsets = 4 * np.arange(1, len(polys) + 1, dtype=np.int64)
+    arrays = [("loss", zf)]
+    for name, surf in ls.surfaces.items():
+        s = np.asarray(surf, dtype=np.float64)
+        if s.shape == z.shape:
+            fin = np.isfinite(s)
+            arrays.append((str(name), np.where(fin, s, s[fin].max() if fin.any() else 0.0)))
+    lines = ['<?xml version="1.0"?>',
+             '<VTKFile type="PolyData" version="1.0" byte_order="LittleEndian">',
+             "  <PolyData>",
+             f'    <Piece NumberOfPoints="{nx * ny}" NumberOfVerts="0" NumberOfLines="0" NumberOfStrips="0" '
+             f'NumberOfPolys="{len(polys)}">',
+             '      <PointData Scalars="loss">']
+    for name, vals in arrays:
+        safe = _xml_attr(name)
+        lines.append(f'        <DataArray type="Float64" Name="{safe}" format="ascii">{_fmt(vals)}</DataArray>')
+    lines.append('        <DataArray type="UInt8" Name="finite" format="ascii">'
+                 + " ".join("1" if v else "0" for v in ok) + "</DataArray>")
+    lines += ["      </PointData>", "      <Points>",
+              f'        <DataArray type="Float64" NumberOfComponents="3" format="ascii">{_fmt(points)}</DataArray>',
+              "      </Points>", "      <Polys>",
+              '        <DataArray type="Int64" Name="connectivity" format="ascii">'
+              + " ".join(map(str, conn.tolist())) + "</DataArray>",
+              '        <DataArray type="Int64" Name="offsets" format="ascii">'
+              + " ".join(map(str, offsets.tolist())) + "</DataArray>",
+              "      </Polys>", "    </Piece>", "  </PolyData>", "</VTKFile>", ""]
+    out.write_text("\n".join(lines), encoding="utf-8")
+
+
+def _xml_attr(text: str) -> str:
+    return (text.replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;").replace(">", "&gt;"))
+
+
+def _write_csv(ls: Landscape, out: Path, x: np.ndarray, y: np.ndarray, z: np.ndarray) -> None:
+    extra = [(str(n), np.asarray(s, dtype=np.float64)) for n, s in ls.surfaces.items()
+             if np.shape(s) == z.shape]
+    with open(out, "w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh)
+        w.writerow(["x", "y", "loss", *(n for n, _ in extra)])
+        for i in range(y.size):
+            for j in range(x.size):
+                w.writerow([repr(float(x[j])), repr(float(y[i])), repr(float(z[i, j])),
+                            *(repr(float(s[i, j])) for _, s in extra)])
+
+
+def _attr(value: Any) -> Any:
+    if isinstance(value, dict):
+        return json.dumps(value)
+    if isinstance(value, (list, tuple)):
+        return np.asarray(value)
+    return value
+
+
+def _write_h5(ls: Landscape, out: Path, x: np.ndarray, y: np.ndarray, z: np.ndarray) -> None:
+    import h5py
+
+    with h5py.File(out, "w") as fh:
+        fh.create_dataset("xcoordinates", data=x)
+        fh.create_dataset("ycoordinates", data=y)
+        fh.create_dataset("train_loss", data=z)
+        for name, surf in ls.surfaces.items():
+            key = f"surface_{name}" if name in _LI_RESERVED else str(name)
+            fh.create_dataset(key, data=np.asarray(surf, dtype=np.float64))
+        if ls.tag:
+            fh.attrs["tag"] = ls.tag
+        fh.attrs["convergence_point"] = np.asarray(ls.convergence_point, dtype=np.float64)
+        for key, val in ls.metadata.items():
+            if val is not None and key not in ("tag", "convergence_point"):
+                fh.attrs[key] = _attr(val)
+        if ls.path is not None:
+            p = fh.create_group("path")
+            for a in "xyz":
+                p.create_dataset(a, data=np.asarray(getattr(ls.path, a), dtype=np.float64))
+            p.create_dataset("intervals", data=np.asarray(ls.path.intervals, dtype=np.int64))

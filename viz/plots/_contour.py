@@ -1,0 +1,148 @@
+"""Contour lines, filled contours and heatmaps of one landscape (private)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from collector.common._validation import check_param
+from viz.plots import _path
+from viz.plots import _style
+if TYPE_CHECKING:  # pragma: no cover
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+    from landscape import Landscape
+
+__all__ = ["plot_contour", "plot_filled_contour", "plot_heatmap"]
+
+
+def _check(caller: str, landscape: Any, path: Any, colorbar: Any, **common: Any) -> Landscape:
+    ls = _style.check_landscape(landscape, caller)
+    check_param("path", path, ["boolean"], caller=caller)
+    check_param("colorbar", colorbar, ["boolean"], caller=caller)
+    _style.check_common(caller, **common)
+    return ls
+
+
+def _finish(fig: Figure, ax: Axes, ls: Landscape, mappable: Any, scale: _style.ColorScale, *, surface: str,
+            path: bool, colorbar: bool, title: str | None) -> None:
+    from matplotlib.ticker import MaxNLocator
+
+    xlabel, ylabel = _style.axis_labels(ls)
+    ax.xaxis.set_major_locator(MaxNLocator(nbins=6))
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title if title is not None else _style.title(ls, surface), fontsize="medium")
+    if colorbar:
+        _style.add_colorbar(fig, mappable, ax, _style.value_label(surface, scale.log), scale.extend,
+                            scale=scale)
+    if path:
+        _path.draw_path(ax, ls)
+        _path.draw_convergence(ax, ls)
+        _path.add_legend(ax)
+
+
+def _contour(caller: str, landscape: Landscape, ax: Axes | None, fig: Figure | None, filled: bool, *,
+             levels: Any, log: Any, path: bool, surface: str, cmap: Any, title: str | None,
+             colorbar: bool, vmin: float | None, vmax: float | None) -> Axes:
+    ls = _check(caller, landscape, path, colorbar, log=log, levels=levels, ax=ax, fig=fig, cmap=cmap,
+                title=title, vmin=vmin, vmax=vmax)
+    z = _style.surface_values(ls, surface, caller)
+    scale = _style.color_scale([z], log=log, vmin=vmin, vmax=vmax)
+    fig, ax = _style.new_axes(ax, fig)
+    lv = scale.levels(levels)
+    zm = _style.masked(z, scale)
+    cm = _style.colormap(cmap)
+    x, y = np.asarray(ls.x, dtype=float), np.asarray(ls.y, dtype=float)
+    if filled:
+        cs = ax.contourf(x, y, zm, levels=lv, norm=scale.norm, cmap=cm, extend=scale.extend)
+        ax.contour(x, y, zm, levels=lv, colors="black", linewidths=0.35, alpha=0.35)
+    else:
+        cs = ax.contour(x, y, zm, levels=lv, norm=scale.norm, cmap=cm, linewidths=1.1, extend=scale.extend)
+        shown = cs.levels[1::4] if len(cs.levels) > 8 else cs.levels
+        ax.clabel(cs, shown, inline=True, fontsize=7, fmt="%.3g")
+    cs.set_gid("landscape")
+    ax.set_xlim(x.min(), x.max())
+    ax.set_ylim(y.min(), y.max())
+    _finish(fig, ax, ls, cs, scale, surface=surface, path=path, colorbar=colorbar, title=title)
+    return ax
+
+
+def plot_contour(landscape: Landscape, ax: Axes | None = None, *, fig: Figure | None = None,
+                 levels: int | Any = 20, log: _style.LogOption = "auto", path: bool = True,
+                 surface: str = "loss", cmap: Any = None, title: str | None = None,
+                 colorbar: bool = True, vmin: float | None = None, vmax: float | None = None) -> Axes:
+    """Contour lines of a landscape, with the training path and convergence point.
+
+    Parameters
+    ----------
+    landscape : Landscape
+        The landscape; ``z[i, j]`` is drawn at ``(x[j], y[i])``.
+    ax : Axes, optional
+        Axes to draw on; by default a new Figure with one axes (no pyplot state).
+    fig : Figure, optional
+        Figure to add the axes to when ``ax`` is None.
+    levels : int or sequence of float, default=20
+        Number of contour levels (spread over the colour range) or the levels themselves.
+    log : bool or "auto", default="auto"
+        Logarithmic colour scale; "auto" turns it on when the finite values span more
+        than three decades after clipping outliers.
+    path : bool, default=True
+        Draw the training path (PCA landscapes) and the convergence point.
+    surface : str, default="loss"
+        "loss" or the name of one of ``landscape.surfaces``.
+    cmap : str or Colormap, optional
+        Colormap (default viridis); NaN/inf cells are left blank.
+    title : str, optional
+        Axes title; built from the tag by default.
+    colorbar : bool, default=True
+        Add a colourbar labelled with the surface name.
+    vmin, vmax : float, optional
+        Fix the ends of the colour range (by default the finite range, its top clipped
+        at the 98th percentile when the maximum is an outlier).
+
+    Returns
+    -------
+    Axes
+    """
+    return _contour("plot_contour", landscape, ax, fig, False, levels=levels, log=log, path=path,
+                    surface=surface, cmap=cmap, title=title, colorbar=colorbar, vmin=vmin, vmax=vmax)
+
+
+def plot_filled_contour(landscape: Landscape, ax: Axes | None = None, *, fig: Figure | None = None,
+                        levels: int | Any = 20, log: _style.LogOption = "auto", path: bool = True,
+                        surface: str = "loss", cmap: Any = None, title: str | None = None,
+                        colorbar: bool = True, vmin: float | None = None, vmax: float | None = None) -> Axes:
+    """Filled contours of a landscape (thin level lines on top); parameters as :func:`plot_contour`.
+
+    Returns
+    -------
+    Axes
+    """
+    return _contour("plot_filled_contour", landscape, ax, fig, True, levels=levels, log=log, path=path,
+                    surface=surface, cmap=cmap, title=title, colorbar=colorbar, vmin=vmin, vmax=vmax)
+
+
+def plot_heatmap(landscape: Landscape, ax: Axes | None = None, *, fig: Figure | None = None,
+                 log: _style.LogOption = "auto", path: bool = True, surface: str = "loss", cmap: Any = None,
+                 title: str | None = None, colorbar: bool = True, vmin: float | None = None,
+                 vmax: float | None = None) -> Axes:
+    """One coloured cell per grid point (NaN/inf cells grey); parameters as :func:`plot_contour`.
+
+    Returns
+    -------
+    Axes
+    """
+    ls = _check("plot_heatmap", landscape, path, colorbar, log=log, ax=ax, fig=fig, cmap=cmap, title=title,
+                vmin=vmin, vmax=vmax)
+    z = _style.surface_values(ls, surface, "plot_heatmap")
+    scale = _style.color_scale([z], log=log, vmin=vmin, vmax=vmax)
+    fig, ax = _style.new_axes(ax, fig)
+    x, y = np.asarray(ls.x, dtype=float), np.asarray(ls.y, dtype=float)
+    mesh = ax.pcolormesh(x, y, _style.masked(z, scale), norm=scale.norm, cmap=_style.colormap(cmap),
+                         shading="nearest")
+    mesh.set_gid("landscape")
+    _finish(fig, ax, ls, mesh, scale, surface=surface, path=path, colorbar=colorbar, title=title)
+    return ax

@@ -1,0 +1,174 @@
+"""Many landscapes in one figure: a run's overview, and runs compared on one scale (private)."""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from collector.common._validation import InstanceOf, Interval, Options, Predicate, check_param
+from viz.plots import _style
+if TYPE_CHECKING:  # pragma: no cover
+    from matplotlib.figure import Figure
+
+    from landscape import Landscape
+
+__all__ = ["plot_overview", "compare", "PANEL_KINDS"]
+
+PANEL_KINDS = ("contour", "filled", "surface", "heatmap")
+
+
+def _as_landscapes(value: Any, name: str, caller: str) -> list[Landscape]:
+    """A Landscape, a list of them, or a path to load."""
+    from landscape import Landscape
+    from viz.io._load import load_landscapes
+
+    check_param(name, value, [InstanceOf(Landscape, description="a landscape.Landscape"), "path", Predicate(
+        lambda v: isinstance(v, Sequence) and not isinstance(v, str) and len(v) > 0
+        and all(isinstance(i, Landscape) for i in v), "a non-empty list of Landscape")], caller=caller)
+    if isinstance(value, Landscape):
+        return [value]
+    if isinstance(value, (str, os.PathLike)):
+        return load_landscapes(value)
+    return list(value)
+
+
+def _draw_panel(ls: Landscape, ax: Any, kind: str, **kw: Any) -> Any:
+    from viz.plots._plot import plot
+
+    return plot(ls, kind, ax=ax, **kw)
+
+
+def plot_overview(landscapes: Any, kind: str = "filled", *, fig: Figure | None = None, ncols: int | None = None,
+                  levels: int | Any = 20, log: _style.LogOption = "auto", path: bool = True,
+                  title: str | None = None) -> Figure:
+    """Every landscape of a run, one panel each, with its own colour scale and its path.
+
+    Parameters
+    ----------
+    landscapes : list of Landscape, Landscape, or path
+        The landscapes, or a summary directory / events file / HDF5 file to load.
+    kind : {"contour", "filled", "surface", "heatmap"}, default="filled"
+    fig : Figure, optional
+        Figure to draw into; a new one sized for the grid by default.
+    ncols : int, optional
+        Panels per row (default: up to 3).
+    levels, log, path
+        As in :func:`plot_contour`.
+    title : str, optional
+        Figure title (default: the run directory's name when loaded from a path).
+
+    Returns
+    -------
+    Figure
+    """
+    caller = "plot_overview"
+    items = _as_landscapes(landscapes, "landscapes", caller)
+    check_param("kind", kind, [Options(PANEL_KINDS)], caller=caller)
+    check_param("ncols", ncols, [None, Interval(int, 1, None)], caller=caller)
+    check_param("path", path, ["boolean"], caller=caller)
+    _style.check_common(caller, log=log, levels=levels, fig=fig, title=title)
+    n = len(items)
+    ncols = ncols or min(n, 3)
+    nrows = math.ceil(n / ncols)
+    if fig is None:
+        from matplotlib.figure import Figure
+
+        fig = Figure(figsize=(5.4 * ncols, 4.5 * nrows), layout="constrained")
+    projection = "3d" if kind == "surface" else None
+    kw: dict[str, Any] = {"log": log, "path": path}
+    if kind in ("contour", "filled"):
+        kw["levels"] = levels
+    for k, ls in enumerate(items):
+        ax = fig.add_subplot(nrows, ncols, k + 1, projection=projection)
+        _draw_panel(ls, ax, kind, **kw)
+    if title is None and isinstance(landscapes, (str, os.PathLike)):
+        title = os.path.basename(os.path.normpath(os.fspath(landscapes)))
+    if title:
+        fig.suptitle(title, fontsize="x-large")
+    return fig
+
+
+def compare(runs: Any, kind: str = "filled", *, tag: str | None = None, labels: Sequence[str] | None = None,
+            fig: Figure | None = None, levels: int | Any = 20, log: _style.LogOption = "auto",
+            path: bool = True, title: str | None = None) -> Figure:
+    """Runs side by side on ONE shared colour scale (and one colourbar).
+
+    Parameters
+    ----------
+    runs : mapping of str to (Landscape, list or path), or sequence of them
+        One entry per run: a Landscape, a run's landscapes, or a path to load.
+    kind : {"contour", "filled", "surface", "heatmap"}, default="filled"
+    tag : str, optional
+        The landscape to take from each run. Default: the run's "Random" (result)
+        landscape if it has one, else its last landscape.
+    labels : sequence of str, optional
+        Panel names (default: the mapping's keys, or the paths' names, or "run k").
+    fig : Figure, optional
+    levels, log, path
+        As in :func:`plot_contour`; the colour range covers every run (outliers clipped).
+    title : str, optional
+        Figure title.
+
+    Returns
+    -------
+    Figure
+    """
+    caller = "compare"
+    check_param("runs", runs, [Predicate(lambda v: isinstance(v, (Mapping, Sequence)) and not isinstance(v, str)
+                                         and len(v) > 0, "a non-empty mapping or sequence of runs")],
+                caller=caller, hint="e.g. compare({'plain': 'runs/plain', 'residual': 'runs/res'}).")
+    check_param("kind", kind, [Options(PANEL_KINDS)], caller=caller)
+    check_param("tag", tag, [None, str], caller=caller)
+    check_param("path", path, ["boolean"], caller=caller)
+    _style.check_common(caller, log=log, levels=levels, fig=fig, title=title)
+    names = list(runs.keys()) if isinstance(runs, Mapping) else None
+    values = list(runs.values()) if isinstance(runs, Mapping) else list(runs)
+    if labels is not None:
+        check_param("labels", labels, [Predicate(lambda v: len(v) == len(values), f"a sequence of {len(values)} "
+                                                 "names (one per run)")], caller=caller)
+        names = [str(s) for s in labels]
+    if names is None:
+        names = [os.path.basename(os.path.normpath(os.fspath(v))) if isinstance(v, (str, os.PathLike))
+                 else f"run {k + 1}" for k, v in enumerate(values)]
+    chosen = [_pick(_as_landscapes(v, "runs", caller), tag, str(nm)) for v, nm in zip(values, names)]
+    grids = [np.asarray(ls.z, dtype=float) for ls in chosen]
+    scale = _style.color_scale(grids, log=log)
+    n = len(chosen)
+    if fig is None:
+        from matplotlib.figure import Figure
+
+        fig = Figure(figsize=(4.8 * n + 1.2, 4.6), layout="constrained")
+    projection = "3d" if kind == "surface" else None
+    axes = [fig.add_subplot(1, n, k + 1, projection=projection) for k in range(n)]
+    kw: dict[str, Any] = {"log": scale.log, "path": path, "colorbar": False, "vmin": scale.vmin,
+                          "vmax": scale.vmax}
+    if kind in ("contour", "filled"):
+        kw["levels"] = scale.levels(levels) if isinstance(levels, int) else levels
+    for ax, ls, nm in zip(axes, chosen, names):
+        _draw_panel(ls, ax, kind, title=f"{nm}\n{ls.tag or ''}".rstrip(), **kw)
+    from matplotlib.cm import ScalarMappable
+
+    sm = ScalarMappable(norm=scale.norm, cmap=_style.colormap(None))
+    cb = fig.colorbar(sm, ax=axes, shrink=0.85, pad=0.02, extend=scale.extend)
+    cb.set_label(_style.value_label("loss", scale.log))
+    _style.set_nice_ticks(cb, scale)
+    if title:
+        fig.suptitle(title, fontsize="x-large")
+    return fig
+
+
+def _pick(items: list[Landscape], tag: str | None, run: str) -> Landscape:
+    if tag is not None:
+        for ls in items:
+            if ls.tag == tag:
+                return ls
+        raise ValueError(f"The 'tag' parameter of compare names no landscape of run {run!r}: got {tag!r}, "
+                         f"available: {[ls.tag for ls in items]}.")
+    for ls in reversed(items):
+        if str(ls.metadata.get("decomposition", "")).lower() == "random":
+            return ls
+    return items[-1]

@@ -1,0 +1,226 @@
+"""The training path, the convergence point, and 1-D slices (private)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from collector.common._validation import check_param
+from viz.plots import _style
+if TYPE_CHECKING:  # pragma: no cover
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+    from landscape import Landscape
+
+__all__ = ["plot_path", "plot_slices"]
+
+MAX_LABELS = 10
+
+
+def _label_indices(n: int) -> list[int]:
+    if n <= MAX_LABELS:
+        return list(range(n))
+    return sorted({int(round(i)) for i in np.linspace(0, n - 1, MAX_LABELS)})
+
+
+def _is_3d(ax: Any) -> bool:
+    return getattr(ax, "name", "") == "3d"
+
+
+def include_in_view(ax: Axes, xs: np.ndarray, ys: np.ndarray, margin: float = 0.04) -> None:
+    """Widen the x/y limits (never narrow them) so that every (xs, ys) point is inside."""
+    xs, ys = np.asarray(xs, dtype=float), np.asarray(ys, dtype=float)
+    ok = np.isfinite(xs) & np.isfinite(ys)
+    if not ok.any():
+        return
+    for get, set_, vals in ((ax.get_xlim, ax.set_xlim, xs[ok]), (ax.get_ylim, ax.set_ylim, ys[ok])):
+        lo, hi = get()
+        flipped = lo > hi
+        lo, hi = min(lo, hi), max(lo, hi)
+        span = (hi - lo) or 1.0
+        new_lo = min(lo, float(vals.min()) - margin * span) if vals.min() < lo + 0.5 * margin * span else lo
+        new_hi = max(hi, float(vals.max()) + margin * span) if vals.max() > hi - 0.5 * margin * span else hi
+        if (new_lo, new_hi) != (lo, hi):
+            set_((new_hi, new_lo) if flipped else (new_lo, new_hi))
+
+
+def draw_path(ax: Axes, ls: Landscape, *, labels: bool = True, scale: _style.ColorScale | None = None) -> list:
+    """Draw ``ls.path`` (line, markers, step/epoch numbers) on a 2-D or 3-D axes."""
+    if ls.path is None or len(np.ravel(ls.path.x)) == 0:
+        return []
+    px, py = np.ravel(ls.path.x).astype(float), np.ravel(ls.path.y).astype(float)
+    pz = np.ravel(ls.path.z).astype(float)
+    iv = [int(i) for i in ls.path.intervals]
+    legend = "training path" + (f" ({_style.path_range_text(ls)})" if iv else "")
+    style = dict(color=_style.PATH_COLOR, lw=2.0, marker="o", ms=5.5, mfc="white", mec=_style.PATH_COLOR,
+                 mew=1.5, label=legend, gid="path", zorder=6)
+    if _is_3d(ax):
+        zz = _surface_z(pz, scale)
+        (line,) = ax.plot(px, py, zz, **style)
+    else:
+        (line,) = ax.plot(px, py, path_effects=_style.halo(4.0), **style)
+        include_in_view(ax, px, py)
+    if labels and iv and len(iv) == px.size:
+        for k in _label_indices(px.size):
+            text = str(iv[k])
+            if _is_3d(ax):
+                ax.text(px[k], py[k], _surface_z(pz, scale)[k], " " + text, fontsize=8, color="black", zorder=7)
+            else:
+                ax.annotate(text, (px[k], py[k]), xytext=(4, 4), textcoords="offset points", fontsize=8,
+                            color="black", path_effects=_style.halo(2.5), zorder=7, gid="path-label",
+                            annotation_clip=False)
+    return [line]
+
+
+def _surface_z(z: np.ndarray, scale: _style.ColorScale | None) -> np.ndarray:
+    """Heights as the 3-D surface draws them (log10 on a log scale, clipped at the top)."""
+    z = np.asarray(z, dtype=float)
+    if scale is None:
+        return z
+    if scale.log:
+        return np.log10(np.clip(z, scale.vmin, scale.vmax))
+    return np.clip(z, scale.vmin, scale.vmax)
+
+
+def draw_convergence(ax: Axes, ls: Landscape, *, scale: _style.ColorScale | None = None) -> Any:
+    """Mark ``ls.convergence_point`` with a star."""
+    cx, cy, cz = (float(v) for v in ls.convergence_point)
+    if not (np.isfinite(cx) and np.isfinite(cy)):
+        return None
+    label = "convergence point" + (f" (loss {cz:.4g})" if np.isfinite(cz) else "")
+    style = dict(marker="*", ms=16, color="#ffd700", mec="black", mew=1.0, ls="none", label=label,
+                 gid="convergence", zorder=8)
+    if _is_3d(ax):
+        (mark,) = ax.plot([cx], [cy], _surface_z(np.array([cz]), scale), **style)
+    else:
+        (mark,) = ax.plot([cx], [cy], **style)
+        include_in_view(ax, np.array([cx]), np.array([cy]))
+    return mark
+
+
+def plot_path(landscape: Landscape, ax: Axes | None = None, *, labels: bool = True,
+              convergence: bool = True, legend: bool = True) -> Axes:
+    """Draw the training path and the convergence point over an existing plot.
+
+    Parameters
+    ----------
+    landscape : Landscape
+        Its ``path`` (if any) and ``convergence_point`` are drawn.
+    ax : Axes, optional
+        A 2-D axes (or a 3-D one from :func:`plot_surface`); a new one if None.
+    labels : bool, default=True
+        Write the step/epoch number next to each checkpoint.
+    convergence : bool, default=True
+        Mark the convergence point with a star.
+    legend : bool, default=True
+        Add a legend.
+
+    Returns
+    -------
+    Axes
+    """
+    ls = _style.check_landscape(landscape, "plot_path")
+    for name, v in (("labels", labels), ("convergence", convergence), ("legend", legend)):
+        check_param(name, v, ["boolean"], caller="plot_path")
+    _style.check_common("plot_path", ax=ax)
+    fig, ax = _style.new_axes(ax, None)
+    if not ax.get_xlabel():
+        ax.set_xlabel(_style.axis_labels(ls)[0])
+        ax.set_ylabel(_style.axis_labels(ls)[1])
+    draw_path(ax, ls, labels=labels)
+    if convergence:
+        draw_convergence(ax, ls)
+    if legend:
+        add_legend(ax)
+    return ax
+
+
+def add_legend(ax: Axes) -> None:
+    handles, names = ax.get_legend_handles_labels()
+    if not handles:
+        return
+    if _is_3d(ax):  # "best" is meaningless in 3-D: keep it above the box, clear of the axis labels
+        ax.legend(handles, names, loc="upper left", bbox_to_anchor=(0.0, 0.98), fontsize="x-small",
+                  framealpha=0.85)
+    else:
+        ax.legend(handles, names, loc="best", fontsize="small", framealpha=0.85)
+
+
+def _interp_line(coords: np.ndarray, grid: np.ndarray, at: float) -> np.ndarray:
+    """Row of ``grid`` at ``coords == at``, linearly interpolated between the two nearest rows."""
+    grid = np.where(np.isfinite(grid), grid, np.nan)
+    if coords.size == 1:
+        return grid[0]
+    order = np.argsort(coords)
+    c, g = coords[order], grid[order]
+    k = int(np.clip(np.searchsorted(c, at) - 1, 0, c.size - 2))
+    t = float(np.clip((at - c[k]) / ((c[k + 1] - c[k]) or 1.0), 0.0, 1.0))
+    if t == 0.0:
+        return g[k]
+    if t == 1.0:
+        return g[k + 1]
+    return (1 - t) * g[k] + t * g[k + 1]
+
+
+def plot_slices(landscape: Landscape, fig: Figure | None = None, *, log: _style.LogOption = "auto",
+                surface: str = "loss", title: str | None = None) -> Figure:
+    """1-D slices of the grid through the convergence point, along each direction.
+
+    The slice along direction 1 runs at the convergence point's y, the slice along
+    direction 2 at its x; when that falls between grid lines the two neighbouring lines
+    are interpolated linearly. Path points are not shown (they lie off the slices).
+
+    Parameters
+    ----------
+    landscape : Landscape
+    fig : Figure, optional
+        Two axes are added to it; a new Figure if None.
+    log : bool or "auto", default="auto"
+        Logarithmic value axis ("auto": when the values span more than three decades).
+    surface : str, default="loss"
+        "loss" or the name of one of ``landscape.surfaces``.
+    title : str, optional
+        Figure title; the landscape's tag by default.
+
+    Returns
+    -------
+    Figure
+    """
+    ls = _style.check_landscape(landscape, "plot_slices")
+    _style.check_common("plot_slices", log=log, fig=fig, title=title)
+    z = _style.surface_values(ls, surface, "plot_slices")
+    scale = _style.color_scale([z], log=log)
+    if fig is None:
+        from matplotlib.figure import Figure
+
+        fig = Figure(figsize=(9.5, 3.8), layout="constrained")
+    axes = fig.subplots(1, 2)
+    x, y = np.asarray(ls.x, dtype=float), np.asarray(ls.y, dtype=float)
+    cx, cy, cz = (float(v) for v in ls.convergence_point)
+    cx = cx if np.isfinite(cx) else float(x[x.size // 2])
+    cy = cy if np.isfinite(cy) else float(y[y.size // 2])
+    xlabel, ylabel = _style.axis_labels(ls)
+    short = [lab.split(" (")[0] for lab in (xlabel, ylabel)]
+    along_x = _interp_line(y, z, cy)        # z at (x[:], cy)
+    along_y = _interp_line(x, z.T, cx)      # z at (cx, y[:])
+    for ax, axis, values, name, at, pos in ((axes[0], x, along_x, xlabel, f"{short[1]} = {cy:.3g}", cx),
+                                            (axes[1], y, along_y, ylabel, f"{short[0]} = {cx:.3g}", cy)):
+        ax.plot(axis, values, color="#1f4e99", lw=2, marker=".", gid="slice", label=f"slice at {at}")
+        if np.isfinite(cz) and surface == "loss":
+            ax.plot([pos], [cz], **dict(marker="*", ms=14, color="#ffd700", mec="black", ls="none",
+                                        gid="convergence", label="convergence point"))
+        if scale.log:
+            ax.set_yscale("log")
+        if scale.clipped and np.any(np.isfinite(values) & (values > scale.vmax)):  # keep the rest readable
+            shown = values[np.isfinite(values) & (values <= scale.vmax)]
+            lo, hi = (float(shown.min()), float(shown.max())) if shown.size else (scale.vmin, scale.vmax)
+            span = (hi - lo) or 1.0
+            ax.set_ylim(lo / 1.2 if scale.log else lo - 0.05 * span, hi * 1.2 if scale.log else hi + 0.05 * span)
+        ax.set_xlabel(name)
+        ax.set_ylabel(_style.value_label(surface, False))
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize="small", loc="best")
+    fig.suptitle(title if title is not None else _style.title(ls, surface) + " \u2014 1-D slices")
+    return fig

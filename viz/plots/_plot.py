@@ -1,0 +1,124 @@
+"""``plot``: one entry point for every kind of picture, and the Jupyter PNG (private)."""
+
+from __future__ import annotations
+
+import io
+from typing import TYPE_CHECKING, Any, Literal, overload
+
+from collector.common._validation import Interval, Options, check_param
+from viz.plots import _style
+if TYPE_CHECKING:  # pragma: no cover
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+    from landscape import Landscape
+
+__all__ = ["plot", "repr_png", "KINDS"]
+
+KINDS = ("contour", "filled", "surface", "heatmap", "all")
+Kind = Literal["contour", "filled", "surface", "heatmap"]
+
+
+@overload
+def plot(landscape: Landscape, kind: Kind = ..., *, ax: Axes | None = ..., fig: Figure | None = ...,
+         **kwargs: Any) -> Axes: ...
+
+
+@overload
+def plot(landscape: Landscape, kind: Literal["all"], *, ax: None = ..., fig: Figure | None = ...,
+         **kwargs: Any) -> Figure: ...
+
+
+def plot(landscape: Landscape, kind: str = "filled", *, ax: Axes | None = None, fig: Figure | None = None,
+         **kwargs: Any) -> Axes | Figure:
+    """Draw a landscape as contour lines, filled contours, a 3-D surface, a heatmap, or all of them.
+
+    Parameters
+    ----------
+    landscape : Landscape
+        The landscape to draw.
+    kind : {"contour", "filled", "surface", "heatmap", "all"}, default="filled"
+        "all" draws a 2x3 Figure: contour, filled contour, heatmap, surface and the two
+        1-D slices through the convergence point.
+    ax : Axes, optional
+        Axes to draw on (not with kind="all"; a 3-D axes for "surface").
+    fig : Figure, optional
+        Figure to draw into when ``ax`` is None.
+    **kwargs
+        Passed on: ``levels``, ``log``, ``path``, ``surface``, ``cmap``, ``title``,
+        ``colorbar`` (and ``elev``/``azim`` for surfaces); see :func:`plot_contour`.
+
+    Returns
+    -------
+    Axes or Figure
+        The Axes drawn on, or the Figure for kind="all".
+
+    Examples
+    --------
+    >>> ax = viz.plot(landscape, "contour", log=True)       # doctest: +SKIP
+    >>> ax.figure.savefig("landscape.png", dpi=150)          # doctest: +SKIP
+    """
+    from viz.plots._contour import plot_contour, plot_filled_contour, plot_heatmap
+    from viz.plots._surface import plot_surface
+
+    check_param("kind", kind, [Options(KINDS)], caller="plot")
+    _style.check_landscape(landscape, "plot")
+    if kind == "all":
+        if ax is not None:
+            raise ValueError("The 'ax' parameter of plot must be None with kind='all' (it draws a whole "
+                             "Figure). HINT: pass fig=... instead.")
+        return _plot_all(landscape, fig, **kwargs)
+    funcs = {"contour": plot_contour, "filled": plot_filled_contour, "heatmap": plot_heatmap,
+             "surface": plot_surface}
+    if kind in ("heatmap", "surface") and "levels" in kwargs:
+        kwargs = {k: v for k, v in kwargs.items() if k != "levels"}
+    return funcs[kind](landscape, ax, fig=fig, **kwargs)
+
+
+def _plot_all(ls: Landscape, fig: Figure | None, **kwargs: Any) -> Figure:
+    from viz.plots._contour import plot_contour, plot_filled_contour, plot_heatmap
+    from viz.plots._path import plot_slices
+    from viz.plots._surface import plot_surface
+
+    _style.check_common("plot", fig=fig, **{k: v for k, v in kwargs.items() if k in ("log", "levels", "cmap")})
+    if fig is None:
+        from matplotlib.figure import Figure
+
+        fig = Figure(figsize=(17, 10), layout="constrained")
+    top, bottom = fig.subfigures(2, 1, height_ratios=[1.0, 0.85])
+    axes = top.subplots(1, 3)
+    no_levels = {k: v for k, v in kwargs.items() if k not in ("levels", "title", "elev", "azim")}
+    two_d = {k: v for k, v in kwargs.items() if k not in ("title", "elev", "azim")}
+    plot_contour(ls, axes[0], title="contour lines", **two_d)
+    plot_filled_contour(ls, axes[1], title="filled contour", **two_d)
+    plot_heatmap(ls, axes[2], title="heatmap", **no_levels)
+    left, right = bottom.subfigures(1, 2, width_ratios=[1.0, 1.6])
+    ax3d = left.add_subplot(projection="3d")
+    plot_surface(ls, ax3d, title="surface", **{k: v for k, v in kwargs.items() if k not in ("levels", "title")})
+    slice_kw = {k: v for k, v in kwargs.items() if k in ("log", "surface")}
+    plot_slices(ls, right, title="1-D slices through the convergence point", **slice_kw)
+    fig.suptitle(kwargs.get("title") or _style.title(ls, kwargs.get("surface", "loss")), fontsize="x-large")
+    return fig
+
+
+def repr_png(landscape: Landscape, *, kind: str = "filled", dpi: int = 100) -> bytes:
+    """A PNG of the landscape (for ``Landscape._repr_png_``, Jupyter's inline display).
+
+    Parameters
+    ----------
+    landscape : Landscape
+    kind : {"contour", "filled", "surface", "heatmap", "all"}, default="filled"
+    dpi : int, default=100
+
+    Returns
+    -------
+    bytes
+        The PNG file's bytes.
+    """
+    check_param("kind", kind, [Options(KINDS)], caller="repr_png")
+    check_param("dpi", dpi, [Interval(int, 10, 1000)], caller="repr_png")
+    result = plot(landscape, kind)
+    fig = result if kind == "all" else result.figure
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi)
+    return buf.getvalue()
