@@ -63,7 +63,13 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load on f
     from collector import lineage, proto, summary
     from collector.collect import SummaryCollector
     from collector.common import InvalidParameterError
-    from collector.lineage import EvalLineage, LineageError, TrainLineage, filter_summary_lineage, get_summary_lineage
+    from collector.lineage import (
+        EvalLineage,
+        LineageError,
+        TrainLineage,
+        filter_summary_lineage,
+        get_summary_lineage,
+    )
     from collector.summary import (
         CorruptRecordError,
         RecordIssue,

@@ -1,8 +1,11 @@
 """Pictures and files of loss landscapes: load, plot (matplotlib), animate, export.
 
-Public names are re-exported here; the code lives in private modules. matplotlib is
-imported only when something is drawn; when no backend was chosen and there is no
-display, the headless Agg backend is selected at import.
+Two layers: :mod:`viz.io` (load landscapes from summaries and HDF5 files, find runs,
+export VTP/CSV/HDF5) and :mod:`viz.plots` above it (matplotlib). Names are imported on
+first use (PEP 562), so ``viz.find_runs`` or ``viz.export(ls, "x.csv")`` do not load
+matplotlib; when the plots load, the headless Agg backend is selected if no backend was
+chosen and there is no display. Importing viz also makes it the picture Jupyter shows
+for a ``landscape.Landscape``.
 
 Examples
 --------
@@ -13,25 +16,12 @@ Examples
 >>> viz.export(landscapes[-1], "result.vtp")                       # doctest: +SKIP
 """
 
-from viz.plots._style import ensure_headless as _ensure_headless
+from __future__ import annotations
 
-_ensure_headless()
+import importlib
+from typing import TYPE_CHECKING, Any
 
-from viz.io import export, find_runs, load_landscapes  # noqa: E402
-from viz.plots import (  # noqa: E402
-    animate,
-    compare,
-    plot,
-    plot_contour,
-    plot_filled_contour,
-    plot_heatmap,
-    plot_overview,
-    plot_path,
-    plot_slices,
-    plot_surface,
-    repr_png,
-    view_angle,
-)
+from landscape.result import register_png_renderer
 
 __all__ = [
     "load_landscapes",
@@ -50,3 +40,44 @@ __all__ = [
     "repr_png",
     "view_angle",
 ]
+
+_IO = ("load_landscapes", "find_runs", "export")
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__ or name in ("io", "plots"):
+        module = "viz.io" if name in _IO else "viz.plots"
+        value = importlib.import_module(f"viz.{name}") if name in ("io", "plots") else \
+            getattr(importlib.import_module(module), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'viz' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+def _render_png(landscape: Any) -> bytes:
+    """Jupyter's picture of a Landscape (the plots, and matplotlib, load on the first one)."""
+    return __getattr__("repr_png")(landscape)
+
+
+register_png_renderer(_render_png)
+
+if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load on first use
+    from viz.io import export, find_runs, load_landscapes
+    from viz.plots import (
+        animate,
+        compare,
+        plot,
+        plot_contour,
+        plot_filled_contour,
+        plot_heatmap,
+        plot_overview,
+        plot_path,
+        plot_slices,
+        plot_surface,
+        repr_png,
+        view_angle,
+    )

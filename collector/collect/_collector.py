@@ -13,15 +13,25 @@ from typing import Any
 import torch
 from torch import nn
 
-from collector.lineage import _build as lineage
-from collector.train._callbacks import Callback, CallbackParams, RunContext
-from collector.trajectory._state_io import unwrap_module
-from collector.collect._plan import collection_kind, tensor_collect_range
-from collector.collect._params import check_custom_lineage, check_export_options, check_specified
-from collector.collect._landscape import CKPT_DIR, LandscapeCollector
-from collector.lineage._callbacks import _checkpoint_path
+from collector.collect._landscape import LandscapeCollector
+from collector.collect._params import (
+    check_custom_lineage,
+    check_export_options,
+    check_specified,
+)
 from collector.collect._plain_loop import PlainLoopMixin
-from collector.common._validation import Interval, InvalidParameterError, Options, check_param
+from collector.collect._plan import collection_kind, tensor_collect_range
+from collector.common._torch import unwrap_module
+from collector.common._validation import (
+    Interval,
+    InvalidParameterError,
+    Options,
+    check_param,
+)
+from collector.lineage import _build as lineage
+from collector.lineage._callbacks import _checkpoint_path
+from collector.train._callbacks import Callback, CallbackParams, RunContext
+from collector.trajectory import CKPT_DIR
 
 __all__ = ["SummaryCollector"]
 

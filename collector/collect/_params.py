@@ -5,8 +5,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from collector.collect._landscape import validate_collect_landscape
-from collector.common._validation import InstanceOf, InvalidParameterError, Options, check_param
+from collector.common._validation import (
+    InstanceOf,
+    InvalidParameterError,
+    Options,
+    check_param,
+)
+from collector.trajectory import validate_collect_landscape
 
 __all__ = ["check_specified", "check_custom_lineage", "check_export_options", "BOOL_KEYS", "DEFAULTS"]
 

@@ -14,6 +14,14 @@ The exceptions keep the names MindInsight gives them; :class:`LineageError` (ali
 
 from collector.lineage import _callbacks as _lineage
 from collector.lineage._callbacks import *  # noqa: F403 - the callbacks and MindInsight's exception names
-from collector.lineage._query import FILTER_KEYS, MAX_SUMMARY_DIRS, filter_summary_lineage, get_summary_lineage
+from collector.lineage._query import (
+    FILTER_KEYS,
+    INT_FIELDS,
+    MAX_SUMMARY_DIRS,
+    condition_key,
+    filter_summary_lineage,
+    get_summary_lineage,
+)
 
-__all__ = [*_lineage.__all__, "get_summary_lineage", "filter_summary_lineage", "FILTER_KEYS", "MAX_SUMMARY_DIRS"]
+__all__ = [*_lineage.__all__, "get_summary_lineage", "filter_summary_lineage", "FILTER_KEYS", "MAX_SUMMARY_DIRS",
+           "INT_FIELDS", "condition_key"]

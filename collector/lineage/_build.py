@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from collector import proto
-from collector.trajectory._state_io import unwrap_module
+from collector.common._torch import unwrap_module
 
 __all__ = ["train_lineage", "eval_lineage", "dataset_graph", "custom_lineage", "dataset_size", "dataset_path"]
 

@@ -20,12 +20,17 @@ from typing import Any
 
 import torch
 
-from collector.lineage import _build as build
 from collector import proto
-from collector.train._callbacks import Callback, RunContext
+from collector.common._validation import (
+    InstanceOf,
+    InvalidParameterError,
+    Predicate,
+    check_param,
+)
+from collector.lineage import _build as build
 from collector.summary._files import VERSION, EventFile, lineage_filename
 from collector.summary._record import SummaryRecord
-from collector.common._validation import InstanceOf, InvalidParameterError, Predicate, check_param
+from collector.train._callbacks import Callback, RunContext
 
 __all__ = [
     "LineageError",

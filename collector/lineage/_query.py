@@ -39,7 +39,8 @@ from collector.lineage._callbacks import (
 )
 from collector.summary._reader import is_lineage_file, read_events, summary_files
 
-__all__ = ["get_summary_lineage", "filter_summary_lineage", "FILTER_KEYS", "MAX_SUMMARY_DIRS"]
+__all__ = ["get_summary_lineage", "filter_summary_lineage", "FILTER_KEYS", "MAX_SUMMARY_DIRS", "INT_FIELDS",
+           "condition_key"]
 
 logger = logging.getLogger(__name__)
 

@@ -23,11 +23,39 @@ Examples
 [0.25]
 """
 
-from collector.summary._framing import CorruptRecordError, RecordIssue, SummaryReadError
-from collector.summary._operators import histogram, image, is_recording, scalar, tensor
-from collector.summary._reader import SummaryReader, read_events, summary_files
-from collector.summary._record import PLUGINS, SummaryRecord
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __all__ = ["scalar", "tensor", "image", "histogram", "is_recording",
            "SummaryRecord", "PLUGINS", "SummaryReader", "read_events", "summary_files",
            "SummaryReadError", "CorruptRecordError", "RecordIssue"]
+
+# Loaded on first use (PEP 562): ``collector.proto`` and the reader need only the message
+# classes, not SummaryRecord's torch and fx tracer.
+_WHERE = {
+    **dict.fromkeys(("scalar", "tensor", "image", "histogram", "is_recording"), "collector.summary._operators"),
+    **dict.fromkeys(("SummaryRecord", "PLUGINS"), "collector.summary._record"),
+    **dict.fromkeys(("SummaryReader", "read_events", "summary_files"), "collector.summary._reader"),
+    **dict.fromkeys(("SummaryReadError", "CorruptRecordError", "RecordIssue"), "collector.summary._framing"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _WHERE:
+        value = getattr(importlib.import_module(_WHERE[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'collector.summary' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+if TYPE_CHECKING:
+    from collector.summary._framing import CorruptRecordError, RecordIssue, SummaryReadError
+    from collector.summary._operators import histogram, image, is_recording, scalar, tensor
+    from collector.summary._reader import SummaryReader, read_events, summary_files
+    from collector.summary._record import PLUGINS, SummaryRecord

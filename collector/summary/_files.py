@@ -1,18 +1,15 @@
-"""Summary files on disk: names, lazy creation, size limit, and the writer thread.
+"""Summary files on disk: names, lazy creation, the version record, size limit.
 
-``EventFileSet`` owns the summary file and the lineage file of one SummaryRecord.
-``BackgroundWriter`` runs encoding jobs on one daemon thread fed by a bounded queue,
-so a training loop never waits for protobuf or the disk unless it gets far ahead.
+``EventFileSet`` owns the summary file and the lineage file of one SummaryRecord; the
+records themselves are framed by :mod:`collector.summary._framing`.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import queue
 import socket
 import stat
-import threading
 import time
 from collections.abc import Callable
 
@@ -21,7 +18,7 @@ from collector.summary._framing import encode_record
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["VERSION", "summary_filename", "lineage_filename", "EventFile", "EventFileSet", "BackgroundWriter"]
+__all__ = ["VERSION", "summary_filename", "lineage_filename", "EventFile", "EventFileSet", "FileSizeExceededError"]
 
 VERSION = "MindSpore.Event:1"
 
@@ -119,72 +116,3 @@ def _version_event() -> bytes:
 
 def _version_lineage() -> bytes:
     return proto.LineageEvent(wall_time=time.time(), step=0, version=VERSION).SerializeToString()
-
-
-_STOP = object()
-
-
-class BackgroundWriter:
-    """Run jobs on one daemon thread; ``submit`` blocks only when the queue is full.
-
-    A job is a callable run on the thread. An exception in a job is passed to
-    ``on_error`` (on the thread) and does not stop later jobs. With ``idle=(seconds,
-    job)``, ``job`` also runs on the thread whenever no job was submitted for that
-    long (SummaryRecord writes its batched records then). The thread starts with the
-    first job: a record whose batches are all written by ``flush``/``close`` (a short
-    run) never pays for starting and stopping it.
-    """
-
-    def __init__(self, on_error: Callable[[BaseException], None], max_pending: int = 32, name: str = "summary-writer",
-                 idle: tuple[float, Callable[[], None]] | None = None):
-        self._queue: queue.Queue = queue.Queue(maxsize=max_pending)
-        self._on_error = on_error
-        self._idle = idle
-        self._name = name
-        self._thread: threading.Thread | None = None
-        self._start_lock = threading.Lock()
-
-    def _run(self) -> None:
-        while True:
-            if self._idle is None:
-                job = self._queue.get()
-            else:
-                try:
-                    job = self._queue.get(timeout=self._idle[0])
-                except queue.Empty:
-                    self._call(self._idle[1])
-                    continue
-            try:
-                if job is _STOP:
-                    return
-                self._call(job)
-            finally:
-                self._queue.task_done()
-
-    def _call(self, job: Callable[[], None]) -> None:
-        try:
-            job()
-        except BaseException as exc:  # noqa: BLE001 - reported through on_error
-            try:
-                self._on_error(exc)
-            except BaseException:  # noqa: BLE001
-                logger.exception("summary writer: error handler failed")
-
-    def submit(self, job: Callable[[], None]) -> None:
-        if self._thread is None:
-            with self._start_lock:
-                if self._thread is None:
-                    self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
-                    self._thread.start()
-        self._queue.put(job)
-
-    def join(self) -> None:
-        """Wait until every submitted job has run (and so any idle job that started before the last one)."""
-        self._queue.join()
-
-    def stop(self) -> None:
-        with self._start_lock:
-            thread, self._thread = self._thread, None
-            if thread is not None and thread.is_alive():
-                self._queue.put(_STOP)
-                thread.join()

@@ -47,8 +47,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from collector.common._torch import unwrap_module
 from collector.summary import _proto as proto
-from collector.train._checkpoint import unwrap_module
 
 logger = logging.getLogger(__name__)
 
@@ -401,8 +401,8 @@ def _flat(obj: Any) -> list:
 
 def _propagate_shapes(gm: _Traced, example_inputs: tuple | None) -> bool:
     """Fill ``tensor_meta`` on ``gm``'s nodes; return True when the batch size was guessed."""
-    from torch.fx.passes.shape_prop import ShapeProp
     from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.passes.shape_prop import ShapeProp
 
     guessed = False
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]

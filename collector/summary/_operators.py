@@ -54,6 +54,7 @@ from typing import Any
 import torch
 
 from collector.summary import _record as _sr
+
 logger = logging.getLogger(__name__)
 
 __all__ = ["scalar", "tensor", "image", "histogram", "is_recording"]

@@ -19,8 +19,12 @@ import numpy as np
 from google.protobuf.message import DecodeError
 
 from collector.summary import _proto as proto
+from collector.summary._framing import (
+    CorruptRecordError,
+    RecordIssue,
+    iter_records,
+)
 from collector.summary._packing import tensor_to_numpy
-from collector.summary._framing import CorruptRecordError, RecordIssue, SummaryReadError, iter_records
 
 logger = logging.getLogger(__name__)
 

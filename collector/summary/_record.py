@@ -15,11 +15,18 @@ from urllib.parse import quote
 import numpy as np
 import torch
 
+from collector.common import BackgroundWriter
+from collector.common._validation import (
+    InstanceOf,
+    Interval,
+    Options,
+    Predicate,
+    check_param,
+)
 from collector.summary import _histogram
 from collector.summary import _packing as packing
 from collector.summary import _proto as proto
-from collector.summary._files import BackgroundWriter, EventFileSet
-from collector.common._validation import InstanceOf, Interval, Options, Predicate, check_param
+from collector.summary._files import EventFileSet
 
 logger = logging.getLogger(__name__)
 
@@ -165,7 +172,8 @@ class SummaryRecord:
         self._write_lock = threading.Lock()
         # (dtype, element count) -> [2-D slab, rows used] for the batch being recorded.
         self._slabs: dict[tuple[np.dtype, int], list] = {}
-        self._writer = BackgroundWriter(self._on_error, idle=(BATCH_SECONDS, self._write_stale_batch))
+        self._writer = BackgroundWriter("summary-writer", on_error=self._on_error,
+                                        idle=(BATCH_SECONDS, self._write_stale_batch))
         _live_records.add(self)
 
     # ------------------------------------------------------------------ properties
@@ -572,7 +580,9 @@ def _user_defined_info(data: dict):
 def _build_graph(network: Any):
     """The network's GraphProto, or None (with one log line) while no builder exists."""
     try:
-        from collector.summary._graph import build_graph  # the graph issue provides this
+        from collector.summary._graph import (
+            build_graph,  # the graph issue provides this
+        )
     except ImportError:
         logger.info("Graph collection is not available yet in this version; no graph was written.")
         return None

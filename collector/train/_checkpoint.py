@@ -18,9 +18,17 @@ from typing import Any
 
 from torch import nn
 
+from collector.common import BackgroundWriter
+from collector.common._torch import unwrap_module
+from collector.common._validation import (
+    InstanceOf,
+    Interval,
+    InvalidParameterError,
+    Options,
+    check_param,
+)
 from collector.train._callbacks import Callback, RunContext
-from collector.trajectory._state_io import BackgroundWriter, cpu_state_dict, save_file, to_cpu, unwrap_module
-from collector.common._validation import InstanceOf, Interval, InvalidParameterError, Options, check_param
+from collector.trajectory import cpu_state_dict, save_file, to_cpu
 
 __all__ = ["CheckpointConfig", "ModelCheckpoint"]
 

@@ -9,9 +9,19 @@ from typing import Any
 import torch
 from torch import nn
 
-from collector.train._callbacks import Callback, CallbackParams, RunContext, _CallbackList
+from collector.common._validation import (
+    InstanceOf,
+    Interval,
+    InvalidParameterError,
+    check_param,
+)
+from collector.train._callbacks import (
+    Callback,
+    CallbackParams,
+    RunContext,
+    _CallbackList,
+)
 from collector.train._metrics import get_metric
-from collector.common._validation import InstanceOf, Interval, InvalidParameterError, check_param
 
 __all__ = ["Model"]
 

@@ -18,10 +18,19 @@ import json
 import math
 import re
 import sys
-from pathlib import Path
 from typing import Any
 
-__all__ = ["add_lineage_parser", "run_lineage", "parse_where", "WhereError"]
+from collector.lineage import (
+    INT_FIELDS,
+    LineageFileNotFoundError,
+    LineageParamSummaryPathError,
+    LineageQuerySummaryDataError,
+    LineageSearchConditionParamError,
+    condition_key,
+    filter_summary_lineage,
+)
+
+__all__ = ["run_lineage", "parse_where", "format_table", "WhereError"]
 
 _OPS = {"=": "eq", "==": "eq", "!=": "not_in", "<": "lt", "<=": "le", ">": "gt", ">=": "ge", "in": "in",
         "not in": "not_in"}
@@ -37,8 +46,6 @@ class WhereError(ValueError):
 
 def _typed(field: str, text: str) -> Any:
     """The condition value for ``field``: int, float or str as filter_summary_lineage expects."""
-    from collector.lineage._query import INT_FIELDS, condition_key
-
     text = text.strip()
     if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
         return text[1:-1]
@@ -67,8 +74,6 @@ def parse_where(expressions: list[str]) -> dict[str, dict[str, Any]]:
     >>> parse_where(["learning_rate>0.01", "batch_size in 32,64", "optimizer=SGD"])
     {'learning_rate': {'gt': 0.01}, 'batch_size': {'in': [32, 64]}, 'optimizer': {'eq': 'SGD'}}
     """
-    from collector.lineage._query import condition_key
-
     out: dict[str, dict[str, Any]] = {}
     for expr in expressions:
         m = _WHERE.match(expr)
@@ -100,24 +105,6 @@ def parse_where(expressions: list[str]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def add_lineage_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """Add the ``lineage`` subcommand to the ``landscape`` command's subparsers."""
-    p = subparsers.add_parser(
-        "lineage", help="list, filter and sort the runs' lineage (hyper-parameters, metrics)",
-        description="Print the lineage of the runs under BASE_DIR (found recursively) as a table.",
-        epilog="--where takes FIELD OP VALUE, e.g. 'learning_rate>0.01', optimizer=SGD, 'metric_accuracy>=0.9', "
-               "'batch_size in 32,64'; OP is =, !=, <, <=, >, >=, in, not in. Repeat --where to combine (AND).")
-    p.add_argument("base_dir", type=Path, help="directory holding the run folders")
-    p.add_argument("--where", action="append", default=[], metavar="EXPR", help="a condition; repeatable (AND)")
-    p.add_argument("--sort", metavar="FIELD", help="sort by this field (e.g. metric_accuracy, learning_rate)")
-    p.add_argument("--desc", action="store_true", help="sort descending (with --sort)")
-    p.add_argument("--limit", type=int, metavar="N", help="show at most N runs (1..100)")
-    p.add_argument("--offset", type=int, metavar="PAGE", help="page number with --limit (0-based)")
-    p.add_argument("--json", action="store_true", help="print filter_summary_lineage's result as JSON")
-    p.set_defaults(func=run_lineage)
-    return p
-
-
 def _fmt(value: Any) -> str:
     if value is None:
         return "-"
@@ -147,14 +134,6 @@ def format_table(result: dict[str, Any]) -> str:
 
 def run_lineage(args: argparse.Namespace) -> int:
     """Run ``landscape lineage``: 0 on success, 1 when nothing can be read, 2 on bad usage."""
-    from collector.lineage import (
-        LineageFileNotFoundError,
-        LineageParamSummaryPathError,
-        LineageQuerySummaryDataError,
-        LineageSearchConditionParamError,
-        filter_summary_lineage,
-    )
-
     def usage(message: str) -> int:
         print(f"landscape lineage: error: {message}", file=sys.stderr)
         return 2

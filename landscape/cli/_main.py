@@ -1,34 +1,30 @@
-"""The ``landscape`` command (also ``python -m landscape``).
+"""The ``landscape`` command (also ``python -m landscape``): the parser and the dispatch.
 
-Subcommands: demo, run, gen, plot, ls, export, lineage. Arguments are parsed once here
-into explicit keyword arguments for the library; bad usage prints one line and exits
-with status 2, a failure while working exits with status 1.
+Subcommands: demo, run, gen, plot, ls, export, lineage; each runs from its own module
+(``_demo``, ``_gen``, ``_plot``, ``_export``, ``_ls``, ``_lineage``), imported only when
+it runs. Arguments are parsed once here into explicit keyword arguments for the
+library; bad usage prints one line and exits with status 2, a failure while working
+exits with status 1.
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
-import importlib
-import json
 import logging
-import os
 import sys
-import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+
+from collector.common import InvalidParameterError
+from landscape.cli._common import UsageError
 
 __all__ = ["main", "build_parser"]
 
 logger = logging.getLogger("landscape")
 
 
-class _UsageError(Exception):
-    """Bad usage detected after parsing (a bad value, an existing output folder)."""
-
-
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2
+    def error(self, message: str) -> None:  # type: ignore[override]  # one line, exit 2
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
@@ -53,6 +49,7 @@ def _positive(text: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every subcommand (argparse only: building it imports nothing heavy)."""
     parser = _Parser(prog="landscape", description="Loss landscapes for PyTorch: train, collect, generate, look.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress at INFO level")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser, metavar="COMMAND")
@@ -97,224 +94,67 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", type=Path, help="output folder (default: next to PATH)")
     p.add_argument("--tag", help="only this landscape")
 
-    try:
-        lineage_cli = importlib.import_module("landscape.cli._lineage")
-    except ImportError:
-        lineage_cli = None
-    if lineage_cli is not None:
-        lineage_cli.add_lineage_parser(sub)
+    p = sub.add_parser(
+        "lineage", help="list, filter and sort the runs' lineage (hyper-parameters, metrics)",
+        description="Print the lineage of the runs under BASE_DIR (found recursively) as a table.",
+        epilog="--where takes FIELD OP VALUE, e.g. 'learning_rate>0.01', optimizer=SGD, 'metric_accuracy>=0.9', "
+               "'batch_size in 32,64'; OP is =, !=, <, <=, >, >=, in, not in. Repeat --where to combine (AND).")
+    p.add_argument("base_dir", type=Path, help="directory holding the run folders")
+    p.add_argument("--where", action="append", default=[], metavar="EXPR", help="a condition; repeatable (AND)")
+    p.add_argument("--sort", metavar="FIELD", help="sort by this field (e.g. metric_accuracy, learning_rate)")
+    p.add_argument("--desc", action="store_true", help="sort descending (with --sort)")
+    p.add_argument("--limit", type=int, metavar="N", help="show at most N runs (1..100)")
+    p.add_argument("--offset", type=int, metavar="PAGE", help="page number with --limit (0-based)")
+    p.add_argument("--json", action="store_true", help="print filter_summary_lineage's result as JSON")
     return parser
 
 
-def _fresh_dir(requested: Path | None, stem: str) -> Path:
-    """The output folder: the one asked for if new or empty, else a fresh timestamped one."""
-    if requested is not None:
-        if requested.exists() and (not requested.is_dir() or any(requested.iterdir())):
-            raise _UsageError(f"--out {str(requested)!r} already exists and is not empty; "
-                              "choose a new folder (nothing is overwritten)")
-        return requested
-    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    path, k = Path.cwd() / f"{stem}_{stamp}", 1
-    while path.exists():
-        path, k = Path.cwd() / f"{stem}_{stamp}-{k}", k + 1
-    return path
+def _command(name: str) -> Callable[[argparse.Namespace], int]:
+    """The function that runs subcommand ``name``.
 
+    The imports below are the command-line's start-up budget: each command's module
+    (and with it torch, matplotlib or the summary format) is imported only when that
+    command runs, so ``landscape --help`` and ``landscape ls`` do not pay for the others.
+    """
+    if name in ("demo", "run"):
+        from landscape.cli import (
+            _demo,  # start-up: torch and the pipeline only for demo/run
+        )
 
-def _print_results(results: dict[str, Any], started: float) -> None:
-    print(f"Output: {results['out']}")
-    for name, run in results["runs"].items():
-        print(f"  run {name}: summary directory {run['summary_dir']}")
-        print(f"    trained in {run['train_seconds']} s, landscapes generated in {run['generate_seconds']} s:")
-        for tag in run["landscapes"]:
-            print(f"      {tag}")
-        print(f"    landscapes.h5: {os.path.join(run['summary_dir'], 'landscapes.h5')}")
-    print("Figures:")
-    for fig in results["figures"]:
-        print(f"  {fig}")
-    print(f"Done in {time.perf_counter() - started:.1f} s. Open the run in MindInsight with "
-          f"`mindinsight start --summary-base-dir {os.path.dirname(os.path.abspath(results['out']))}`.")
+        return _demo.run_demo if name == "demo" else _demo.run_config
+    if name == "gen":
+        from landscape.cli import _gen  # start-up: torch and the engine only for gen
 
+        return _gen.run_gen
+    if name == "plot":
+        from landscape.cli import _plot  # start-up: matplotlib only for plot
 
-def _cmd_demo(args) -> int:
-    from landscape.cli._pipeline import DEMO_CONFIG, _validate, run_pipeline
+        return _plot.run_plot
+    if name == "export":
+        from landscape.cli import _export  # start-up: viz only for export
 
-    started = time.perf_counter()
-    cfg = DEMO_CONFIG
-    if args.size:
-        cfg = type(cfg)(**{**cfg.__dict__, "landscape_size": args.size})
-        _validate(cfg, "--size")
-    out = _fresh_dir(args.out, "landscape_demo")
-    _print_results(run_pipeline(cfg, out), started)
-    return 0
+        return _export.run_export
+    if name == "ls":
+        from landscape.cli import _ls  # start-up: the summary reader only for ls
 
+        return _ls.run_ls
+    from landscape.cli import _lineage  # start-up: the lineage reader only for lineage
 
-def _cmd_run(args) -> int:
-    from landscape.cli._pipeline import load_config, run_pipeline
-
-    started = time.perf_counter()
-    if not args.config.is_file():
-        raise _UsageError(f"no configuration file at {str(args.config)!r}")
-    cfg = load_config(args.config)
-    out = _fresh_dir(args.out, cfg.name)
-    _print_results(run_pipeline(cfg, out), started)
-    return 0
-
-
-def _load_task(spec: str):
-    module_name, sep, func_name = spec.partition(":")
-    if not sep or not module_name or not func_name:
-        raise _UsageError(f"--task must be MODULE:FUNCTION; got {spec!r}")
-    sys.path.insert(0, os.getcwd())  # a user's module next to where they run the command
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise _UsageError(f"--task: cannot import module {module_name!r}: {exc}") from None
-    func = getattr(module, func_name, None)
-    if not callable(func):
-        raise _UsageError(f"--task: module {module_name!r} has no callable {func_name!r}")
-    return func
-
-
-def _cmd_gen(args) -> int:
-    from landscape.generate._summary_landscape import SummaryLandscape
-
-    started = time.perf_counter()
-    callback_fn = _load_task(args.task)
-    override = {}
-    if args.size:
-        override["landscape_size"] = args.size
-    if args.num_samples:
-        override["num_samples"] = args.num_samples
-    sl = SummaryLandscape(str(args.summary_dir))
-    landscapes = sl.gen_landscapes_with_multi_process(
-        callback_fn, collect_landscape=override or None, device_ids=args.devices,
-        output=str(args.output) if args.output else None,
-        normalization=args.normalization, ignore=args.ignore, seed=args.seed,
-        restart=args.restart, distributed=args.distributed,
-    )
-    if int(os.environ.get("RANK", "0")) != 0:  # under torchrun, rank 0 reports
-        return 0
-    out = args.output or args.summary_dir
-    for ls in landscapes:
-        st = sl.last_stats.get(ls.tag, {})
-        kept = st.get("points", 0) - st.get("evaluated", 0)
-        print(f"{ls.tag}: {ls.z.shape[0]}x{ls.z.shape[1]}, min loss {float(_nanmin(ls.z)):.6g}, "
-              f"evaluated {st.get('evaluated', 0)} of {st.get('points', 0)} points"
-              + (f" ({kept} already in landscapes.h5)" if kept else ""))
-    print(f"Wrote {len(landscapes)} landscape(s) to {out} (summary events and landscapes.h5) "
-          f"in {time.perf_counter() - started:.1f} s")
-    return 0
-
-
-def _nanmin(z):
-    import numpy as np
-
-    finite = z[np.isfinite(z)]
-    return finite.min() if finite.size else float("nan")
-
-
-def _select(path: Path, tag: str | None):
-    import viz
-
-    if not path.exists():
-        raise _UsageError(f"no such file or directory: {str(path)!r}")
-    landscapes = viz.load_landscapes(path)
-    if tag is not None:
-        landscapes = [ls for ls in landscapes if ls.tag == tag]
-        if not landscapes:
-            raise _UsageError(f"--tag {tag!r} not found in {str(path)!r}")
-    return landscapes
-
-
-def _cmd_plot(args) -> int:
-    import matplotlib.pyplot as plt
-
-    import viz
-    from landscape.cli._pipeline import _safe
-
-    landscapes = _select(args.path, args.tag)
-    kinds = ["contour", "filled", "surface", "heatmap"] if args.kind == "all" else [args.kind]
-    single = len(landscapes) * len(kinds) == 1
-    if args.output is not None and single and args.output.suffix:
-        targets = [args.output]
-    else:
-        folder = args.output or (args.path if args.path.is_dir() else args.path.parent) / "plots"
-        folder.mkdir(parents=True, exist_ok=True)
-        targets = [folder / f"{_safe(ls.tag or 'landscape')}_{k}.png" for ls in landscapes for k in kinds]
-    pairs = [(ls, k) for ls in landscapes for k in kinds]
-    for (ls, kind), target in zip(pairs, targets):
-        fig = viz.plot(ls, kind=kind, log=True if args.log else "auto").figure
-        fig.savefig(target, dpi=120, bbox_inches="tight")
-        plt.close(fig)
-        print(target)
-    return 0
-
-
-def _cmd_export(args) -> int:
-    import viz
-    from landscape.cli._pipeline import _safe
-
-    landscapes = _select(args.path, args.tag)
-    folder = args.output or (args.path if args.path.is_dir() else args.path.parent) / "export"
-    folder.mkdir(parents=True, exist_ok=True)
-    for ls in landscapes:
-        target = folder / f"{_safe(ls.tag or 'landscape')}.{args.format}"
-        viz.export(ls, target, format=args.format)
-        print(target)
-    return 0
-
-
-def _cmd_ls(args) -> int:
-    from collector import SummaryReader
-    import viz
-
-    if not args.base_dir.is_dir():
-        raise _UsageError(f"not a directory: {str(args.base_dir)!r}")
-    rows = []
-    for run in viz.find_runs(args.base_dir):
-        reader = SummaryReader(run)
-        scalars = reader.scalars()
-        loss = scalars.get("loss/auto")
-        rows.append({
-            "run": os.path.relpath(run, args.base_dir),
-            "landscapes": [tag for _, tag, _ in reader.landscape_messages()],
-            "scalars": sorted(scalars),
-            "final_loss": float(loss[1][-1]) if loss is not None and len(loss[1]) else None,
-            "damaged": [str(i) for i in reader.issues],
-        })
-    if args.json:
-        print(json.dumps(rows, indent=2))
-        return 0
-    if not rows:
-        print(f"no runs under {args.base_dir}")
-        return 0
-    for row in rows:
-        loss = "-" if row["final_loss"] is None else f"{row['final_loss']:.6g}"
-        print(f"{row['run']}\tfinal loss {loss}\tscalars: {', '.join(row['scalars']) or '-'}")
-        for tag in row["landscapes"]:
-            print(f"\t{tag}")
-        for issue in row["damaged"]:
-            print(f"\tdamaged: {issue}")
-    return 0
-
-
-_COMMANDS = {"demo": _cmd_demo, "run": _cmd_run, "gen": _cmd_gen, "plot": _cmd_plot, "ls": _cmd_ls,
-             "export": _cmd_export}
+    return _lineage.run_lineage
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``landscape`` command; returns the exit status."""
-    from collector.common._validation import InvalidParameterError
-
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
-    if args.command == "lineage":
-        return importlib.import_module("landscape.cli._lineage").run_lineage(args)
+    run = _command(args.command)
+    if args.command == "lineage":  # it words its own errors and exit statuses
+        return run(args)
     try:
-        return _COMMANDS[args.command](args)
-    except (_UsageError, InvalidParameterError) as exc:
+        return run(args)
+    except (UsageError, InvalidParameterError) as exc:
         print(f"landscape {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -12,16 +12,32 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import sys
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import matplotlib.pyplot as plt
 import torch
 
-from collector.common._validation import InvalidParameterError, Options, check_param
+import viz
+from collector.collect import SummaryCollector
+from collector.common import InvalidParameterError, Options, check_param
+from collector.train import Model
+from collector.trajectory import validate_collect_landscape
+from landscape.cli._common import safe_name
+from landscape.examples import build_model, digits_loader
+from landscape.generate import SummaryLandscape
 
-__all__ = ["PipelineConfig", "RunSpec", "load_config", "config_from_dict", "run_pipeline", "DEMO_CONFIG"]
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+__all__ = ["PipelineConfig", "RunSpec", "load_config", "config_from_dict", "validate_config", "run_pipeline",
+           "DEMO_CONFIG"]
 
 logger = logging.getLogger(__name__)
 
@@ -76,10 +92,6 @@ DEMO_CONFIG = PipelineConfig()
 
 def load_config(path: str | os.PathLike) -> PipelineConfig:
     """Read a TOML configuration (see ``configs/``) into a :class:`PipelineConfig`."""
-    try:
-        import tomllib
-    except ImportError:  # Python 3.10
-        import tomli as tomllib  # type: ignore[no-redef]
     with open(path, "rb") as fh:
         try:
             data = tomllib.load(fh)
@@ -114,14 +126,12 @@ def config_from_dict(data: dict[str, Any], *, source: str = "the configuration")
             runs.append(RunSpec(run["name"], dict(run.get("model", {"kind": "mlp"}))))
         flat["runs"] = runs
     cfg = PipelineConfig(**flat)
-    _validate(cfg, source)
+    validate_config(cfg, source)
     return cfg
 
 
-def _validate(cfg: PipelineConfig, source: str) -> None:
-    from collector.collect._landscape import validate_collect_landscape
-    from landscape.examples import build_model
-
+def validate_config(cfg: PipelineConfig, source: str) -> None:
+    """Check every value of ``cfg`` (``source`` names the file or option in messages)."""
     check_param("name", cfg.name, ["nonempty_str"], caller=source)
     check_param("seed", cfg.seed, ["int"], caller=source)
     check_param("train.optimizer", cfg.optimizer, [Options(("sgd", "momentum", "adam"))], caller=source)
@@ -173,10 +183,7 @@ def _optimizer(cfg: PipelineConfig, params) -> torch.optim.Optimizer:
 def _make_callback_fn(model_spec: dict[str, Any], image: bool):
     """The post-training ``callback_fn``: a fresh model, the loss, a fixed-order loader."""
 
-    def callback_fn():
-        from collector import Model
-        from landscape.examples import build_model, digits_loader
-
+    def callback_fn() -> tuple[Model, torch.nn.Module, Iterable[Any], None]:
         network = build_model(model_spec.get("kind", "mlp"), **{k: v for k, v in model_spec.items() if k != "kind"})
         loss_fn = torch.nn.CrossEntropyLoss()
         data = digits_loader(256, image=image, shuffle=False, drop_last=False)
@@ -191,10 +198,6 @@ def run_pipeline(cfg: PipelineConfig, out_dir: str | os.PathLike, *, progress: b
     With one run the summary directory is ``out_dir`` itself; with several, each run is
     a sub-folder named after it (so ``out_dir`` is a MindInsight summary base directory).
     """
-    from collector import Model, SummaryCollector
-    from landscape.examples import build_model, digits_loader
-    from landscape.generate._summary_landscape import SummaryLandscape
-
     out = Path(out_dir)
     results: dict[str, Any] = {"out": str(out), "runs": {}, "figures": []}
     t_start = time.perf_counter()
@@ -238,24 +241,13 @@ def run_pipeline(cfg: PipelineConfig, out_dir: str | os.PathLike, *, progress: b
     return results
 
 
-def _safe(tag: str) -> str:
-    """A file-name stem from a tag: 'landscape_[1, 5]' -> 'landscape_1_5'."""
-    import re
-
-    return re.sub(r"[^A-Za-z0-9-]+", "_", tag).strip("_")
-
-
 def _plot_run(landscapes, folder: Path, cfg: PipelineConfig) -> list[str]:
-    import matplotlib.pyplot as plt
-
-    import viz
-
     folder.mkdir(parents=True, exist_ok=True)
     made = []
     for ls in landscapes:
         for kind in cfg.kinds:
             fig = viz.plot(ls, kind=kind, log=True if cfg.log_scale else "auto").figure
-            path = folder / f"{_safe(ls.tag)}_{kind}.png"
+            path = folder / f"{safe_name(ls.tag)}_{kind}.png"
             fig.savefig(path, dpi=120, bbox_inches="tight")
             plt.close(fig)
             made.append(str(path))
@@ -268,10 +260,6 @@ def _plot_run(landscapes, folder: Path, cfg: PipelineConfig) -> list[str]:
 
 
 def _plot_compare(all_landscapes: dict[str, list], out: Path) -> list[str]:
-    import matplotlib.pyplot as plt
-
-    import viz
-
     made = []
     # Compare like with like: each run's Random (result) landscape, on one colour scale.
     for kind in ("filled", "surface"):

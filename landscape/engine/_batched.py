@@ -11,11 +11,13 @@ the point and run once on the shared inputs.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 from torch import nn
+from torch.func import vmap
 
 __all__: list[str] = []
 
@@ -141,8 +143,6 @@ _PER_SAMPLE = (nn.CrossEntropyLoss, nn.NLLLoss, nn.MSELoss, nn.L1Loss, nn.Smooth
 
 def batched_loss(loss_fn: Any, mean_loss: Callable) -> Callable:
     """``fn(outputs (points, n, ...), labels) -> (points,)`` mean losses."""
-    from torch.func import vmap
-
     def one(out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         return mean_loss(loss_fn(out, y), out.shape[0], loss_fn)
 
@@ -150,8 +150,6 @@ def batched_loss(loss_fn: Any, mean_loss: Callable) -> Callable:
     if type(loss_fn) not in _PER_SAMPLE or getattr(loss_fn, "weight", None) is not None \
             or getattr(loss_fn, "pos_weight", None) is not None:
         return general
-    import copy
-
     unreduced = copy.copy(loss_fn)
     unreduced.reduction = "none"
     classes = isinstance(loss_fn, (nn.CrossEntropyLoss, nn.NLLLoss))

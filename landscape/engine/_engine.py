@@ -22,6 +22,9 @@ from typing import Any
 import numpy as np
 import torch
 from torch import nn
+from torch.func import functional_call, vmap
+
+from landscape.engine._batched import batched_loss, sequential_forward
 
 __all__: list[str] = []
 _log = logging.getLogger("landscape")
@@ -171,8 +174,6 @@ class Engine:
     # -- several points per call --------------------------------------------------
     def _vmapped(self) -> Any:
         if self._batched is None:
-            from landscape.engine._batched import batched_loss, sequential_forward
-
             net, names, loss_fn, keep = self.net, self.names, self.loss_fn, bool(self.metrics)
             fwd = sequential_forward(net, names, self.eval_mode, (self.c, self.v, self.w))
             if fwd is not None:  # plain stack of layers: baddbmm per layer, vmap only the loss
@@ -184,8 +185,6 @@ class Engine:
 
                 self._batched = direct
                 return direct
-            from torch.func import functional_call, vmap
-
             def one(params: tuple, x: torch.Tensor, y: torch.Tensor) -> Any:
                 out = functional_call(net, dict(zip(names, params)), (x,))
                 loss = _mean_loss(loss_fn(out, y), x.shape[0], loss_fn)

@@ -20,6 +20,10 @@ from typing import Any
 
 import numpy as np
 import torch
+import torch.distributed as td
+
+from collector.common import InvalidParameterError
+from landscape.execution._devices import cpu_count, fail_message
 
 __all__: list[str] = []
 _log = logging.getLogger("landscape")
@@ -37,8 +41,6 @@ class Dist:
     """This process's place in the process group, and the collectives the engine needs."""
 
     def __init__(self, owns_group: bool) -> None:
-        import torch.distributed as td
-
         self.td = td
         self.owns_group = owns_group
         self.rank = td.get_rank()
@@ -50,8 +52,6 @@ class Dist:
             self.device = f"cuda:{torch.cuda.current_device()}"
             self.threads = 0
         else:
-            from landscape.execution._pool import cpu_count
-
             self.device = "cpu"
             # the processes of one machine split its cores
             self.threads = max(1, cpu_count() // max(1, local_world))
@@ -79,8 +79,6 @@ class Dist:
             label: str, on_chunk: Callable[[int, int, dict[str, np.ndarray]], None]) -> int:
         """Evaluate ``chunks`` round-robin over the ranks; ``on_chunk`` sees every chunk of
         every rank, on every rank. Returns the points this rank evaluated."""
-        from landscape.execution._pool import fail_message
-
         if self.threads:
             torch.set_num_threads(self.threads)
         engine = None
@@ -136,8 +134,6 @@ def detect(switch: bool | None, caller: str, timeout_s: float = 1800.0) -> Dist 
     torchrun's environment, True requires one, False runs in this process alone."""
     if switch is False:
         return None
-    import torch.distributed as td
-
     if not td.is_available():
         if switch:
             raise RuntimeError(f"distributed=True in {caller}, but this PyTorch build has no "
@@ -169,15 +165,11 @@ def check_devices_for_dist(distributed: bool | None, device_ids: Any, caller: st
     """``device_ids`` must be None when the call will run distributed."""
     if distributed is False or device_ids is None:
         return
-    import torch.distributed as td
-
     if td.is_available() and td.is_initialized():
         several = td.get_world_size() > 1
     else:
         several = int(os.environ.get("WORLD_SIZE", "1")) > 1
     if several or distributed:
-        from collector.common._validation import InvalidParameterError
-
         raise InvalidParameterError(
             f"The 'device_ids' parameter of {caller} must be None in a distributed run; got "
             f"{device_ids!r}. HINT: each process uses one device (cuda:LOCAL_RANK, or the CPU): "

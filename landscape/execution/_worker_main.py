@@ -15,6 +15,11 @@ import sys
 from multiprocessing.connection import Connection
 from typing import Any
 
+import torch
+
+from landscape.engine._engine import Engine
+from landscape.execution._devices import fail_message
+
 __all__: list[str] = []
 
 
@@ -45,12 +50,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     assert kind == "init"
     sys.path[:] = list(dict.fromkeys(list(sys_path) + sys.path))  # the caller's modules import here
-    import torch
-
     if threads:
         torch.set_num_threads(int(threads))
-    from landscape.engine._engine import Engine
-    from landscape.execution._pool import fail_message
 
     engines: dict[tuple[str, str], Any] = {}
     while True:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
@@ -12,14 +13,16 @@ import numpy as np
 import torch
 from torch import nn
 
-from landscape.geometry._directions import grid_axes, random_directions
+from collector.train import get_metric
+from collector.trajectory import load_checkpoint
 from landscape.engine._engine import Engine, activation_elements, plan
-from landscape.geometry._pca import pca_trajectory
-from landscape.result._landscape import Landscape, LossPath
-from landscape.geometry._state import check_keys, flat_float, load_state, moved_names
 from landscape.execution._distributed import Dist, on_root
+from landscape.execution._run import run_points, start_pool, stop_pool
+from landscape.geometry._directions import grid_axes, random_directions
+from landscape.geometry._pca import pca_trajectory
+from landscape.geometry._state import check_keys, flat_float, moved_names
 from landscape.io._store import Partial, Store, jsonable
-from landscape.execution._pool import run_points, start_pool, stop_pool
+from landscape.result._landscape import Landscape, LossPath
 
 __all__: list[str] = []
 _log = logging.getLogger("landscape")
@@ -79,7 +82,7 @@ def _prepare(network: nn.Module, inputs: torch.Tensor, names: list[str], label: 
         def load(k: int) -> list[torch.Tensor]:
             if k == n - 1:
                 return ref
-            sd = load_state(trajectory[k], what=f"checkpoint {k} of {label}")
+            sd = load_checkpoint(trajectory[k], what=f"checkpoint {k} of {label}")
             check_keys(network, sd, what=f"checkpoint {k} of {label}")
             return flat_float(sd, names)
 
@@ -124,7 +127,7 @@ def _centre(network: nn.Module, trajectory: Sequence[Any] | None, centre: Mappin
             label: str) -> Mapping[str, torch.Tensor]:
     """The trajectory's last checkpoint, else ``centre``, else the network's own state."""
     if trajectory is not None:
-        return load_state(trajectory[-1], what=f"checkpoint {len(trajectory) - 1} of {label}")
+        return load_checkpoint(trajectory[-1], what=f"checkpoint {len(trajectory) - 1} of {label}")
     if centre is not None:
         return centre
     return {k: v.detach().cpu() for k, v in network.state_dict().items()}
@@ -277,8 +280,6 @@ def _build(network: nn.Module, loss_fn: Callable, inputs: torch.Tensor, labels: 
 
 
 def _copy_with(network: nn.Module, centre: Mapping[str, torch.Tensor]) -> nn.Module:
-    import copy
-
     net = copy.deepcopy(network).cpu()
     net.load_state_dict(centre)
     net.eval()
@@ -290,8 +291,6 @@ def _usable_metrics(metrics: Any) -> dict[str, Any]:
     if not metrics:
         return {}
     if isinstance(metrics, (set, list, tuple)):
-        from collector.train._metrics import get_metric
-
         metrics = {str(n): get_metric(n) for n in metrics}
     return {str(k): m for k, m in dict(metrics).items()
             if getattr(m, "metric_inputs", None) != "loss" and (callable(m) or hasattr(m, "update"))}

@@ -7,12 +7,18 @@ from typing import Any, Literal
 
 from torch import nn
 
-from collector.common._validation import InstanceOf, Interval, InvalidParameterError, Options, check_param
-from landscape.generate._build import build_landscape
-from landscape.execution._distributed import check_devices_for_dist
+from collector.common import (
+    InstanceOf,
+    Interval,
+    InvalidParameterError,
+    Options,
+    check_param,
+)
 from landscape.engine._data import collate
+from landscape.execution._devices import resolve_devices
+from landscape.execution._distributed import check_devices_for_dist, detect
+from landscape.generate._build import build_landscape
 from landscape.result._landscape import Landscape
-from landscape.execution._pool import resolve_devices
 
 __all__ = ["compute_landscape"]
 _CALLER = "compute_landscape"
@@ -124,8 +130,6 @@ def compute_landscape(
     trajectory = list(checkpoints) if checkpoints is not None else None
     if kind != "pca" and trajectory is not None:
         trajectory = trajectory[-1:]
-    from landscape.execution._distributed import detect
-
     dist = detect(distributed, _CALLER)
     try:
         return build_landscape(network, loss_fn, inputs, labels, kind=kind, trajectory=trajectory,

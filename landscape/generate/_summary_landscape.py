@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import shutil
@@ -13,28 +12,32 @@ from typing import Any
 
 from torch import nn
 
-from collector.common._validation import Interval, Options, check_param
-from landscape.generate._compute import check_common
-from landscape.generate._build import build_landscape
+from collector.common import check_param
+from collector.summary import SummaryRecord
+from collector.trajectory import (
+    CKPT_DIR,
+    METADATA_FILE,
+    TrainMetadata,
+    load_checkpoint,
+    read_train_metadata,
+    validate_collect_landscape,
+)
 from landscape.engine._data import collate
+from landscape.execution._devices import resolve_devices
+from landscape.execution._distributed import check_devices_for_dist, detect, on_root
+from landscape.execution._run import start_pool, stop_pool
+from landscape.generate._build import build_landscape
+from landscape.generate._compute import check_common
+from landscape.geometry._state import check_keys
 from landscape.io._store import Store, file_digest, model_digest, tensor_digest
 from landscape.result._landscape import Landscape
-from landscape.geometry._state import check_keys, load_state
-from landscape.execution._distributed import check_devices_for_dist, detect, on_root
-from landscape.execution._pool import resolve_devices, start_pool, stop_pool
 
 __all__ = ["SummaryLandscape"]
 _log = logging.getLogger("landscape")
 _GEN = "SummaryLandscape.gen_landscapes_with_multi_process"
-_KEYS = ("epoch_group", "model_params_file_map", "step_per_epoch", "unit", "num_samples",
-         "landscape_size", "create_landscape")
 
 
 def _validate_override(value: Any) -> dict[str, Any]:
-    try:
-        from collector.collect._landscape import validate_collect_landscape
-    except ImportError:  # pragma: no cover - the collector ships it
-        raise
     return validate_collect_landscape(value, _GEN, name="collect_landscape", require_intervals=False,
                                       fill_defaults=False)
 
@@ -59,60 +62,13 @@ class SummaryLandscape:
     def __init__(self, summary_dir: str | os.PathLike) -> None:
         check_param("summary_dir", summary_dir, ["path"], caller="SummaryLandscape")
         self.summary_dir = os.fspath(summary_dir)
-        self.ckpt_dir = os.path.join(self.summary_dir, "ckpt_dir")
-        self.metadata_path = os.path.join(self.ckpt_dir, "train_metadata.json")
+        self.ckpt_dir = os.path.join(self.summary_dir, CKPT_DIR)
+        self.metadata_path = os.path.join(self.ckpt_dir, METADATA_FILE)
         self.last_stats: dict[str, dict[str, int]] = {}
 
     # -- metadata -----------------------------------------------------------------
-    def _read_metadata(self) -> dict[str, Any]:
-        path = self.metadata_path
-        if not os.path.isfile(path):
-            raise FileNotFoundError(f"train_metadata.json not found at {path!r}. HINT: train with "
-                                    "SummaryCollector(collect_specified_data={'collect_landscape': ...}).")
-        try:
-            with open(path, encoding="utf-8") as fh:
-                md = json.load(fh)
-        except (OSError, ValueError) as exc:
-            raise ValueError(f"train_metadata.json at {path!r} is not valid JSON: {exc}") from None
-        if not isinstance(md, dict):
-            raise ValueError(f"train_metadata.json at {path!r} must hold a JSON object; got {type(md).__name__}.")
-        missing = [k for k in _KEYS if k not in md]
-        if missing:
-            raise ValueError(f"train_metadata.json at {path!r} lacks the key(s) {missing}.")
-        caller = f"train_metadata.json ({path})"
-        for key in ("epoch_group", "model_params_file_map"):
-            if not isinstance(md[key], dict):
-                raise ValueError(f"The {key!r} key of {caller} must be an object; got {md[key]!r}.")
-        check_param("step_per_epoch", md["step_per_epoch"], [Interval(int, 0, None)], caller=caller)
-        check_param("unit", md["unit"], [Options(("step", "epoch"))], caller=caller)
-        check_param("num_samples", md["num_samples"], [Interval(int, 1, None)], caller=caller)
-        check_param("landscape_size", md["landscape_size"], [Interval(int, 3, 256)], caller=caller)
-        cl = md["create_landscape"]
-        if not (isinstance(cl, dict) and all(isinstance(cl.get(k), bool) for k in ("train", "result"))):
-            raise ValueError(f"The 'create_landscape' key of {caller} must be "
-                             f'{{"train": bool, "result": bool}}; got {cl!r}.')
-        intervals = []
-        for k in sorted(md["epoch_group"], key=lambda s: int(s) if str(s).isdigit() else 0):
-            iv = md["epoch_group"][k]
-            if not (isinstance(iv, list) and all(isinstance(n, int) and not isinstance(n, bool) for n in iv)):
-                raise ValueError(f"The 'epoch_group' key of {caller} must map to lists of ints; "
-                                 f"got {k!r}: {iv!r}.")
-            intervals.append(list(iv))
-        return {"intervals": intervals, "files": dict(md["model_params_file_map"]),
-                "step_per_epoch": md["step_per_epoch"], "unit": md["unit"],
-                "num_samples": md["num_samples"], "landscape_size": md["landscape_size"],
-                "create_landscape": dict(cl)}
-
-    def _checkpoint_path(self, files: dict[str, Any], number: int, unit: str) -> str:
-        name = files.get(str(number))
-        if not isinstance(name, str):
-            raise FileNotFoundError(f"No checkpoint was collected for {unit} {number}: it is not in "
-                                    f"model_params_file_map of {self.metadata_path!r}.")
-        path = name if os.path.isabs(name) else os.path.join(self.ckpt_dir, name)
-        if not os.path.isfile(path):
-            raise FileNotFoundError(f"The checkpoint of {unit} {number} ({name!r}) is missing: "
-                                    f"{path!r} does not exist.")
-        return path
+    def _read_metadata(self) -> TrainMetadata:
+        return read_train_metadata(self.metadata_path)
 
     # -- public -------------------------------------------------------------------
     def gen_landscapes_with_multi_process(
@@ -176,7 +132,8 @@ class SummaryLandscape:
         check_param("restart", restart, ["boolean"], caller=_GEN)
         check_param("distributed", distributed, [None, "boolean"], caller=_GEN)
         override = {} if collect_landscape is None else _validate_override(collect_landscape)
-        cfg = self._read_metadata()
+        metadata = self._read_metadata()
+        cfg: dict[str, Any] = dict(vars(metadata))
         cfg.update({k: v for k, v in override.items()})
         unit = cfg["unit"]
         create = cfg["create_landscape"]
@@ -186,7 +143,7 @@ class SummaryLandscape:
                              "is empty and collect_landscape gives no 'intervals'.")
         needed = sorted({n for iv in intervals for n in iv}) if create["train"] else (
             [intervals[-1][-1]] if create["result"] else [])
-        paths = {n: self._checkpoint_path(cfg["files"], n, unit) for n in needed}
+        paths = {n: metadata.checkpoint_path(self.ckpt_dir, n) for n in needed}
         check_devices_for_dist(distributed, device_ids, _GEN)
         devices, threads = resolve_devices(None if device_ids is None else list(device_ids), _GEN)
         got = callback_fn()
@@ -206,7 +163,7 @@ class SummaryLandscape:
             raise ValueError(f"callback_fn must return a dict of metrics or None as its fourth item; "
                              f"got {type(metrics).__name__}.")
         for n, path in paths.items():  # every checkpoint matches the network before any work
-            check_keys(network, load_state(path, what=f"{unit} {n}"),
+            check_keys(network, load_checkpoint(path, what=f"{unit} {n}"),
                        what=f"the checkpoint of {unit} {n} ({os.path.basename(path)})")
         inputs, labels = collate(dataset, cfg["num_samples"], caller=_GEN)
         out_dir = os.fspath(output) if output is not None else self.summary_dir
@@ -290,8 +247,6 @@ class SummaryLandscape:
         """The summary events (landscapes.h5 was written landscape by landscape)."""
         if not results:
             return
-        from collector import SummaryRecord
-
         with SummaryRecord(out_dir) as rec:
             for ls in results:
                 rec.add_value("landscape", ls.tag, ls.to_proto())

@@ -1,8 +1,7 @@
-"""Which tensors move, checkpoint loading and key checks (private)."""
+"""Which tensors move, and whether a state dict fits the network (private)."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -30,22 +29,6 @@ def moved_names(network: nn.Module, ignore: str | None) -> tuple[list[str], list
         else:
             moved.append(name)
     return moved, still
-
-
-def load_state(item: Any, *, what: str) -> dict[str, torch.Tensor]:
-    """A state dict from a mapping or a checkpoint path (``torch.load(weights_only=True)``)."""
-    if isinstance(item, Mapping):
-        return {k: (v.detach().cpu() if isinstance(v, torch.Tensor) else v) for k, v in item.items()}
-    if isinstance(item, (str, os.PathLike)):
-        path = os.fspath(item)
-        if not os.path.isfile(path):
-            raise FileNotFoundError(f"{what}: checkpoint file {path!r} does not exist.")
-        sd = torch.load(path, map_location="cpu", weights_only=True)
-        if not isinstance(sd, Mapping):
-            raise ValueError(f"{what}: checkpoint file {path!r} does not hold a state dict "
-                             f"(got {type(sd).__name__}).")
-        return dict(sd)
-    raise TypeError(f"{what} must be a state dict or a checkpoint path; got {type(item).__name__}.")
 
 
 def check_keys(network: nn.Module, state: Mapping[str, Any], *, what: str) -> None:

@@ -1,29 +1,89 @@
-"""``landscapes.h5``: one group per tag, Li et al.'s dataset names (private)."""
+"""HDF5 files of landscapes: the one module that reads and writes them (private).
+
+One layout everywhere, Li et al.'s (``h52vtp.py`` and ``plot_2D.py`` read it), in a
+group per tag of ``landscapes.h5`` or at the root of a one-landscape file
+(``viz.export(ls, "x.h5")``):
+
+* ``xcoordinates`` (nx,), ``ycoordinates`` (ny,), ``train_loss`` (ny, nx);
+* each extra surface under its own name (``train_acc``), or ``surface_{name}`` when the
+  name is one of the layout's (``surface_path``); files written before this layout kept
+  every surface as ``surface_{name}``, which still reads;
+* ``convergence_point`` (3,), the group ``path`` (``x``, ``y``, ``z``, ``intervals``);
+* the metadata as attributes: numbers and numeric lists as they are, strings, and
+  dicts and lists holding strings as JSON text (``moved_parameters``); at the root,
+  also ``tag``.
+
+Li et al.'s own files (no ``convergence_point``; ``train_loss`` allocated (nx, ny) but
+filled in ``meshgrid(x, y)`` order, i.e. (ny, nx) row-major) read too; their trained
+model sits at (0, 0), so the grid point nearest it is the convergence point.
+
+``landscapes.h5`` also holds unfinished landscapes under ``/_in_progress``; those are
+:mod:`landscape.io._store`'s, which reads and writes them through :func:`rewrite` and
+:func:`open_h5` here. Every change of groups is made in a copy that atomically replaces
+the file (:func:`rewrite`), so a crash never leaves a damaged file.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import glob
 import json
 import os
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
+import h5py
 import numpy as np
 
-from landscape.result._landscape import Landscape, LossPath
+from collector.common import atomic_path
+from landscape.result import Landscape, LossPath
 
-__all__: list[str] = []
-_NOT_METADATA = ("fingerprint",)
+__all__ = ["read_h5", "write_h5", "write_h5_single", "write_group", "read_group", "rewrite", "drop_stale_copies",
+           "is_hdf5", "Partial", "landscape_status", "read_progress", "write_progress", "progress_writer",
+           "H5_NAME", "PROGRESS", "SCHEMA_VERSION"]
+
+H5_NAME = "landscapes.h5"
+PROGRESS = "_in_progress"
+SCHEMA_VERSION = 3
+_LAYOUT = ("xcoordinates", "ycoordinates", "train_loss", "convergence_point", "path")
+_NOT_METADATA = ("fingerprint", "tag", "convergence_point")
+_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 
 
-def write_group(fh: Any, ls: Landscape) -> None:
-    """Write ``ls`` as the group ``/{tag}`` of the open HDF5 file ``fh``."""
-    tag = ls.tag or "landscape"
-    g = fh.create_group(tag)
+def is_hdf5(path: str | os.PathLike) -> bool:
+    """Whether ``path`` starts with the HDF5 signature."""
+    with open(path, "rb") as fh:
+        return fh.read(8) == _SIGNATURE
+
+
+def _dataset_name(surface: str) -> str:
+    return f"surface_{surface}" if surface in _LAYOUT or surface.startswith("surface_") else surface
+
+
+def _attr_value(val: Any) -> Any:
+    if isinstance(val, dict) or (isinstance(val, (list, tuple)) and any(isinstance(v, str) for v in val)):
+        return json.dumps(val if isinstance(val, dict) else list(val))
+    if isinstance(val, (list, tuple, np.ndarray)):
+        return np.asarray(val)
+    return val
+
+
+def write_group(target: Any, ls: Landscape, *, name: str | None = None) -> None:
+    """Write ``ls`` into the open HDF5 file or group ``target``: as the group ``name`` (default
+    its tag), or, with ``name=""``, at ``target`` itself (a one-landscape file)."""
+    if name == "":
+        g = target
+        if ls.tag:
+            g.attrs["tag"] = ls.tag
+    else:
+        g = target.create_group(name or ls.tag or "landscape")
     g.create_dataset("xcoordinates", data=np.asarray(ls.x, dtype=np.float64))
     g.create_dataset("ycoordinates", data=np.asarray(ls.y, dtype=np.float64))
     g.create_dataset("train_loss", data=np.asarray(ls.z, dtype=np.float64))
     g.create_dataset("convergence_point", data=np.asarray(ls.convergence_point, dtype=np.float64))
-    for name, surf in ls.surfaces.items():
-        g.create_dataset(f"surface_{name}", data=np.asarray(surf, dtype=np.float64))
+    for surface, values in ls.surfaces.items():
+        g.create_dataset(_dataset_name(str(surface)), data=np.asarray(values, dtype=np.float64))
     if ls.path is not None:
         p = g.create_group("path")
         p.create_dataset("x", data=np.asarray(ls.path.x, dtype=np.float64))
@@ -31,33 +91,8 @@ def write_group(fh: Any, ls: Landscape) -> None:
         p.create_dataset("z", data=np.asarray(ls.path.z, dtype=np.float64))
         p.create_dataset("intervals", data=np.asarray(ls.path.intervals, dtype=np.int64))
     for key, val in ls.metadata.items():
-        if val is None:
-            continue
-        if isinstance(val, (list, tuple)) and any(isinstance(v, str) for v in val):
-            g.attrs[key] = json.dumps(list(val))
-        elif isinstance(val, (list, tuple, np.ndarray)):
-            g.attrs[key] = np.asarray(val)
-        elif isinstance(val, dict):
-            g.attrs[key] = json.dumps(val)
-        else:
-            g.attrs[key] = val
-
-
-def write_h5(path: str | os.PathLike, landscapes: list[Landscape]) -> None:
-    """Write (or replace) one group per landscape tag in the HDF5 file ``path``.
-
-    The file is replaced atomically (a copy written, then renamed): a crash leaves the old
-    file or the new one, never a damaged one.
-    """
-    from landscape.io._store import Store
-
-    tags = [ls.tag or "landscape" for ls in landscapes]
-
-    def add(fh: Any) -> None:
-        for ls in landscapes:
-            write_group(fh, ls)
-
-    Store(path).rewrite(drop=tags, drop_progress=tags, add=add)
+        if val is not None and key not in _NOT_METADATA:
+            g.attrs[key] = _attr_value(val)
 
 
 def _attr(v: Any) -> Any:
@@ -75,23 +110,188 @@ def _attr(v: Any) -> Any:
     return v
 
 
-def read_h5(path: str | os.PathLike) -> dict[str, Landscape]:
-    """Every landscape of ``path`` by tag."""
-    import h5py
+def read_group(g: Any, tag: str) -> Landscape:
+    """A Landscape from a group (or a file's root) in the layout above, ours or Li et al.'s."""
+    x = np.asarray(g["xcoordinates"][()], dtype=np.float64).reshape(-1)
+    y = np.asarray(g["ycoordinates"][()], dtype=np.float64).reshape(-1)
 
+    def grid(dataset: str) -> np.ndarray:
+        # Li et al. allocate (len(x), len(y)) but fill it in meshgrid(x, y).ravel() order,
+        # which is (len(y), len(x)) row-major: the flat order is what counts.
+        return np.asarray(g[dataset][()], dtype=np.float64).reshape(y.size, x.size)
+
+    z = grid("train_loss")
+    surfaces = {}
+    for dataset, item in g.items():
+        if dataset in _LAYOUT or not isinstance(item, h5py.Dataset) or int(np.prod(item.shape)) != z.size:
+            continue
+        surfaces[dataset[len("surface_"):] if dataset.startswith("surface_") else dataset] = grid(dataset)
+    md = {k: _attr(v) for k, v in g.attrs.items() if k not in _NOT_METADATA}
+    path = None
+    if "path" in g and isinstance(g["path"], h5py.Group):
+        p = g["path"]
+        path = LossPath(p["x"][()], p["y"][()], p["z"][()], [int(i) for i in p["intervals"][()]])
+    if "convergence_point" in g:
+        cp = tuple(float(c) for c in np.ravel(g["convergence_point"][()])[:3])
+    elif "convergence_point" in g.attrs:  # one-landscape files written before SCHEMA_VERSION 3
+        cp = tuple(float(c) for c in np.ravel(g.attrs["convergence_point"])[:3])
+    else:  # Li et al.: the trained model sits at (0, 0); take the grid point nearest it
+        i, j = int(np.argmin(np.abs(y))), int(np.argmin(np.abs(x)))
+        cp = (float(x[j]), float(y[i]), float(z[i, j]))
+    return Landscape(x=x, y=y, z=z, path=path, convergence_point=(cp[0], cp[1], cp[2]), metadata=md,
+                     surfaces=surfaces, tag=tag)
+
+
+def read_h5(path: str | os.PathLike) -> dict[str, Landscape]:
+    """Every finished landscape of an HDF5 file, by tag.
+
+    ``landscapes.h5`` (one group per tag; unfinished ones under ``/_in_progress`` are
+    left out), a file ``viz.export`` wrote, or one of Li et al.'s (the tag is the file's
+    stem when the file does not record one).
+    """
     out = {}
     with h5py.File(path, "r") as fh:
+        if "train_loss" in fh and "xcoordinates" in fh:  # one landscape at the root
+            tag = fh.attrs.get("tag", os.path.splitext(os.path.basename(os.fspath(path)))[0])
+            tag = tag.decode() if isinstance(tag, bytes) else str(tag)
+            return {tag: read_group(fh, tag)}
         for tag, g in fh.items():
-            if tag.startswith("_") or "train_loss" not in g:  # unfinished landscapes (_in_progress)
+            if tag.startswith("_") or not isinstance(g, h5py.Group) or "train_loss" not in g:
                 continue
-            path_obj = None
-            if "path" in g:
-                p = g["path"]
-                path_obj = LossPath(p["x"][()], p["y"][()], p["z"][()], [int(i) for i in p["intervals"][()]])
-            md = {k: _attr(v) for k, v in g.attrs.items() if k not in _NOT_METADATA}
-            surfaces = {k[len("surface_"):]: g[k][()] for k in g if k.startswith("surface_")}
-            cp = g["convergence_point"][()]
-            out[tag] = Landscape(x=g["xcoordinates"][()], y=g["ycoordinates"][()], z=g["train_loss"][()],
-                                 path=path_obj, convergence_point=tuple(float(c) for c in cp),
-                                 metadata=md, surfaces=surfaces, tag=tag)
+            out[tag] = read_group(g, tag)
     return out
+
+
+def drop_stale_copies(path: str | os.PathLike, alive: Callable[[int], bool]) -> None:
+    """Remove the copies :func:`rewrite` left when its process was killed (never the live file)."""
+    for tmp in glob.glob(glob.escape(os.fspath(path)) + ".tmp-*"):
+        pid = tmp.rsplit("-", 1)[-1]
+        if pid.isdigit() and int(pid) != os.getpid() and not alive(int(pid)):
+            with contextlib.suppress(OSError):
+                os.remove(tmp)
+
+
+def rewrite(path: str | os.PathLike, *, drop: Sequence[str] = (), drop_progress: Sequence[str] = (),
+            add: Callable[[Any], None] | None = None) -> None:
+    """Copy the file without the groups ``drop`` (finished) and ``drop_progress`` (unfinished),
+    let ``add`` write into the copy, then atomically replace the file by the copy
+    (``fsync``-ed: the copy is complete before it becomes the file)."""
+    target = os.fspath(path)
+    with atomic_path(target, durable=True) as tmp:
+        with h5py.File(tmp, "w") as dst:
+            if os.path.exists(target):
+                with h5py.File(target, "r") as src:
+                    for k, v in src.attrs.items():
+                        dst.attrs[k] = v
+                    for name in src:
+                        if name == PROGRESS:
+                            for t in src[PROGRESS]:
+                                if t not in drop_progress:
+                                    src.copy(src[PROGRESS][t], dst.require_group(PROGRESS), name=t)
+                        elif name not in drop:
+                            src.copy(src[name], dst, name=name)
+            dst.attrs["schema_version"] = SCHEMA_VERSION
+            if PROGRESS in dst and not len(dst[PROGRESS]):
+                del dst[PROGRESS]
+            if add is not None:
+                add(dst)
+
+
+def write_h5(path: str | os.PathLike, landscapes: list[Landscape]) -> None:
+    """Write (or replace) one group per landscape tag in the HDF5 file ``path``.
+
+    The file is replaced atomically (a copy written, then renamed): a crash leaves the old
+    file or the new one, never a damaged one.
+    """
+    tags = [ls.tag or "landscape" for ls in landscapes]
+
+    def add(fh: Any) -> None:
+        for ls in landscapes:
+            write_group(fh, ls)
+
+    rewrite(path, drop=tags, drop_progress=tags, add=add)
+
+
+def write_h5_single(path: str | os.PathLike, ls: Landscape) -> None:
+    """A file holding ``ls`` alone, at its root (what Li et al.'s scripts read), written atomically."""
+    with atomic_path(path) as tmp:
+        with h5py.File(tmp, "w") as fh:
+            write_group(fh, ls, name="")
+            fh.attrs["schema_version"] = SCHEMA_VERSION
+
+
+# -- unfinished landscapes (/_in_progress/{tag}), for landscape.io._store ---------------
+@dataclass
+class Partial:
+    """A landscape's definition and its finished points, as stored."""
+
+    md: dict[str, Any]
+    x: np.ndarray
+    y: np.ndarray
+    points: np.ndarray
+    n_path: int
+    intervals: list[int] | None
+    v: np.ndarray
+    w: np.ndarray
+    values: dict[str, np.ndarray]
+    done: np.ndarray = field(repr=False)
+
+
+def landscape_status(path: str | os.PathLike, tag: str) -> tuple[str, str | None]:
+    """("absent" | "partial" | "complete", the stored fingerprint's JSON text or None)."""
+    with h5py.File(path, "r") as fh:
+        if PROGRESS in fh and tag in fh[PROGRESS]:
+            return "partial", str(fh[PROGRESS][tag].attrs["fingerprint"])
+        if tag in fh and "train_loss" in fh[tag]:
+            fp = fh[tag].attrs.get("fingerprint")
+            return "complete", (str(fp) if fp is not None else None)
+    return "absent", None
+
+
+def read_progress(path: str | os.PathLike, tag: str) -> Partial:
+    """The definition and finished points of the unfinished landscape ``tag``."""
+    with h5py.File(path, "r") as fh:
+        g = fh[PROGRESS][tag]
+        values = {k[len("value_"):]: g[k][()] for k in g if k.startswith("value_")}
+        return Partial(md=json.loads(g.attrs["metadata"]), x=g["x"][()], y=g["y"][()],
+                       points=g["points"][()], n_path=int(g.attrs["n_path"]),
+                       intervals=[int(i) for i in g["intervals"][()]] if "intervals" in g else None,
+                       v=g["v"][()], w=g["w"][()], values=values, done=g["done"][()].astype(bool))
+
+
+def write_progress(fh: Any, tag: str, fingerprint: str, metadata: str, part: Partial) -> None:
+    """Write the group ``/_in_progress/{tag}`` into the open file ``fh`` (inside :func:`rewrite`).
+
+    Every dataset's storage is allocated now (data given), so :func:`progress_writer` later
+    only overwrites raw values: no HDF5 metadata changes after this.
+    """
+    g = fh.require_group(PROGRESS).create_group(tag)
+    g.attrs["fingerprint"] = fingerprint
+    g.attrs["metadata"] = metadata
+    g.attrs["n_path"] = int(part.n_path)
+    g.create_dataset("x", data=np.asarray(part.x, dtype=np.float64))
+    g.create_dataset("y", data=np.asarray(part.y, dtype=np.float64))
+    g.create_dataset("points", data=np.asarray(part.points, dtype=np.float64))
+    if part.intervals is not None:
+        g.create_dataset("intervals", data=np.asarray(part.intervals, dtype=np.int64))
+    g.create_dataset("v", data=np.asarray(part.v, dtype=np.float32))
+    g.create_dataset("w", data=np.asarray(part.w, dtype=np.float32))
+    for name, arr in part.values.items():
+        g.create_dataset(f"value_{name}", data=np.asarray(arr, dtype=np.float64))
+    g.create_dataset("done", data=part.done.astype(np.uint8))
+
+
+@contextlib.contextmanager
+def progress_writer(path: str | os.PathLike, tag: str) -> Iterator[Callable[[int, int, Mapping[str, np.ndarray]], None]]:
+    """A writer of finished chunks of ``tag``: values first, flushed, then their ``done`` flags."""
+    with h5py.File(path, "r+") as fh:
+        g = fh[PROGRESS][tag]
+
+        def write(lo: int, hi: int, res: Mapping[str, np.ndarray]) -> None:
+            for name, arr in res.items():
+                g[f"value_{name}"][lo:hi] = np.asarray(arr, dtype=np.float64)
+            fh.flush()
+            g["done"][lo:hi] = 1
+            fh.flush()
+
+        yield write

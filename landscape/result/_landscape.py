@@ -7,6 +7,9 @@ from typing import Any
 
 import numpy as np
 
+from collector import proto
+from landscape.result._display import png_renderer
+
 __all__ = ["Landscape", "LossPath"]
 
 
@@ -54,8 +57,6 @@ class Landscape:
 
     def to_proto(self) -> Any:
         """The ``proto.LossLandscape`` message, filled as MindSpore 2.10 fills it."""
-        from collector import proto
-
         def tensor(values: Any, dtype: int, dims: list[int] | None = None) -> Any:
             arr = np.asarray(values, dtype=np.float64)
             return proto.TensorProto(dims=list(arr.shape) if dims is None else dims, data_type=dtype,
@@ -87,18 +88,13 @@ class Landscape:
         return msg
 
     def _repr_png_(self) -> bytes | None:
-        """Jupyter shows a Landscape as its filled-contour plot (viz is optional here)."""
-        try:
-            from viz import repr_png
-        except ImportError:
-            return None
-        return repr_png(self)
+        """Jupyter shows a Landscape as its filled-contour plot (drawn by the renderer ``viz`` registers)."""
+        render = png_renderer()
+        return None if render is None else render(self)
 
     @classmethod
     def from_proto(cls, msg: Any, tag: str | None = None) -> Landscape:
         """Build a Landscape from a ``proto.LossLandscape`` (or its serialized bytes)."""
-        from collector import proto
-
         if isinstance(msg, (bytes, bytearray)):
             msg = proto.LossLandscape.FromString(bytes(msg))
 

@@ -10,7 +10,8 @@ from torch import nn
 
 from collector import Callback, CheckpointConfig, InvalidParameterError, Model, ModelCheckpoint
 from collector.train import _checkpoint
-from collector.trajectory import _state_io
+from collector.common._torch import unwrap_module
+from collector.trajectory import _checkpoints as _state_io
 def _data(n=5):
     g = torch.Generator().manual_seed(0)
     return [(torch.randn(4, 3, generator=g), torch.randn(4, 1, generator=g)) for _ in range(n)]
@@ -132,9 +133,9 @@ def test_save_by_seconds_and_keep_per_minutes(tmp_path, monkeypatch):
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")  # torch.compile imports deprecated jit bits
 def test_unwrap_module():
     inner = nn.Linear(2, 2)
-    assert _state_io.unwrap_module(nn.DataParallel(inner)) is inner
+    assert unwrap_module(nn.DataParallel(inner)) is inner
     compiled = torch.compile(inner)
-    assert _state_io.unwrap_module(compiled) is inner
+    assert unwrap_module(compiled) is inner
     state = _state_io.cpu_state_dict(inner)
     with torch.no_grad():
         inner.weight.add_(1)

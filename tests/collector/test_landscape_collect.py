@@ -7,7 +7,7 @@ import re
 import pytest
 
 from collector import InvalidParameterError, SummaryCollector
-from collector.collect._landscape import LANDSCAPE_DEFAULTS, validate_collect_landscape
+from collector.trajectory import LANDSCAPE_DEFAULTS, validate_collect_landscape
 
 KEY = "collect_specified_data['collect_landscape']"
 GOOD = {"intervals": [[1, 2, 3]]}
@@ -143,7 +143,7 @@ def test_checkpoints_are_snapshots_written_before_the_metadata(tmp_path, monkeyp
 def test_save_file_in_memory_and_streamed_load_the_same(tmp_path, monkeypatch, in_memory):
     import torch
 
-    from collector.trajectory import _state_io
+    from collector.trajectory import _checkpoints as _state_io
     monkeypatch.setattr(_state_io, "IN_MEMORY_SAVE_BYTES", 1 << 30 if in_memory else 0)
     state = {"w": torch.arange(12.0).reshape(3, 4), "n": torch.tensor(7), "nested": {"b": torch.ones(2)}}
     path = str(tmp_path / "x.pt")

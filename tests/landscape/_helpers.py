@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import json
 import os
 
-import numpy as np
-import pytest
 import torch
 from torch import nn
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
 import subprocess
@@ -11,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from landscape.cli._lineage import WhereError, add_lineage_parser, format_table, parse_where, run_lineage
+from landscape.cli._lineage import WhereError, format_table, parse_where, run_lineage
+from landscape.cli._main import build_parser
 from tests.collector.test_lineage_query import write_run
 
 RUNS = {  # name: optimizer, lr, batch size, accuracy
@@ -32,10 +32,7 @@ def base(tmp_path_factory) -> Path:
 
 
 def _run(*argv: str) -> int:
-    parser = argparse.ArgumentParser(prog="landscape")
-    add_lineage_parser(parser.add_subparsers(dest="command"))
-    args = parser.parse_args(["lineage", *argv])
-    assert args.func is run_lineage
+    args = build_parser().parse_args(["lineage", *argv])
     return run_lineage(args)
 
 

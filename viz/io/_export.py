@@ -3,23 +3,20 @@
 from __future__ import annotations
 
 import csv
-import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from collector.common._validation import Options, check_param
-from viz.plots import _style
-if TYPE_CHECKING:  # pragma: no cover
-    from landscape import Landscape
+from collector.common import Options, check_param
+from landscape.io import write_h5_single
+from landscape.result import Landscape
+from viz.io._arrays import check_landscape, surface_values
 
 __all__ = ["export", "FORMATS"]
 
 FORMATS = ("vtp", "csv", "h5")
 _SUFFIX = {".vtp": "vtp", ".csv": "csv", ".h5": "h5", ".hdf5": "h5"}
-_LI_RESERVED = ("xcoordinates", "ycoordinates", "train_loss", "path")
 
 
 def export(landscape: Landscape, path: str | os.PathLike, format: str | None = None) -> Path:
@@ -50,7 +47,7 @@ def export(landscape: Landscape, path: str | os.PathLike, format: str | None = N
     Path
         The file written.
     """
-    ls = _style.check_landscape(landscape, "export")
+    ls = check_landscape(landscape, "export")
     check_param("path", path, ["path"], caller="export")
     check_param("format", format, [None, Options(FORMATS)], caller="export",
                 hint="or leave it None and give path a .vtp, .csv or .h5 suffix.")
@@ -70,7 +67,7 @@ def export(landscape: Landscape, path: str | os.PathLike, format: str | None = N
 def _arrays(ls: Landscape) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     x = np.asarray(ls.x, dtype=np.float64).reshape(-1)
     y = np.asarray(ls.y, dtype=np.float64).reshape(-1)
-    z = _style.surface_values(ls, "loss", "export")
+    z = surface_values(ls, "loss", "export")
     return x, y, z
 
 
@@ -139,32 +136,5 @@ def _write_csv(ls: Landscape, out: Path, x: np.ndarray, y: np.ndarray, z: np.nda
                             *(repr(float(s[i, j])) for _, s in extra)])
 
 
-def _attr(value: Any) -> Any:
-    if isinstance(value, dict):
-        return json.dumps(value)
-    if isinstance(value, (list, tuple)):
-        return np.asarray(value)
-    return value
-
-
 def _write_h5(ls: Landscape, out: Path, x: np.ndarray, y: np.ndarray, z: np.ndarray) -> None:
-    import h5py
-
-    with h5py.File(out, "w") as fh:
-        fh.create_dataset("xcoordinates", data=x)
-        fh.create_dataset("ycoordinates", data=y)
-        fh.create_dataset("train_loss", data=z)
-        for name, surf in ls.surfaces.items():
-            key = f"surface_{name}" if name in _LI_RESERVED else str(name)
-            fh.create_dataset(key, data=np.asarray(surf, dtype=np.float64))
-        if ls.tag:
-            fh.attrs["tag"] = ls.tag
-        fh.attrs["convergence_point"] = np.asarray(ls.convergence_point, dtype=np.float64)
-        for key, val in ls.metadata.items():
-            if val is not None and key not in ("tag", "convergence_point"):
-                fh.attrs[key] = _attr(val)
-        if ls.path is not None:
-            p = fh.create_group("path")
-            for a in "xyz":
-                p.create_dataset(a, data=np.asarray(getattr(ls.path, a), dtype=np.float64))
-            p.create_dataset("intervals", data=np.asarray(ls.path.intervals, dtype=np.int64))
+    write_h5_single(out, ls)

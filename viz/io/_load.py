@@ -2,25 +2,19 @@
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from collector.common._validation import check_param
-
-if TYPE_CHECKING:  # pragma: no cover
-    from landscape import Landscape
+from collector.common import check_param
+from collector.summary import SummaryReader
+from landscape.io import H5_NAME, is_hdf5, read_h5
+from landscape.result import Landscape
 
 __all__ = ["load_landscapes", "find_runs"]
 
 # MindInsight's rule: a run directory holds a file whose name contains "summary." and digits
 _SUMMARY_RE = re.compile(r"summary\.\d+")
-_LI_NAMES = ("xcoordinates", "ycoordinates", "train_loss")
-H5_NAME = "landscapes.h5"
 
 
 def find_runs(base_dir: str | os.PathLike) -> list[Path]:
@@ -81,7 +75,7 @@ def load_landscapes(path: str | os.PathLike) -> list[Landscape]:
                                 f"directory, summary file or HDF5 file. Got {os.fspath(path)!r}, which does not "
                                 "exist.")
     if p.is_file():
-        found = _load_h5(p) if _is_hdf5(p) else _load_summary(p)
+        found = _load_h5(p) if is_hdf5(p) else _load_summary(p)
     else:
         found = _load_summary(p) if any(_SUMMARY_RE.search(f.name) for f in p.iterdir() if f.is_file()) else []
         if not found and (p / H5_NAME).is_file():
@@ -93,16 +87,7 @@ def load_landscapes(path: str | os.PathLike) -> list[Landscape]:
     return found
 
 
-def _is_hdf5(p: Path) -> bool:
-    with open(p, "rb") as fh:
-        head = fh.read(8)
-    return head == b"\x89HDF\r\n\x1a\n"
-
-
 def _load_summary(p: Path) -> list[Landscape]:
-    from collector import SummaryReader
-    from landscape import Landscape
-
     reader = SummaryReader(p)
     by_tag: dict[str, Landscape] = {}
     for _step, tag, msg in reader.landscape_messages():
@@ -111,59 +96,4 @@ def _load_summary(p: Path) -> list[Landscape]:
 
 
 def _load_h5(p: Path) -> list[Landscape]:
-    import h5py
-
-    with h5py.File(p, "r") as fh:
-        if all(name in fh for name in _LI_NAMES):
-            return [_from_li_group(fh, tag=str(fh.attrs.get("tag", p.stem)))]
-        groups = [name for name, item in fh.items() if isinstance(item, h5py.Group) and "train_loss" in item]
-        if not groups:
-            return []
-        if all("convergence_point" in fh[g] for g in groups):
-            from landscape import read_h5
-
-            return list(read_h5(p).values())
-        return [_from_li_group(fh[g], tag=g) for g in groups]
-
-
-def _from_li_group(g: Any, tag: str) -> Landscape:
-    """A Landscape from a group (or file) in Li et al.'s layout, plus our optional extras."""
-    from landscape import Landscape, LossPath
-
-    x = np.asarray(g["xcoordinates"][()], dtype=np.float64).reshape(-1)
-    y = np.asarray(g["ycoordinates"][()], dtype=np.float64).reshape(-1)
-
-    def grid(name: str) -> np.ndarray:
-        a = np.asarray(g[name][()], dtype=np.float64)
-        # Li et al. allocate (len(x), len(y)) but fill it in meshgrid(x, y).ravel() order,
-        # which is (len(y), len(x)) row-major: the flat order is what counts.
-        return a.reshape(y.size, x.size)
-
-    z = grid("train_loss")
-    surfaces = {}
-    for name, item in g.items():
-        if name in _LI_NAMES or not hasattr(item, "shape") or int(np.prod(item.shape)) != z.size:
-            continue
-        surfaces[name] = grid(name)
-    md: dict[str, Any] = {}
-    for k, v in g.attrs.items():
-        if k in ("tag", "convergence_point"):
-            continue
-        v = v.item() if isinstance(v, np.generic) else (v.decode() if isinstance(v, bytes) else v)
-        if isinstance(v, str) and v.startswith("{"):
-            try:
-                v = json.loads(v)
-            except ValueError:
-                pass
-        md[k] = v
-    path = None
-    if "path" in g and hasattr(g["path"], "keys"):
-        pg = g["path"]
-        path = LossPath(pg["x"][()], pg["y"][()], pg["z"][()], [int(i) for i in pg["intervals"][()]])
-    if "convergence_point" in g.attrs:
-        cp = tuple(float(c) for c in np.ravel(g.attrs["convergence_point"])[:3])
-    else:  # Li et al.: the trained model sits at (0, 0); take the grid point nearest it
-        i, j = int(np.argmin(np.abs(y))), int(np.argmin(np.abs(x)))
-        cp = (float(x[j]), float(y[i]), float(z[i, j]))
-    return Landscape(x=x, y=y, z=z, path=path, convergence_point=cp, metadata=md, surfaces=surfaces,
-                     tag=tag)
+    return list(read_h5(p).values())

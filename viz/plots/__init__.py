@@ -1,5 +1,10 @@
 """Matplotlib pictures of landscapes: contours, heatmaps, surfaces, paths, overviews, animations."""
 
+# ruff: noqa: E402 - the backend is chosen before any plotting module can import pyplot
+from viz.plots._style import ensure_headless
+
+ensure_headless()
+
 from viz.plots._animate import animate
 from viz.plots._contour import plot_contour, plot_filled_contour, plot_heatmap
 from viz.plots._overview import compare, plot_overview

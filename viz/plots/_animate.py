@@ -6,8 +6,14 @@ import os
 from pathlib import Path
 from typing import Any
 
-from collector.common._validation import Interval, Options, check_param
+from matplotlib.animation import PillowWriter
+from matplotlib.figure import Figure
+
+from collector.common import Interval, Options, check_param
 from viz.plots import _style
+from viz.plots._overview import PANEL_KINDS, _as_landscapes
+from viz.plots._plot import plot
+
 __all__ = ["animate"]
 
 
@@ -41,12 +47,6 @@ def animate(landscapes: Any, path: str | os.PathLike, *, kind: str = "filled", f
     ValueError
         No PCA landscape to animate.
     """
-    from matplotlib.animation import PillowWriter
-    from matplotlib.figure import Figure
-
-    from viz.plots._overview import PANEL_KINDS, _as_landscapes
-    from viz.plots._plot import plot
-
     caller = "animate"
     items = _as_landscapes(landscapes, "landscapes", caller)
     check_param("path", path, ["path"], caller=caller)

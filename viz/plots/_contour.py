@@ -2,24 +2,23 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
-from collector.common._validation import check_param
-from viz.plots import _path
-from viz.plots import _style
-if TYPE_CHECKING:  # pragma: no cover
-    from matplotlib.axes import Axes
-    from matplotlib.figure import Figure
-
-    from landscape import Landscape
+from collector.common import check_param
+from landscape.result import Landscape
+from viz.io._arrays import check_landscape, surface_values
+from viz.plots import _path, _style
 
 __all__ = ["plot_contour", "plot_filled_contour", "plot_heatmap"]
 
 
 def _check(caller: str, landscape: Any, path: Any, colorbar: Any, **common: Any) -> Landscape:
-    ls = _style.check_landscape(landscape, caller)
+    ls = check_landscape(landscape, caller)
     check_param("path", path, ["boolean"], caller=caller)
     check_param("colorbar", colorbar, ["boolean"], caller=caller)
     _style.check_common(caller, **common)
@@ -28,8 +27,6 @@ def _check(caller: str, landscape: Any, path: Any, colorbar: Any, **common: Any)
 
 def _finish(fig: Figure, ax: Axes, ls: Landscape, mappable: Any, scale: _style.ColorScale, *, surface: str,
             path: bool, colorbar: bool, title: str | None) -> None:
-    from matplotlib.ticker import MaxNLocator
-
     xlabel, ylabel = _style.axis_labels(ls)
     ax.xaxis.set_major_locator(MaxNLocator(nbins=6))
     ax.set_xlabel(xlabel)
@@ -49,7 +46,7 @@ def _contour(caller: str, landscape: Landscape, ax: Axes | None, fig: Figure | N
              colorbar: bool, vmin: float | None, vmax: float | None) -> Axes:
     ls = _check(caller, landscape, path, colorbar, log=log, levels=levels, ax=ax, fig=fig, cmap=cmap,
                 title=title, vmin=vmin, vmax=vmax)
-    z = _style.surface_values(ls, surface, caller)
+    z = surface_values(ls, surface, caller)
     scale = _style.color_scale([z], log=log, vmin=vmin, vmax=vmax)
     fig, ax = _style.new_axes(ax, fig)
     lv = scale.levels(levels)
@@ -137,7 +134,7 @@ def plot_heatmap(landscape: Landscape, ax: Axes | None = None, *, fig: Figure | 
     """
     ls = _check("plot_heatmap", landscape, path, colorbar, log=log, ax=ax, fig=fig, cmap=cmap, title=title,
                 vmin=vmin, vmax=vmax)
-    z = _style.surface_values(ls, surface, "plot_heatmap")
+    z = surface_values(ls, surface, "plot_heatmap")
     scale = _style.color_scale([z], log=log, vmin=vmin, vmax=vmax)
     fig, ax = _style.new_axes(ax, fig)
     x, y = np.asarray(ls.x, dtype=float), np.asarray(ls.y, dtype=float)

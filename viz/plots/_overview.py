@@ -5,16 +5,17 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
+from matplotlib.cm import ScalarMappable
+from matplotlib.figure import Figure
 
-from collector.common._validation import InstanceOf, Interval, Options, Predicate, check_param
+from collector.common import InstanceOf, Interval, Options, Predicate, check_param
+from landscape.result import Landscape
+from viz.io._load import load_landscapes
 from viz.plots import _style
-if TYPE_CHECKING:  # pragma: no cover
-    from matplotlib.figure import Figure
-
-    from landscape import Landscape
+from viz.plots._plot import plot
 
 __all__ = ["plot_overview", "compare", "PANEL_KINDS"]
 
@@ -23,9 +24,6 @@ PANEL_KINDS = ("contour", "filled", "surface", "heatmap")
 
 def _as_landscapes(value: Any, name: str, caller: str) -> list[Landscape]:
     """A Landscape, a list of them, or a path to load."""
-    from landscape import Landscape
-    from viz.io._load import load_landscapes
-
     check_param(name, value, [InstanceOf(Landscape, description="a landscape.Landscape"), "path", Predicate(
         lambda v: isinstance(v, Sequence) and not isinstance(v, str) and len(v) > 0
         and all(isinstance(i, Landscape) for i in v), "a non-empty list of Landscape")], caller=caller)
@@ -37,7 +35,6 @@ def _as_landscapes(value: Any, name: str, caller: str) -> list[Landscape]:
 
 
 def _draw_panel(ls: Landscape, ax: Any, kind: str, **kw: Any) -> Any:
-    from viz.plots._plot import plot
 
     return plot(ls, kind, ax=ax, **kw)
 
@@ -75,8 +72,6 @@ def plot_overview(landscapes: Any, kind: str = "filled", *, fig: Figure | None =
     ncols = ncols or min(n, 3)
     nrows = math.ceil(n / ncols)
     if fig is None:
-        from matplotlib.figure import Figure
-
         fig = Figure(figsize=(5.4 * ncols, 4.5 * nrows), layout="constrained")
     projection = "3d" if kind == "surface" else None
     kw: dict[str, Any] = {"log": log, "path": path}
@@ -139,8 +134,6 @@ def compare(runs: Any, kind: str = "filled", *, tag: str | None = None, labels: 
     scale = _style.color_scale(grids, log=log)
     n = len(chosen)
     if fig is None:
-        from matplotlib.figure import Figure
-
         fig = Figure(figsize=(4.8 * n + 1.2, 4.6), layout="constrained")
     projection = "3d" if kind == "surface" else None
     axes = [fig.add_subplot(1, n, k + 1, projection=projection) for k in range(n)]
@@ -150,8 +143,6 @@ def compare(runs: Any, kind: str = "filled", *, tag: str | None = None, labels: 
         kw["levels"] = scale.levels(levels) if isinstance(levels, int) else levels
     for ax, ls, nm in zip(axes, chosen, names):
         _draw_panel(ls, ax, kind, title=f"{nm}\n{ls.tag or ''}".rstrip(), **kw)
-    from matplotlib.cm import ScalarMappable
-
     sm = ScalarMappable(norm=scale.norm, cmap=_style.colormap(None))
     cb = fig.colorbar(sm, ax=axes, shrink=0.85, pad=0.02, extend=scale.extend)
     cb.set_label(_style.value_label("loss", scale.log))

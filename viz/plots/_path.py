@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
 
-from collector.common._validation import check_param
+from collector.common import check_param
+from landscape.result import Landscape
+from viz.io._arrays import check_landscape, surface_values
 from viz.plots import _style
-if TYPE_CHECKING:  # pragma: no cover
-    from matplotlib.axes import Axes
-    from matplotlib.figure import Figure
-
-    from landscape import Landscape
 
 __all__ = ["plot_path", "plot_slices"]
 
@@ -121,7 +120,7 @@ def plot_path(landscape: Landscape, ax: Axes | None = None, *, labels: bool = Tr
     -------
     Axes
     """
-    ls = _style.check_landscape(landscape, "plot_path")
+    ls = check_landscape(landscape, "plot_path")
     for name, v in (("labels", labels), ("convergence", convergence), ("legend", legend)):
         check_param(name, v, ["boolean"], caller="plot_path")
     _style.check_common("plot_path", ax=ax)
@@ -188,13 +187,11 @@ def plot_slices(landscape: Landscape, fig: Figure | None = None, *, log: _style.
     -------
     Figure
     """
-    ls = _style.check_landscape(landscape, "plot_slices")
+    ls = check_landscape(landscape, "plot_slices")
     _style.check_common("plot_slices", log=log, fig=fig, title=title)
-    z = _style.surface_values(ls, surface, "plot_slices")
+    z = surface_values(ls, surface, "plot_slices")
     scale = _style.color_scale([z], log=log)
     if fig is None:
-        from matplotlib.figure import Figure
-
         fig = Figure(figsize=(9.5, 3.8), layout="constrained")
     axes = fig.subplots(1, 2)
     x, y = np.asarray(ls.x, dtype=float), np.asarray(ls.y, dtype=float)

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import io
-from typing import TYPE_CHECKING, Any, Literal, overload
+from typing import Any, Literal, overload
 
-from collector.common._validation import Interval, Options, check_param
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from collector.common import Interval, Options, check_param
+from landscape.result import Landscape
+from viz.io._arrays import check_landscape
 from viz.plots import _style
-if TYPE_CHECKING:  # pragma: no cover
-    from matplotlib.axes import Axes
-    from matplotlib.figure import Figure
-
-    from landscape import Landscape
+from viz.plots._contour import plot_contour, plot_filled_contour, plot_heatmap
+from viz.plots._path import plot_slices
+from viz.plots._surface import plot_surface
 
 __all__ = ["plot", "repr_png", "KINDS"]
 
@@ -58,11 +61,8 @@ def plot(landscape: Landscape, kind: str = "filled", *, ax: Axes | None = None, 
     >>> ax = viz.plot(landscape, "contour", log=True)       # doctest: +SKIP
     >>> ax.figure.savefig("landscape.png", dpi=150)          # doctest: +SKIP
     """
-    from viz.plots._contour import plot_contour, plot_filled_contour, plot_heatmap
-    from viz.plots._surface import plot_surface
-
     check_param("kind", kind, [Options(KINDS)], caller="plot")
-    _style.check_landscape(landscape, "plot")
+    check_landscape(landscape, "plot")
     if kind == "all":
         if ax is not None:
             raise ValueError("The 'ax' parameter of plot must be None with kind='all' (it draws a whole "
@@ -76,14 +76,8 @@ def plot(landscape: Landscape, kind: str = "filled", *, ax: Axes | None = None, 
 
 
 def _plot_all(ls: Landscape, fig: Figure | None, **kwargs: Any) -> Figure:
-    from viz.plots._contour import plot_contour, plot_filled_contour, plot_heatmap
-    from viz.plots._path import plot_slices
-    from viz.plots._surface import plot_surface
-
     _style.check_common("plot", fig=fig, **{k: v for k, v in kwargs.items() if k in ("log", "levels", "cmap")})
     if fig is None:
-        from matplotlib.figure import Figure
-
         fig = Figure(figsize=(17, 10), layout="constrained")
     top, bottom = fig.subfigures(2, 1, height_ratios=[1.0, 0.85])
     axes = top.subplots(1, 3)

@@ -14,18 +14,18 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
+import matplotlib
 import numpy as np
+from matplotlib import patheffects, rcsetup
+from matplotlib.axes import Axes
+from matplotlib.colors import LogNorm, Normalize
+from matplotlib.figure import Figure, FigureBase
+from matplotlib.ticker import FuncFormatter, MaxNLocator, NullLocator
 
-from collector.common._validation import InstanceOf, Interval, Options, Predicate, check_param
-
-if TYPE_CHECKING:  # pragma: no cover
-    from matplotlib.axes import Axes
-    from matplotlib.colors import Normalize
-    from matplotlib.figure import Figure
-
-    from landscape import Landscape
+from collector.common import InstanceOf, Interval, InvalidParameterError, Options, Predicate, check_param
+from landscape.result import Landscape
 
 __all__: list[str] = []
 
@@ -44,45 +44,16 @@ def ensure_headless() -> None:
         return
     if os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"):
         return
-    try:
-        import matplotlib
-        from matplotlib import rcsetup
-    except ImportError:  # reported when a plot is asked for
-        return
     if "matplotlib.pyplot" in sys.modules:
         return
     if dict.__getitem__(matplotlib.rcParams, "backend") is getattr(rcsetup, "_auto_backend_sentinel", None):
         matplotlib.use("Agg")
 
 
-def require_matplotlib() -> None:
-    """Raise an ImportError with advice when matplotlib is missing."""
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError as exc:  # pragma: no cover - matplotlib is a dependency
-        raise ImportError("matplotlib is required for viz; pip install torch-landscape[viz] "
-                          "(or pip install matplotlib)") from exc
-
-
 # ---------------------------------------------------------------- validation
-def _landscape_type() -> type:
-    from landscape import Landscape
-
-    return Landscape
-
-
-def check_landscape(value: Any, caller: str, name: str = "landscape") -> Landscape:
-    """Validate a Landscape argument."""
-    return check_param(name, value, [InstanceOf(_landscape_type(), description="a landscape.Landscape")],
-                       caller=caller, hint="load one with viz.load_landscapes(path).")
-
-
 def check_common(caller: str, *, log: Any = "auto", levels: Any = 20, ax: Any = None, fig: Any = None,
                  cmap: Any = None, title: Any = None, vmin: Any = None, vmax: Any = None) -> None:
     """Validate the options every plot function shares."""
-    from matplotlib.axes import Axes
-    from matplotlib.figure import FigureBase
-
     check_param("log", log, ["boolean", Options(["auto"])], caller=caller)
     check_param("levels", levels, [Interval(int, 2, None), Predicate(
         lambda v: not isinstance(v, (str, bytes)) and np.ndim(v) == 1 and len(v) >= 2
@@ -97,23 +68,8 @@ def check_common(caller: str, *, log: Any = "auto", levels: Any = 20, ax: Any = 
     for name, v in (("vmin", vmin), ("vmax", vmax)):
         check_param(name, v, [None, Interval(float, None, None)], caller=caller)
     if vmin is not None and vmax is not None and not vmin < vmax:
-        from collector.common._validation import InvalidParameterError
-
         raise InvalidParameterError(f"The 'vmin' parameter of {caller} must be below vmax. "
                                     f"Got vmin={vmin!r}, vmax={vmax!r} instead.")
-
-
-def surface_values(ls: Landscape, surface: str, caller: str) -> np.ndarray:
-    """The grid to draw: ``ls.z`` for "loss", else ``ls.surfaces[surface]``."""
-    names = ["loss", *ls.surfaces]
-    check_param("surface", surface, [Options(names)], caller=caller)
-    z = ls.z if surface == "loss" else ls.surfaces[surface]
-    z = np.asarray(z, dtype=np.float64)
-    x, y = np.asarray(ls.x), np.asarray(ls.y)
-    if z.shape != (y.size, x.size):
-        raise ValueError(f"The landscape's {surface!r} grid has shape {z.shape}; expected (len(y), len(x)) = "
-                         f"({y.size}, {x.size}).")
-    return z
 
 
 # ---------------------------------------------------------------- text
@@ -181,8 +137,6 @@ class ColorScale:
 
     @property
     def norm(self) -> Normalize:
-        from matplotlib.colors import LogNorm, Normalize
-
         return LogNorm(self.vmin, self.vmax) if self.log else Normalize(self.vmin, self.vmax)
 
     def levels(self, levels: int | Any) -> np.ndarray:
@@ -246,8 +200,6 @@ def masked(z: np.ndarray, scale: ColorScale | None = None) -> np.ma.MaskedArray:
 
 def colormap(cmap: Any = None) -> Any:
     """The colormap with NaN/inf cells shown light grey."""
-    import matplotlib
-
     cm = matplotlib.colormaps[cmap] if isinstance(cmap, str) else (cmap or matplotlib.colormaps[CMAP])
     return cm.with_extremes(bad="#d9d9d9")
 
@@ -262,8 +214,6 @@ def new_axes(ax: Axes | None, fig: Figure | None, projection: str | None = None,
                              f"Got a {getattr(ax, 'name', type(ax).__name__)!r} Axes instead.")
         return ax.figure, ax
     if fig is None:
-        from matplotlib.figure import Figure
-
         fig = Figure(figsize=figsize, layout="constrained")
     return fig, fig.add_subplot(projection=projection)
 
@@ -291,24 +241,18 @@ def nice_ticks(scale: ColorScale) -> np.ndarray:
             if ticks.size >= 4:
                 return ticks
         return np.geomspace(lo, hi, 4)
-    from matplotlib.ticker import MaxNLocator
-
     ticks = MaxNLocator(nbins=7, steps=[1, 2, 2.5, 5, 10]).tick_values(lo, hi)
     return ticks[(ticks >= lo - 1e-12 * abs(hi - lo)) & (ticks <= hi + 1e-12 * abs(hi - lo))]
 
 
 def set_nice_ticks(cb: Any, scale: ColorScale) -> None:
-    from matplotlib.ticker import FuncFormatter
 
     cb.set_ticks(nice_ticks(scale))
     cb.ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:.3g}"))
     if scale.log:
-        from matplotlib.ticker import NullLocator
-
         cb.ax.yaxis.set_minor_locator(NullLocator())
 
 
 def halo(width: float = 2.5, color: str = "white") -> list:
-    from matplotlib import patheffects
 
     return [patheffects.withStroke(linewidth=width, foreground=color)]

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.cm import ScalarMappable
+from matplotlib.figure import Figure
 
-from collector.common._validation import Interval, check_param
-from viz.plots import _path
-from viz.plots import _style
-if TYPE_CHECKING:  # pragma: no cover
-    from matplotlib.axes import Axes
-    from matplotlib.figure import Figure
-
-    from landscape import Landscape
+from collector.common import Interval, check_param
+from landscape.result import Landscape
+from viz.io._arrays import check_landscape, surface_values
+from viz.plots import _path, _style
 
 __all__ = ["plot_surface", "view_angle"]
 
@@ -110,13 +109,13 @@ def plot_surface(landscape: Landscape, ax: Axes | None = None, *, fig: Figure | 
         The 3-D axes.
     """
     caller = "plot_surface"
-    ls = _style.check_landscape(landscape, caller)
+    ls = check_landscape(landscape, caller)
     check_param("path", path, ["boolean"], caller=caller)
     check_param("colorbar", colorbar, ["boolean"], caller=caller)
     check_param("elev", elev, [None, Interval(float, -90, 90)], caller=caller)
     check_param("azim", azim, [None, Interval(float, -360, 360)], caller=caller)
     _style.check_common(caller, log=log, ax=ax, fig=fig, cmap=cmap, title=title, vmin=vmin, vmax=vmax)
-    z = _style.surface_values(ls, surface, caller)
+    z = surface_values(ls, surface, caller)
     scale = _style.color_scale([z], log=log, vmin=vmin, vmax=vmax)
     fig, ax = _style.new_axes(ax, fig, projection="3d", figsize=(6.4, 5.2))
     x, y = np.asarray(ls.x, dtype=float), np.asarray(ls.y, dtype=float)
@@ -154,8 +153,6 @@ def plot_surface(landscape: Landscape, ax: Axes | None = None, *, fig: Figure | 
     ax.tick_params(labelsize=7)
     ax.set_title(title if title is not None else _style.title(ls, surface), fontsize="medium")
     if colorbar:
-        from matplotlib.cm import ScalarMappable
-
         sm = ScalarMappable(norm=scale.norm, cmap=cm)
         _style.add_colorbar(fig, sm, ax, _style.value_label(surface, scale.log), scale.extend,
                             scale=scale)

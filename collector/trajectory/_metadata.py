@@ -1,0 +1,273 @@
+"""``train_metadata.json``: the one module that writes, reads and validates it.
+
+SummaryCollector writes it at the end of training (``{summary_dir}/ckpt_dir``), next to
+the interval checkpoints; ``SummaryLandscape`` reads it to know which checkpoints make
+which landscape. MindSpore writes the same file, so one written by MindSpore 2.10 reads
+here too. Also here: :func:`validate_collect_landscape`, the check of the
+``collect_landscape`` dict whose keys the file records (shared by SummaryCollector and
+the override of ``SummaryLandscape.gen_landscapes_with_multi_process``, so both refuse a
+bad value with the same message).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from collector.common import (
+    InstanceOf,
+    Interval,
+    InvalidParameterError,
+    Options,
+    atomic_path,
+    check_param,
+)
+
+__all__ = ["TrainMetadata", "read_train_metadata", "validate_collect_landscape", "checkpoint_file_name",
+           "LANDSCAPE_DEFAULTS", "METADATA_FILE", "CKPT_DIR"]
+
+METADATA_FILE = "train_metadata.json"
+CKPT_DIR = "ckpt_dir"
+_FILE_KEYS = ("epoch_group", "model_params_file_map", "step_per_epoch", "unit", "num_samples",
+              "landscape_size", "create_landscape")
+
+
+def checkpoint_file_name(network_name: str, number: int, unit: str) -> str:
+    """``{NetworkClass}_{n}_{unit}.pt``, the name of an interval checkpoint in ``ckpt_dir``."""
+    return f"{network_name}_{number}_{unit}.pt"
+
+
+@dataclass
+class TrainMetadata:
+    """The content of ``train_metadata.json``.
+
+    Attributes
+    ----------
+    intervals : list of list of int
+        The complete intervals (``epoch_group``), in order.
+    files : dict of int to str
+        Checkpoint file of each step or epoch number (``model_params_file_map``), relative
+        to the ``ckpt_dir`` or absolute.
+    step_per_epoch : int
+    unit : {"step", "epoch"}
+    num_samples : int
+    landscape_size : int
+    create_landscape : dict
+        ``{"train": bool, "result": bool}``.
+    """
+
+    intervals: list[list[int]]
+    files: dict[int, str]
+    step_per_epoch: int
+    unit: str
+    num_samples: int
+    landscape_size: int
+    create_landscape: dict[str, bool] = field(default_factory=lambda: {"train": True, "result": True})
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON object MindSpore writes (string keys, in its key order)."""
+        return {
+            "epoch_group": {str(i): list(iv) for i, iv in enumerate(self.intervals)},
+            "model_params_file_map": {str(n): self.files[n] for n in sorted(self.files)},
+            "step_per_epoch": int(self.step_per_epoch),
+            "unit": self.unit,
+            "num_samples": self.num_samples,
+            "landscape_size": self.landscape_size,
+            "create_landscape": dict(self.create_landscape),
+        }
+
+    def write(self, ckpt_dir: str | os.PathLike) -> str:
+        """Write ``{ckpt_dir}/train_metadata.json`` atomically and read-only; return its path."""
+        path = os.path.join(os.fspath(ckpt_dir), METADATA_FILE)
+        with atomic_path(path) as tmp:
+            with open(tmp, "w", encoding="utf-8") as fh:
+                json.dump(self.to_json(), fh)
+            os.chmod(tmp, 0o444)
+        return path
+
+    def checkpoint_path(self, ckpt_dir: str | os.PathLike, number: int) -> str:
+        """The path of the checkpoint of step or epoch ``number``; FileNotFoundError naming
+        the number and the file when it was not collected or is missing."""
+        name = self.files.get(int(number))
+        where = os.path.join(os.fspath(ckpt_dir), METADATA_FILE)
+        if not isinstance(name, str):
+            raise FileNotFoundError(f"No checkpoint was collected for {self.unit} {number}: it is not in "
+                                    f"model_params_file_map of {where!r}.")
+        path = name if os.path.isabs(name) else os.path.join(os.fspath(ckpt_dir), name)
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"The checkpoint of {self.unit} {number} ({name!r}) is missing: "
+                                    f"{path!r} does not exist.")
+        return path
+
+
+def read_train_metadata(path: str | os.PathLike) -> TrainMetadata:
+    """Read and validate ``train_metadata.json`` (ours or MindSpore's).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file, or the ``ckpt_dir`` holding it.
+
+    Raises
+    ------
+    FileNotFoundError
+        No such file.
+    ValueError
+        Not JSON, a key missing, or a value of the wrong type or range (naming the key).
+    """
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        path = os.path.join(path, METADATA_FILE)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"train_metadata.json not found at {path!r}. HINT: train with "
+                                "SummaryCollector(collect_specified_data={'collect_landscape': ...}).")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            md = json.load(fh)
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"train_metadata.json at {path!r} is not valid JSON: {exc}") from None
+    if not isinstance(md, dict):
+        raise ValueError(f"train_metadata.json at {path!r} must hold a JSON object; got {type(md).__name__}.")
+    missing = [k for k in _FILE_KEYS if k not in md]
+    if missing:
+        raise ValueError(f"train_metadata.json at {path!r} lacks the key(s) {missing}.")
+    caller = f"train_metadata.json ({path})"
+    for key in ("epoch_group", "model_params_file_map"):
+        if not isinstance(md[key], dict):
+            raise ValueError(f"The {key!r} key of {caller} must be an object; got {md[key]!r}.")
+    check_param("step_per_epoch", md["step_per_epoch"], [Interval(int, 0, None)], caller=caller)
+    check_param("unit", md["unit"], [Options(("step", "epoch"))], caller=caller)
+    check_param("num_samples", md["num_samples"], [Interval(int, 1, None)], caller=caller)
+    check_param("landscape_size", md["landscape_size"], [Interval(int, 3, 256)], caller=caller)
+    cl = md["create_landscape"]
+    if not (isinstance(cl, dict) and all(isinstance(cl.get(k), bool) for k in ("train", "result"))):
+        raise ValueError(f"The 'create_landscape' key of {caller} must be "
+                         f'{{"train": bool, "result": bool}}; got {cl!r}.')
+    intervals = []
+    for k in sorted(md["epoch_group"], key=lambda s: int(s) if str(s).isdigit() else 0):
+        iv = md["epoch_group"][k]
+        if not (isinstance(iv, list) and all(isinstance(n, int) and not isinstance(n, bool) for n in iv)):
+            raise ValueError(f"The 'epoch_group' key of {caller} must map to lists of ints; got {k!r}: {iv!r}.")
+        intervals.append(list(iv))
+    files: dict[int, str] = {}
+    for k, name in md["model_params_file_map"].items():
+        if not str(k).lstrip("-").isdigit():
+            raise ValueError(f"The 'model_params_file_map' key of {caller} must map step or epoch numbers to "
+                             f"file names; got {k!r}: {name!r}.")
+        files[int(k)] = name
+    return TrainMetadata(intervals=intervals, files=files, step_per_epoch=md["step_per_epoch"], unit=md["unit"],
+                         num_samples=md["num_samples"], landscape_size=md["landscape_size"],
+                         create_landscape=dict(cl))
+
+
+#: Defaults of every key but ``intervals`` (which has none: it must be given).
+LANDSCAPE_DEFAULTS: dict[str, Any] = {
+    "landscape_size": 40,
+    "unit": "step",
+    "create_landscape": {"train": True, "result": True},
+    "num_samples": 2048,
+}
+_KEYS = ("landscape_size", "unit", "create_landscape", "num_samples", "intervals")
+
+
+def validate_collect_landscape(
+    value: Any,
+    caller: str = "SummaryCollector",
+    *,
+    name: str = "collect_specified_data['collect_landscape']",
+    require_intervals: bool = True,
+    fill_defaults: bool = True,
+) -> dict[str, Any]:
+    """Check a ``collect_landscape`` dict and return a normalised copy.
+
+    Parameters
+    ----------
+    value : dict
+        ``{landscape_size, unit, create_landscape, num_samples, intervals}``.
+    caller : str, default="SummaryCollector"
+        Named in error messages.
+    name : str, default="collect_specified_data['collect_landscape']"
+        How the dict is named in error messages; keys appear as ``name['key']``.
+    require_intervals : bool, default=True
+        Whether ``intervals`` must be present (an override at landscape-generation
+        time may leave it out).
+    fill_defaults : bool, default=True
+        Fill missing keys with :data:`LANDSCAPE_DEFAULTS`; False returns only the keys
+        given (``create_landscape`` is always completed to both keys).
+
+    Returns
+    -------
+    dict
+        ``landscape_size`` int in [3, 256]; ``unit`` "step" or "epoch";
+        ``create_landscape`` {"train": bool, "result": bool}; ``num_samples`` int >= 1;
+        ``intervals`` list of lists of at least three ints >= 1.
+
+    Raises
+    ------
+    InvalidParameterError
+        Naming the key, the accepted values and the value received.
+    """
+    check_param(name, value, [InstanceOf(dict, description="a dict")], caller=caller,
+                hint=f"give a dict with the keys {list(_KEYS)}.")
+    unknown = [k for k in value if k not in _KEYS]
+    if unknown:
+        raise InvalidParameterError(
+            f"The '{name}' parameter of {caller} has unknown key(s) {unknown}; the accepted keys are "
+            f"{list(_KEYS)}. Got {value!r} instead."
+        )
+    out: dict[str, Any] = {}
+    if fill_defaults:
+        out.update({k: (dict(v) if isinstance(v, dict) else v) for k, v in LANDSCAPE_DEFAULTS.items()})
+    key = lambda k: f"{name}[{k!r}]"  # noqa: E731
+    create_name, intervals_name = key("create_landscape"), key("intervals")
+    if "landscape_size" in value:
+        out["landscape_size"] = check_param(key("landscape_size"), value["landscape_size"],
+                                            [Interval(int, 3, 256)], caller=caller)
+    if "unit" in value:
+        out["unit"] = check_param(key("unit"), value["unit"], [Options(("step", "epoch"))], caller=caller)
+    if "num_samples" in value:
+        out["num_samples"] = check_param(key("num_samples"), value["num_samples"],
+                                         [Interval(int, 1, None)], caller=caller)
+    if "create_landscape" in value:
+        create = check_param(key("create_landscape"), value["create_landscape"],
+                             [InstanceOf(dict, description="a dict with bool values for 'train' and 'result'")],
+                             caller=caller)
+        bad = [k for k in create if k not in ("train", "result")]
+        if bad:
+            raise InvalidParameterError(
+                f"The '{create_name}' parameter of {caller} has unknown key(s) {bad}; the accepted "
+                f"keys are ['train', 'result']. Got {create!r} instead."
+            )
+        full = dict(LANDSCAPE_DEFAULTS["create_landscape"])
+        for k, v in create.items():
+            full[k] = check_param(f"{key('create_landscape')}[{k!r}]", v, ["boolean"], caller=caller)
+        out["create_landscape"] = full
+    if "intervals" in value:
+        out["intervals"] = _check_intervals(value["intervals"], key("intervals"), caller)
+    elif require_intervals:
+        raise InvalidParameterError(
+            f"The '{intervals_name}' parameter of {caller} is required: a list of lists of at least three "
+            f"step or epoch numbers, e.g. [[1, 2, 3, 4, 5]]. Got {value!r} without it."
+        )
+    return out
+
+
+def _check_intervals(intervals: Any, name: str, caller: str) -> list[list[int]]:
+    hint = "e.g. [[1, 2, 3, 4, 5], [6, 7, 8, 9, 10]]."
+    what = "a non-empty list of lists of at least three ints in the range [1, inf)"
+    if not isinstance(intervals, (list, tuple)) or len(intervals) == 0:
+        raise InvalidParameterError(f"The '{name}' parameter of {caller} must be {what}. "
+                                    f"Got {intervals!r} instead. HINT: {hint}")
+    out = []
+    for i, interval in enumerate(intervals):
+        if not isinstance(interval, (list, tuple)) or len(interval) < 3:
+            raise InvalidParameterError(
+                f"The '{name}[{i}]' parameter of {caller} must be a list of at least three ints in the range "
+                f"[1, inf). Got {interval!r} instead. HINT: {hint}"
+            )
+        for j, n in enumerate(interval):
+            check_param(f"{name}[{i}][{j}]", n, [Interval(int, 1, None)], caller=caller)
+        out.append([int(n) for n in interval])
+    return out

@@ -1,0 +1,32 @@
+"""What several commands share: usage errors, output folders, file names from tags."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import re
+from pathlib import Path
+
+__all__ = ["UsageError", "fresh_dir", "safe_name"]
+
+
+class UsageError(Exception):
+    """Bad usage detected after parsing (a bad value, an existing output folder): exit status 2."""
+
+
+def fresh_dir(requested: Path | None, stem: str) -> Path:
+    """The output folder: the one asked for if new or empty, else a fresh timestamped one."""
+    if requested is not None:
+        if requested.exists() and (not requested.is_dir() or any(requested.iterdir())):
+            raise UsageError(f"--out {str(requested)!r} already exists and is not empty; "
+                             "choose a new folder (nothing is overwritten)")
+        return requested
+    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    path, k = Path.cwd() / f"{stem}_{stamp}", 1
+    while path.exists():
+        path, k = Path.cwd() / f"{stem}_{stamp}-{k}", k + 1
+    return path
+
+
+def safe_name(tag: str) -> str:
+    """A file-name stem from a tag: 'landscape_[1, 5]' -> 'landscape_1_5'."""
+    return re.sub(r"[^A-Za-z0-9-]+", "_", tag).strip("_")

@@ -1,0 +1,57 @@
+"""``landscape demo`` and ``landscape run CONFIG.toml``: train, collect, generate, plot."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import time
+from typing import Any
+
+from landscape.cli._common import UsageError, fresh_dir
+from landscape.cli._pipeline import (
+    DEMO_CONFIG,
+    load_config,
+    run_pipeline,
+    validate_config,
+)
+
+__all__ = ["run_demo", "run_config"]
+
+
+def _print_results(results: dict[str, Any], started: float) -> None:
+    print(f"Output: {results['out']}")
+    for name, run in results["runs"].items():
+        print(f"  run {name}: summary directory {run['summary_dir']}")
+        print(f"    trained in {run['train_seconds']} s, landscapes generated in {run['generate_seconds']} s:")
+        for tag in run["landscapes"]:
+            print(f"      {tag}")
+        print(f"    landscapes.h5: {os.path.join(run['summary_dir'], 'landscapes.h5')}")
+    print("Figures:")
+    for fig in results["figures"]:
+        print(f"  {fig}")
+    print(f"Done in {time.perf_counter() - started:.1f} s. Open the run in MindInsight with "
+          f"`mindinsight start --summary-base-dir {os.path.dirname(os.path.abspath(results['out']))}`.")
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    """``landscape demo [--out DIR] [--size N]``."""
+    started = time.perf_counter()
+    cfg = DEMO_CONFIG
+    if args.size:
+        cfg = dataclasses.replace(cfg, landscape_size=args.size)
+        validate_config(cfg, "--size")
+    out = fresh_dir(args.out, "landscape_demo")
+    _print_results(run_pipeline(cfg, out), started)
+    return 0
+
+
+def run_config(args: argparse.Namespace) -> int:
+    """``landscape run CONFIG.toml [--out DIR]``."""
+    started = time.perf_counter()
+    if not args.config.is_file():
+        raise UsageError(f"no configuration file at {str(args.config)!r}")
+    cfg = load_config(args.config)
+    out = fresh_dir(args.out, cfg.name)
+    _print_results(run_pipeline(cfg, out), started)
+    return 0

@@ -1,0 +1,69 @@
+"""``landscape gen SUMMARY_DIR --task MODULE:FUNCTION``: post-training generation."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from landscape.cli._common import UsageError
+from landscape.generate import SummaryLandscape
+
+__all__ = ["run_gen", "load_task"]
+
+
+def load_task(spec: str) -> Callable[..., Any]:
+    """The user's ``MODULE:FUNCTION`` (the module importable from the current directory)."""
+    module_name, sep, func_name = spec.partition(":")
+    if not sep or not module_name or not func_name:
+        raise UsageError(f"--task must be MODULE:FUNCTION; got {spec!r}")
+    sys.path.insert(0, os.getcwd())  # a user's module next to where they run the command
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise UsageError(f"--task: cannot import module {module_name!r}: {exc}") from None
+    func = getattr(module, func_name, None)
+    if not callable(func):
+        raise UsageError(f"--task: module {module_name!r} has no callable {func_name!r}")
+    return func
+
+
+def _nanmin(z: np.ndarray) -> float:
+    finite = z[np.isfinite(z)]
+    return float(finite.min()) if finite.size else float("nan")
+
+
+def run_gen(args: argparse.Namespace) -> int:
+    """Generate the landscapes of a summary directory and report what was evaluated."""
+    started = time.perf_counter()
+    callback_fn = load_task(args.task)
+    override = {}
+    if args.size:
+        override["landscape_size"] = args.size
+    if args.num_samples:
+        override["num_samples"] = args.num_samples
+    sl = SummaryLandscape(str(args.summary_dir))
+    landscapes = sl.gen_landscapes_with_multi_process(
+        callback_fn, collect_landscape=override or None, device_ids=args.devices,
+        output=str(args.output) if args.output else None,
+        normalization=args.normalization, ignore=args.ignore, seed=args.seed,
+        restart=args.restart, distributed=args.distributed,
+    )
+    if int(os.environ.get("RANK", "0")) != 0:  # under torchrun, rank 0 reports
+        return 0
+    out = args.output or args.summary_dir
+    for ls in landscapes:
+        st = sl.last_stats.get(ls.tag or "", {})
+        kept = st.get("points", 0) - st.get("evaluated", 0)
+        print(f"{ls.tag}: {ls.z.shape[0]}x{ls.z.shape[1]}, min loss {_nanmin(ls.z):.6g}, "
+              f"evaluated {st.get('evaluated', 0)} of {st.get('points', 0)} points"
+              + (f" ({kept} already in landscapes.h5)" if kept else ""))
+    print(f"Wrote {len(landscapes)} landscape(s) to {out} (summary events and landscapes.h5) "
+          f"in {time.perf_counter() - started:.1f} s")
+    return 0

@@ -1,0 +1,31 @@
+"""What viz needs of a Landscape as data: the argument check and the grid of a surface (private)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from collector.common import InstanceOf, Options, check_param
+from landscape.result import Landscape
+
+__all__ = ["check_landscape", "surface_values"]
+
+
+def check_landscape(value: Any, caller: str, name: str = "landscape") -> Landscape:
+    """Validate a Landscape argument."""
+    return check_param(name, value, [InstanceOf(Landscape, description="a landscape.Landscape")],
+                       caller=caller, hint="load one with viz.load_landscapes(path).")
+
+
+def surface_values(ls: Landscape, surface: str, caller: str) -> np.ndarray:
+    """The grid to draw: ``ls.z`` for "loss", else ``ls.surfaces[surface]``."""
+    names = ["loss", *ls.surfaces]
+    check_param("surface", surface, [Options(names)], caller=caller)
+    z = ls.z if surface == "loss" else ls.surfaces[surface]
+    z = np.asarray(z, dtype=np.float64)
+    x, y = np.asarray(ls.x), np.asarray(ls.y)
+    if z.shape != (y.size, x.size):
+        raise ValueError(f"The landscape's {surface!r} grid has shape {z.shape}; expected (len(y), len(x)) = "
+                         f"({y.size}, {x.size}).")
+    return z
