@@ -11,7 +11,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from collector.common._validation import Interval, Options, check_param
+from collector.common import Interval, Options, check_param
 
 __all__ = ["digits_tensors", "digits_loader", "MLP", "SmallCNN", "DeepMLP", "build_model", "MODEL_KINDS"]
 

@@ -1,4 +1,4 @@
-"""collector.trajectory._fast_save: the bytes are torch.save's, whatever the state dict looks like."""
+"""collector.trajectory._checkpoints (fast saving): the bytes are torch.save's, whatever the state dict looks like."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from collector.trajectory._fast_save import StateDictSaver
+from collector.trajectory._checkpoints import StateDictSaver
 
 
 def _torch_save(obj) -> bytes:
@@ -81,8 +81,8 @@ def test_unusual_states_take_torch_save_itself(case):
 
 def test_a_replay_that_differs_is_never_used(monkeypatch):
     """If torch.save's internals changed, the check refuses the layout and torch.save is used."""
-    from collector.trajectory import _fast_save
-    monkeypatch.setattr(_fast_save, "_replay", lambda head, state: b"not what torch.save writes")
+    from collector.trajectory import _checkpoints
+    monkeypatch.setattr(_checkpoints, "_replay", lambda head, state: b"not what torch.save writes")
     saver = StateDictSaver()
     state = _mixed_state()
     for shift in (0.0, 2.0):
