@@ -67,6 +67,7 @@ def main() -> None:
     args = parser.parse_args()
     from landscape import SummaryLandscape
     from landscape.generate._build import build_landscape
+    from landscape.generate._plan import Execution, Geometry, LandscapePlan, Problem
     from landscape.engine._data import collate
     from landscape.examples import MLP, digits_tensors
 
@@ -83,13 +84,14 @@ def main() -> None:
         inputs, labels = collate((x, y), 512, caller="bench")
 
         def plain() -> None:
-            common = dict(size=args.size, devices=["cpu"], unit="epoch", step_per_epoch=28)
+            problem = Problem(MLP(), _Model.loss_fn, inputs, labels)
+            common = dict(unit="epoch", step_per_epoch=28)
             for iv in ([1, 2, 3, 4, 5], [6, 7, 8, 9, 10]):
-                build_landscape(MLP(), _Model.loss_fn, inputs, labels, kind="pca",
-                                trajectory=[path[i - 1] for i in iv], intervals=iv,
-                                tag=f"landscape_{[iv[0], iv[-1]]}", **common)
-            build_landscape(MLP(), _Model.loss_fn, inputs, labels, kind="random", trajectory=[path[-1]],
-                            intervals=[10], tag="landscape_[10]", **common)
+                geo = Geometry("pca", size=args.size, trajectory=[path[i - 1] for i in iv])
+                build_landscape(problem, LandscapePlan(geo, tag=f"landscape_{[iv[0], iv[-1]]}", intervals=iv,
+                                                       **common), Execution())
+            geo = Geometry("random", size=args.size, trajectory=[path[-1]])
+            build_landscape(problem, LandscapePlan(geo, tag="landscape_[10]", intervals=[10], **common), Execution())
 
         def resumable(out: str) -> None:
             SummaryLandscape(run).gen_landscapes_with_multi_process(

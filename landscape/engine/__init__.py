@@ -1,3 +1,6 @@
 """The evaluation engine: the loss (and metrics) at many points of a plane, on one device."""
 
-__all__: list[str] = []
+from landscape.engine._data import collate
+from landscape.engine._engine import Engine, EngineSpec, activation_elements, plan
+
+__all__ = ["Engine", "EngineSpec", "plan", "activation_elements", "collate"]

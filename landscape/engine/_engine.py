@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 import logging
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -26,7 +27,7 @@ from torch.func import functional_call, vmap
 
 from landscape.engine._batched import batched_loss, sequential_forward
 
-__all__: list[str] = []
+__all__ = ["Engine", "EngineSpec", "plan", "activation_elements"]
 _log = logging.getLogger("landscape")
 
 #: Multiply-adds per call above which one point per call is enough.
@@ -93,25 +94,62 @@ def plan(n_params: int, n_samples: int, act_per_sample: int, *, eval_mode: bool,
     return p, eval_batch
 
 
+@dataclass
+class EngineSpec:
+    """Everything an :class:`Engine` needs, the same on every device: what travels to workers.
+
+    Attributes
+    ----------
+    network : nn.Module
+        The architecture (copied by each engine; the caller's module is never modified).
+    loss_fn : callable
+        ``loss_fn(outputs, labels)``.
+    metrics : dict of str to metric
+        Extra values per point.
+    inputs, labels : Tensor
+        The samples (CPU), moved to the engine's device once.
+    names : list of str
+        The moved parameters, aligned with ``v`` and ``w``.
+    centre : dict
+        Full state dict of the centre.
+    v, w : list of Tensor
+        The two directions (float32, like ``names``).
+    eval_mode : bool
+    points_per_call, eval_batch : int
+        The plan (see :func:`plan`): points per forward call and samples per batch.
+    seed : int
+        Seeds train-mode randomness per point (dropout) when ``eval_mode`` is False.
+    """
+
+    network: nn.Module
+    loss_fn: Any
+    metrics: Mapping[str, Any]
+    inputs: torch.Tensor
+    labels: torch.Tensor
+    names: Sequence[str]
+    centre: Mapping[str, torch.Tensor]
+    v: Sequence[torch.Tensor]
+    w: Sequence[torch.Tensor]
+    eval_mode: bool = True
+    points_per_call: int = 1
+    eval_batch: int | None = None
+    seed: int = 0
+
+
 class Engine:
     """Evaluate the loss (and metrics) at points ``centre + a*v + b*w`` on one device.
 
     Parameters
     ----------
-    network : nn.Module
-        Copied; the caller's module is never modified.
-    centre : dict
-        Full state dict of the centre (loaded once).
-    names : list of str
-        The moved parameters, aligned with ``v`` and ``w``.
+    spec : EngineSpec
+        The network, loss, data, centre, directions and plan.
+    device : str or torch.device, default="cpu"
     """
 
-    def __init__(self, network: nn.Module, loss_fn: Any, metrics: Mapping[str, Any] | None,
-                 inputs: torch.Tensor, labels: torch.Tensor, names: Sequence[str],
-                 centre: Mapping[str, torch.Tensor], v: Sequence[torch.Tensor],
-                 w: Sequence[torch.Tensor], *, device: str | torch.device = "cpu",
-                 eval_mode: bool = True, points_per_call: int = 1, eval_batch: int | None = None,
-                 seed: int = 0) -> None:
+    def __init__(self, spec: EngineSpec, device: str | torch.device = "cpu") -> None:
+        network, loss_fn, metrics = spec.network, spec.loss_fn, spec.metrics
+        inputs, labels, names, centre, v, w = spec.inputs, spec.labels, spec.names, spec.centre, spec.v, spec.w
+        eval_mode, points_per_call, eval_batch, seed = spec.eval_mode, spec.points_per_call, spec.eval_batch, spec.seed
         self.device = torch.device(device)
         net = copy.deepcopy(network)
         net.load_state_dict(centre)

@@ -13,7 +13,7 @@ import torch
 from joblib import Parallel, delayed
 from joblib.parallel import get_active_backend
 
-from landscape.engine._engine import Engine
+from landscape.engine import Engine, EngineSpec
 from landscape.execution._devices import Chunk, OnChunk, cloudpickle, fail_message
 
 __all__ = ["joblib_backend", "run_joblib"]
@@ -40,13 +40,13 @@ def _joblib_chunk(blob: bytes, digest: str, label: str, i: int, lo: int, hi: int
         cached = getattr(_LOCAL, "engine", None)
         if cached is None or cached[0] != digest:
             _LOCAL.engine = None
-            _LOCAL.engine = (digest, Engine(device=device, **pickle.loads(blob)))
+            _LOCAL.engine = (digest, Engine(pickle.loads(blob), device))
         return lo, hi, _LOCAL.engine[1].evaluate(points, lo)
     except Exception as exc:
         raise RuntimeError(fail_message(label, i, lo, hi, device, exc)) from None
 
 
-def run_joblib(payload: dict[str, Any], points: np.ndarray, chunks: Sequence[Chunk], label: str,
+def run_joblib(payload: EngineSpec, points: np.ndarray, chunks: Sequence[Chunk], label: str,
                 store: OnChunk, n_jobs: int | None) -> None:
     blob = cloudpickle.dumps(payload)
     digest = hashlib.sha256(blob).hexdigest()

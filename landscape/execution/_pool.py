@@ -22,10 +22,10 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from multiprocessing.connection import Connection, wait
-from typing import Any
 
 import numpy as np
 
+from landscape.engine import EngineSpec
 from landscape.execution._devices import Chunk, OnChunk, cloudpickle
 
 __all__ = ["Pool", "WorkerDied", "run_pool"]
@@ -109,7 +109,7 @@ class Pool:
         self.procs = []
 
 
-def run_pool(payload: dict[str, Any], points: np.ndarray, chunks: Sequence[Chunk], devices: list[str],
+def run_pool(payload: EngineSpec, points: np.ndarray, chunks: Sequence[Chunk], devices: list[str],
               threads: int, label: str, store: OnChunk, pool: Pool | None, keep_pool: bool) -> None:
     keep_pool = keep_pool and pool is not None
     pool = pool if pool is not None else Pool(devices, threads)

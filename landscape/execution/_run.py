@@ -9,12 +9,11 @@ One device evaluates in this process. Several devices get one worker process eac
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 from tqdm.auto import tqdm
 
-from landscape.engine._engine import Engine
+from landscape.engine import Engine, EngineSpec
 from landscape.execution._devices import Chunk, OnChunk, fail_message
 from landscape.execution._joblib import joblib_backend, run_joblib
 from landscape.execution._pool import Pool, run_pool
@@ -37,7 +36,7 @@ def stop_pool(pool: Pool | None, ok: bool = True) -> None:
         pool.shutdown(ok)
 
 
-def run_points(payload: dict[str, Any], points: np.ndarray, chunks: Sequence[Chunk], *,
+def run_points(payload: EngineSpec, points: np.ndarray, chunks: Sequence[Chunk], *,
                devices: list[str], threads: int, label: str, on_chunk: OnChunk,
                pool: Pool | None = None, keep_pool: bool = False) -> int:
     """Evaluate the ``chunks`` of ``points`` (array (m, 2)); each result goes to ``on_chunk``.
@@ -64,7 +63,7 @@ def run_points(payload: dict[str, Any], points: np.ndarray, chunks: Sequence[Chu
             run_joblib(payload, points, chunks, label, store, backend[1])
         elif len(devices) == 1:
             stop_pool(pool)
-            engine = Engine(device=devices[0], **payload)
+            engine = Engine(payload, devices[0])
             for i, lo, hi in chunks:
                 try:
                     res = engine.evaluate(points[lo:hi], lo)

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from landscape.engine._engine import Engine
+from landscape.engine import Engine
 from landscape.execution._devices import fail_message
 
 __all__: list[str] = []
@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
                 engines.clear()
                 with open(path, "rb") as fh:  # our own payload, written by the parent
                     payload = pickle.load(fh)
-                engines[key] = Engine(device=device, **payload)
+                engines[key] = Engine(payload, device)
             reply: tuple = ("ok", chunk, engines[key].evaluate(points, lo))
         except Exception as exc:  # sent back; the parent raises it naming chunk and device
             reply = ("error", chunk, fail_message(label, chunk, lo, hi, device, exc))

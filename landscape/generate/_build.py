@@ -6,7 +6,7 @@ import contextlib
 import copy
 import logging
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -15,13 +15,15 @@ from torch import nn
 
 from collector.train import get_metric
 from collector.trajectory import load_checkpoint
-from landscape.engine._engine import Engine, activation_elements, plan
-from landscape.execution._distributed import Dist, on_root
+from landscape.engine import Engine, EngineSpec, activation_elements, plan
+from landscape.execution._distributed import on_root
+from landscape.execution._pool import Pool
 from landscape.execution._run import run_points, start_pool, stop_pool
+from landscape.generate._plan import Execution, LandscapePlan, Problem
 from landscape.geometry._directions import grid_axes, random_directions
 from landscape.geometry._pca import pca_trajectory
 from landscape.geometry._state import check_keys, flat_float, moved_names
-from landscape.io._store import Partial, Store, jsonable
+from landscape.io._store import Partial, jsonable
 from landscape.result._landscape import Landscape, LossPath
 
 __all__: list[str] = []
@@ -33,8 +35,8 @@ def _vmappable(network: nn.Module, loss_fn: Any, names: list[str], centre: Mappi
     """Whether two points evaluate through vmap (tried on two samples, on the CPU)."""
     try:
         ref = flat_float(centre, names)
-        eng = Engine(network, loss_fn, None, inputs[:2], labels[:2], names, centre, ref, ref,
-                     device="cpu", points_per_call=2)
+        eng = Engine(EngineSpec(network, loss_fn, {}, inputs[:2], labels[:2], names, centre, ref, ref,
+                                points_per_call=2), "cpu")
         eng.evaluate(np.zeros((2, 2)))
         return True
     except Exception as exc:  # any failure: evaluate one point per call
@@ -42,41 +44,50 @@ def _vmappable(network: nn.Module, loss_fn: Any, names: list[str], centre: Mappi
         return False
 
 
-def build_landscape(*args: Any, pool: Any = None, **kwargs: Any) -> Landscape:
-    """Compute one landscape; see ``_build``. Worker processes (several devices) start
-    first, so their start-up (spawn, imports) overlaps with loading checkpoints, PCA and
-    directions here; they are shut down before this returns, also on errors. A ``pool``
-    passed in (``start_pool``, for several landscapes in a row) stays up after a success;
-    the caller stops it."""
-    dist = kwargs.get("dist")
-    own = pool is None and dist is None
-    if own:
-        pool = start_pool(kwargs.get("devices") or ["cpu"], kwargs.get("threads", 0))
+def build_landscape(problem: Problem, plan_: LandscapePlan, execution: Execution,
+                    stats: dict[str, int] | None = None) -> Landscape:
+    """Compute one landscape; ``plan_.geometry.kind`` is "pca" (trajectory), "random" or "given".
+
+    With ``execution.store`` (and the plan's ``fingerprint``) finished chunks are flushed
+    to landscapes.h5 and a run interrupted before resumes where it stopped; with
+    ``execution.dist`` the ranks share the work (rank 0 decides, computes the directions
+    and writes). ``stats`` receives the points evaluated in this call (by all ranks),
+    those of this process, and the landscape's points. Inputs are assumed validated (and
+    the stored fingerprint checked) by the public entry points.
+
+    Worker processes (several devices) start first, so their start-up (spawn, imports)
+    overlaps with loading checkpoints, PCA and directions here; they are shut down before
+    this returns, also on errors. A pool passed in ``execution.pool`` (``start_pool``, for
+    several landscapes in a row) stays up after a success; the caller stops it.
+    """
+    own = execution.pool is None and execution.dist is None
+    pool = start_pool(execution.devices, execution.threads) if own else execution.pool
     try:
-        return _build(*args, pool=pool, keep_pool=not own, **kwargs)
+        return _build(problem, plan_, execution, pool=pool, keep_pool=not own, stats=stats)
     except BaseException:
         stop_pool(pool, ok=False)  # a no-op when run_points already shut it down
         raise
 
 
-def _prepare(network: nn.Module, inputs: torch.Tensor, names: list[str], label: str, *,
-             kind: str, trajectory: Sequence[Any] | None, given: tuple | None,
-             centre: Mapping[str, torch.Tensor] | None, size: int, normalization: str, ignore: str | None,
-             seed: int, eval_mode: bool, intervals: list[int] | None, unit: str | None,
-             step_per_epoch: int | None, pca_method: str, pca_solver: str,
-             loss_fn: Callable, labels: torch.Tensor) -> tuple[Partial, dict[str, torch.Tensor]]:
+def _prepare(problem: Problem, plan_: LandscapePlan, names: list[str]) -> tuple[Partial, Mapping[str, torch.Tensor]]:
     """The landscape's definition (metadata, axes, points, directions) and its centre."""
-    centre = _centre(network, trajectory, centre, label)
+    geo, label = plan_.geometry, plan_.label
+    network, inputs, labels, loss_fn, eval_mode = (problem.network, problem.inputs, problem.labels,
+                                                   problem.loss_fn, problem.eval_mode)
+    kind, trajectory, size, normalization, seed = geo.kind, geo.trajectory, geo.size, geo.normalization, geo.seed
+    intervals = plan_.intervals
+    centre = _centre(network, trajectory, geo.centre, label)
     check_keys(network, centre, what=f"the centre of {label}")
     ref = flat_float(centre, names)
     md: dict[str, Any] = {"decomposition": {"pca": "PCA", "random": "Random"}.get(kind, "Given"),
-                          "unit": unit, "step_per_epoch": step_per_epoch,
+                          "unit": plan_.unit, "step_per_epoch": plan_.step_per_epoch,
                           "normalization": normalization if kind != "given" else "none",
-                          "ignore": ignore or "none", "seed": int(seed), "num_samples": int(inputs.shape[0]),
+                          "ignore": geo.ignore or "none", "seed": int(seed), "num_samples": int(inputs.shape[0]),
                           "landscape_size": int(size), "eval_mode": bool(eval_mode),
                           "moved_parameters": names}
     coords = None
     if kind == "pca":
+        assert trajectory is not None
         n = len(trajectory)
 
         def load(k: int) -> list[torch.Tensor]:
@@ -86,16 +97,17 @@ def _prepare(network: nn.Module, inputs: torch.Tensor, names: list[str], label: 
             check_keys(network, sd, what=f"checkpoint {k} of {label}")
             return flat_float(sd, names)
 
-        res = pca_trajectory(load, n, method=pca_method, solver=pca_solver, normalization=normalization)
+        res = pca_trajectory(load, n, method=geo.pca_method, solver=geo.pca_solver, normalization=normalization)
         v, w, coords = res["v"], res["w"], res["coords"]
         coords[-1] = 0.0
-        md.update(pca_method=pca_method, explained_variance_ratio=res["explained_variance_ratio"][:2],
+        md.update(pca_method=geo.pca_method, explained_variance_ratio=res["explained_variance_ratio"][:2],
                   singular_values=res["singular_values"][:2])
         del md["seed"]
     elif kind == "random":
         v, w = random_directions(ref, seed, normalization)
     else:
-        dv, dw = given
+        assert geo.given is not None
+        dv, dw = geo.given
         missing = [k for k in names if k not in dv or k not in dw]
         if missing:
             raise ValueError(f"The 'directions' dicts lack the parameters {missing}.")
@@ -190,50 +202,33 @@ def _assemble(part: Partial, values: Mapping[str, np.ndarray], tag: str | None) 
                      metadata=dict(part.md), surfaces=surfaces, tag=tag)
 
 
-def _build(network: nn.Module, loss_fn: Callable, inputs: torch.Tensor, labels: torch.Tensor, *,
-           kind: str, trajectory: Sequence[Any] | None = None, given: tuple | None = None,
-           centre: Mapping[str, torch.Tensor] | None = None, size: int = 40,
-           normalization: str = "layer", ignore: str | None = None, seed: int = 0,
-           eval_mode: bool = True, devices: list[str] | None = None, threads: int = 0,
-           metrics: Mapping[str, Any] | None = None, tag: str | None = None,
-           intervals: list[int] | None = None, unit: str | None = None,
-           step_per_epoch: int | None = None, pca_method: str = "mindspore",
-           pca_solver: str = "auto", pool: Any = None, keep_pool: bool = False, store: Store | None = None,
-           fingerprint: Mapping[str, Any] | None = None, dist: Dist | None = None,
-           stats: dict[str, int] | None = None) -> Landscape:
-    """Compute one landscape; ``kind`` is "pca" (trajectory), "random" or "given" (directions).
-
-    With ``store`` (and its ``fingerprint``) finished chunks are flushed to landscapes.h5
-    and a run interrupted before resumes where it stopped; with ``dist`` the ranks share
-    the work (rank 0 decides, computes the directions and writes). ``stats`` receives the
-    points evaluated in this call (by all ranks), those of this process, and the landscape's
-    points. Inputs are assumed validated (and the stored fingerprint checked) by the
-    public entry points.
-    """
-    label = tag or f"{kind} landscape"
-    names, _still = moved_names(network, ignore)
-    metrics = _usable_metrics(metrics)
+def _build(problem: Problem, plan_: LandscapePlan, execution: Execution, *, pool: Pool | None,
+           keep_pool: bool, stats: dict[str, int] | None) -> Landscape:
+    """:func:`build_landscape` with its worker pool decided."""
+    label, tag, geo = plan_.label, plan_.tag, plan_.geometry
+    store, dist, fingerprint = execution.store, execution.dist, plan_.fingerprint
+    network, inputs, labels = problem.network, problem.inputs, problem.labels
+    names, _still = moved_names(network, geo.ignore)
+    metrics = _usable_metrics(problem.metrics)
     root = dist is None or dist.root
 
     def decide() -> Any:
         """On rank 0: a finished landscape, or (definition, centre) with the points done."""
-        state = store.check(tag, fingerprint) if store is not None else "absent"
+        state = store.check(tag or "landscape", fingerprint or {}) if store is not None else "absent"
         if state == "complete":
+            assert store is not None
             _log.info("%s: already complete in %s", label, store.path)
-            return store.load_complete(tag)
-        geo = dict(kind=kind, trajectory=trajectory, given=given, centre=centre, size=size,
-                   normalization=normalization, ignore=ignore, seed=seed, eval_mode=eval_mode,
-                   intervals=intervals, unit=unit, step_per_epoch=step_per_epoch, pca_method=pca_method,
-                   pca_solver=pca_solver, loss_fn=loss_fn, labels=labels)
+            return store.load_complete(tag or "landscape")
         if state == "partial":
-            part = store.load_partial(tag)
-            c = _centre(network, trajectory, centre, label)
+            assert store is not None
+            part = store.load_partial(tag or "landscape")
+            c = _centre(network, geo.trajectory, geo.centre, label)
             _log.info("%s: resuming, %d of %d points done", label, int(part.done.sum()), len(part.done))
             return part, c
-        part, c = _prepare(network, inputs, names, label, **geo)
+        part, c = _prepare(problem, plan_, names)
         part.values = {k: np.full(len(part.points), np.nan) for k in ["loss", *metrics]}
         if store is not None:
-            store.begin(tag, fingerprint, part)
+            store.begin(tag or "landscape", fingerprint or {}, part)
         return part, c
 
     got = on_root(dist, decide)
@@ -249,15 +244,16 @@ def _build(network: nn.Module, loss_fn: Callable, inputs: torch.Tensor, labels: 
     v, w = _unflat(part.v, ref), _unflat(part.w, ref)
     p, eval_batch = int(part.md["points_per_call"]), int(part.md["eval_batch"])
     values = part.values
-    n_workers = dist.world if dist is not None else len(devices or ["cpu"])
+    n_workers = dist.world if dist is not None else len(execution.devices)
     chunks = chunk_bounds(part.done, p, n_workers)
-    payload = dict(network=network, loss_fn=loss_fn, metrics=metrics, inputs=inputs,
-                   labels=labels, names=names, centre=c, v=v, w=w, eval_mode=eval_mode,
-                   points_per_call=p, eval_batch=eval_batch, seed=seed)
+    spec = EngineSpec(network=network, loss_fn=problem.loss_fn, metrics=metrics, inputs=inputs, labels=labels,
+                      names=names, centre=c, v=v, w=w, eval_mode=problem.eval_mode, points_per_call=p,
+                      eval_batch=eval_batch, seed=geo.seed)
     todo = sum(hi - lo for _, lo, hi in chunks)
     _log.info("%s: %d of %d points to evaluate, %d per call, %d chunk(s)", label, todo, len(part.points), p,
               len(chunks))
-    with (store.chunks(tag) if (store is not None and root and chunks) else contextlib.nullcontext()) as flush:
+    flushing = store.chunks(tag or "landscape") if (store is not None and root and chunks) else contextlib.nullcontext()
+    with flushing as flush:
 
         def on_chunk(lo: int, hi: int, res: Mapping[str, np.ndarray]) -> None:
             for k, arr in res.items():
@@ -266,16 +262,15 @@ def _build(network: nn.Module, loss_fn: Callable, inputs: torch.Tensor, labels: 
                 flush(lo, hi, res)
 
         if dist is not None:
-            evaluated = dist.run(lambda dev: Engine(device=dev, **payload), part.points, chunks, label, on_chunk)
+            evaluated = dist.run(lambda dev: Engine(spec, dev), part.points, chunks, label, on_chunk)
         else:
-            evaluated = run_points(payload, part.points, chunks, devices=devices or ["cpu"], threads=threads,
-                                   label=label, on_chunk=on_chunk, pool=pool,
-                                   keep_pool=keep_pool)
+            evaluated = run_points(spec, part.points, chunks, devices=execution.devices, threads=execution.threads,
+                                   label=label, on_chunk=on_chunk, pool=pool, keep_pool=keep_pool)
     if stats is not None:
         stats.update(evaluated=todo, points=len(part.points), by_this_process=evaluated)
     result = _assemble(part, values, tag)
     if store is not None and root:
-        store.finish(result, fingerprint)
+        store.finish(result, fingerprint or {})
     return result
 
 
@@ -286,11 +281,17 @@ def _copy_with(network: nn.Module, centre: Mapping[str, torch.Tensor]) -> nn.Mod
     return net
 
 
-def _usable_metrics(metrics: Any) -> dict[str, Any]:
-    """Metrics computed on (outputs, labels); loss-input metrics (the loss itself) dropped."""
+def metric_dict(metrics: Any) -> dict[str, Any]:
+    """The user's metrics by name: a dict as given, a set, list or tuple of names (``"accuracy"``)
+    through ``collector.train.get_metric``."""
     if not metrics:
         return {}
     if isinstance(metrics, (set, list, tuple)):
-        metrics = {str(n): get_metric(n) for n in metrics}
-    return {str(k): m for k, m in dict(metrics).items()
+        return {str(n): get_metric(n) for n in metrics}
+    return {str(k): m for k, m in dict(metrics).items()}
+
+
+def _usable_metrics(metrics: Mapping[str, Any]) -> dict[str, Any]:
+    """Metrics computed on (outputs, labels); loss-input metrics (the loss itself) dropped."""
+    return {k: m for k, m in metrics.items()
             if getattr(m, "metric_inputs", None) != "loss" and (callable(m) or hasattr(m, "update"))}

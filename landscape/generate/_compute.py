@@ -17,7 +17,8 @@ from collector.common import (
 from landscape.engine._data import collate
 from landscape.execution._devices import resolve_devices
 from landscape.execution._distributed import check_devices_for_dist, detect
-from landscape.generate._build import build_landscape
+from landscape.generate._build import build_landscape, metric_dict
+from landscape.generate._plan import Execution, Geometry, LandscapePlan, Problem
 from landscape.result._landscape import Landscape
 
 __all__ = ["compute_landscape"]
@@ -132,11 +133,12 @@ def compute_landscape(
         trajectory = trajectory[-1:]
     dist = detect(distributed, _CALLER)
     try:
-        return build_landscape(network, loss_fn, inputs, labels, kind=kind, trajectory=trajectory,
-                               given=tuple(directions) if pair else None, size=size,
-                               normalization=normalization, ignore=ignore, seed=seed, eval_mode=eval_mode,
-                               devices=devices, threads=threads, metrics=metrics,
-                               tag=tag, pca_method=pca_method, dist=dist)
+        problem = Problem(network, loss_fn, inputs, labels, metrics=metric_dict(metrics), eval_mode=eval_mode)
+        geometry = Geometry(kind=kind, size=size, normalization=normalization, ignore=ignore, seed=seed,
+                            trajectory=trajectory, given=(directions[0], directions[1]) if pair else None,
+                            pca_method=pca_method)
+        return build_landscape(problem, LandscapePlan(geometry, tag=tag),
+                               Execution(devices=devices, threads=threads, dist=dist))
     finally:
         if dist is not None:
             dist.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import shutil
@@ -26,7 +27,8 @@ from landscape.engine._data import collate
 from landscape.execution._devices import resolve_devices
 from landscape.execution._distributed import check_devices_for_dist, detect, on_root
 from landscape.execution._run import start_pool, stop_pool
-from landscape.generate._build import build_landscape
+from landscape.generate._build import build_landscape, metric_dict
+from landscape.generate._plan import Execution, Geometry, LandscapePlan, Problem
 from landscape.generate._compute import check_common
 from landscape.geometry._state import check_keys
 from landscape.io._store import Store, file_digest, model_digest, tensor_digest
@@ -167,13 +169,17 @@ class SummaryLandscape:
                        what=f"the checkpoint of {unit} {n} ({os.path.basename(path)})")
         inputs, labels = collate(dataset, cfg["num_samples"], caller=_GEN)
         out_dir = os.fspath(output) if output is not None else self.summary_dir
-        plans: list[dict[str, Any]] = []
+        geo = dict(size=cfg["landscape_size"], normalization=normalization, ignore=ignore, seed=seed)
+        plans: list[LandscapePlan] = []
         if create["train"]:
-            plans += [dict(kind="pca", trajectory=[paths[n] for n in iv], intervals=iv,
-                           tag=f"landscape_{[iv[0], iv[-1]]}") for iv in intervals]
+            plans += [LandscapePlan(Geometry("pca", trajectory=[paths[n] for n in iv], **geo), intervals=iv,
+                                    tag=f"landscape_{[iv[0], iv[-1]]}", unit=unit,
+                                    step_per_epoch=cfg["step_per_epoch"]) for iv in intervals]
         if create["result"]:
             last = intervals[-1][-1]
-            plans.append(dict(kind="random", trajectory=[paths[last]], intervals=[last], tag=f"landscape_{[last]}"))
+            plans.append(LandscapePlan(Geometry("random", trajectory=[paths[last]], **geo), intervals=[last],
+                                       tag=f"landscape_{[last]}", unit=unit, step_per_epoch=cfg["step_per_epoch"]))
+        problem = Problem(network, loss_fn, inputs, labels, metrics=metric_dict(metrics), eval_mode=eval_mode)
         dist = detect(distributed, _GEN)
         # one set of worker processes for every landscape of this call (none in a distributed run)
         pool = start_pool(devices, threads) if dist is None else None
@@ -186,25 +192,21 @@ class SummaryLandscape:
                 os.makedirs(out_dir, exist_ok=True)
                 store = Store(os.path.join(out_dir, "landscapes.h5"))
                 held.enter_context(store.lock())
-                fps = self._fingerprints(plans, cfg, network, loss_fn, metrics, inputs, labels,
-                                         normalization=normalization, ignore=ignore, seed=seed,
-                                         eval_mode=eval_mode)
+                fps = self._fingerprints(plans, cfg, problem)
                 if restart:
-                    store.forget([pl["tag"] for pl in plans])
+                    store.forget([pl.tag or "" for pl in plans])
                 for pl in plans:  # refuse other inputs' landscapes before any work
-                    store.check(pl["tag"], fps[pl["tag"]])
+                    store.check(pl.tag or "", fps[pl.tag or ""])
 
             on_root(dist, open_store)
-            common = dict(size=cfg["landscape_size"], normalization=normalization, ignore=ignore, seed=seed,
-                          eval_mode=eval_mode, devices=devices, threads=threads, metrics=metrics,
-                          unit=unit, step_per_epoch=cfg["step_per_epoch"], store=store, dist=dist)
+            execution = Execution(devices=devices, threads=threads, pool=pool, dist=dist, store=store)
             results: list[Landscape] = []
             self.last_stats = {}
             for pl in plans:
                 stats: dict[str, int] = {}
-                results.append(build_landscape(network, loss_fn, inputs, labels, fingerprint=fps.get(pl["tag"]),
-                                               stats=stats, pool=pool, **pl, **common))
-                self.last_stats[pl["tag"]] = {"evaluated": stats["evaluated"], "points": stats["points"]}
+                pl = dataclasses.replace(pl, fingerprint=fps.get(pl.tag or ""))
+                results.append(build_landscape(problem, pl, execution, stats=stats))
+                self.last_stats[pl.tag or ""] = {"evaluated": stats["evaluated"], "points": stats["points"]}
             if dist is None or dist.root:
                 self._write(out_dir, results)
             return results
@@ -218,28 +220,30 @@ class SummaryLandscape:
                 dist.close()
 
     @staticmethod
-    def _fingerprints(plans: list[dict[str, Any]], cfg: dict[str, Any], network: nn.Module, loss_fn: Any,
-                      metrics: Any, inputs: Any, labels: Any, *, normalization: str, ignore: str | None,
-                      seed: int, eval_mode: bool) -> dict[str, dict[str, Any]]:
+    def _fingerprints(plans: list[LandscapePlan], cfg: dict[str, Any], problem: Problem) -> dict[str, dict[str, Any]]:
         """Everything that defines each landscape, digests for files, network and data."""
         digests: dict[str, str] = {}
-        common = {"landscape_size": cfg["landscape_size"], "num_samples": int(inputs.shape[0]),
-                  "normalization": normalization, "ignore": ignore or "none", "eval_mode": eval_mode,
+        geo0 = plans[0].geometry if plans else None
+        common = {"landscape_size": cfg["landscape_size"], "num_samples": int(problem.inputs.shape[0]),
+                  "normalization": geo0.normalization if geo0 else None,
+                  "ignore": (geo0.ignore if geo0 else None) or "none", "eval_mode": problem.eval_mode,
                   "unit": cfg["unit"], "step_per_epoch": cfg["step_per_epoch"],
-                  "model": model_digest(network), "loss_fn": repr(loss_fn),
-                  "metrics": sorted(str(k) for k in (metrics or {})), "data": tensor_digest(inputs, labels)}
+                  "model": model_digest(problem.network), "loss_fn": repr(problem.loss_fn),
+                  "metrics": sorted(str(k) for k in problem.metrics),
+                  "data": tensor_digest(problem.inputs, problem.labels)}
         out = {}
         for pl in plans:
-            fp = dict(common, kind=pl["kind"], intervals=list(pl["intervals"]))
-            if pl["kind"] == "random":
-                fp["seed"] = int(seed)
+            geo = pl.geometry
+            fp = dict(common, kind=geo.kind, intervals=list(pl.intervals or []))
+            if geo.kind == "random":
+                fp["seed"] = int(geo.seed)
             else:
-                fp["pca_method"] = "mindspore"
-            for n, path in zip(pl["intervals"], pl["trajectory"]):
+                fp["pca_method"] = geo.pca_method
+            for n, path in zip(pl.intervals or [], geo.trajectory or []):
                 if path not in digests:
                     digests[path] = file_digest(path)
                 fp[f"checkpoint {cfg['unit']} {n}"] = digests[path]
-            out[pl["tag"]] = fp
+            out[pl.tag or ""] = fp
         return out
 
     @staticmethod
@@ -263,3 +267,4 @@ class SummaryLandscape:
             func(path)
 
         shutil.rmtree(self.ckpt_dir, onerror=onerror)
+
