@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
@@ -222,8 +223,11 @@ def _build_pool() -> descriptor_pool.DescriptorPool:
 POOL = _build_pool()
 
 
-def message_class(name: str):
-    """Return the generated message class for a name relative to ``mindspore.irpb``."""
+def message_class(name: str) -> Any:
+    """Return the generated message class for a name relative to ``mindspore.irpb``.
+
+    Typed ``Any``: the classes are made at run time from the ``.proto`` files, so no stub
+    knows their fields."""
     return message_factory.GetMessageClass(POOL.FindMessageTypeByName(f"{PACKAGE}.{name}"))
 
 
