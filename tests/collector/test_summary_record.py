@@ -338,14 +338,14 @@ def test_records_wait_in_a_batch_until_flush_with_their_own_wall_time(tmp_path):
 
 
 def test_full_batch_goes_to_the_writer_thread(tmp_path, monkeypatch):
-    from collector.summary import _record as _summary_record
-    monkeypatch.setattr(_summary_record, "BATCH_RECORDS", 3)
+    from collector.summary import _writer
+    monkeypatch.setattr(_writer, "BATCH_RECORDS", 3)
     rec = SummaryRecord(tmp_path)
     for step in range(1, 5):
         rec.add_value("histogram", "h", torch.arange(10.0) * step)
         rec.record(step)
     rec._writer.join()  # the first three were handed over; the fourth waits
-    assert rec._files.summary.size > 0 and len(rec._batch) == 1
+    assert rec._writer.files.summary.size > 0 and rec._writer.pending_records == 1
     rec.close()
     hist = SummaryReader(tmp_path).histograms()["h"]
     assert [h["step"] for h in hist] == [1, 2, 3, 4]
@@ -356,19 +356,19 @@ def test_full_batch_goes_to_the_writer_thread(tmp_path, monkeypatch):
 def test_old_batch_is_written_by_the_idle_writer_thread(tmp_path, monkeypatch):
     import time
 
-    from collector.summary import _record as _summary_record
-    monkeypatch.setattr(_summary_record, "BATCH_RECORDS", 1)
-    monkeypatch.setattr(_summary_record, "BATCH_SECONDS", 0.05)
+    from collector.summary import _writer
+    monkeypatch.setattr(_writer, "BATCH_RECORDS", 1)
+    monkeypatch.setattr(_writer, "BATCH_SECONDS", 0.05)
     rec = SummaryRecord(tmp_path)
     rec.add_value("scalar", "x", 1.0)
     rec.record(1)  # a full batch: starts the writer thread
-    monkeypatch.setattr(_summary_record, "BATCH_RECORDS", 100)
+    monkeypatch.setattr(_writer, "BATCH_RECORDS", 100)
     rec.add_value("scalar", "x", 2.0)
     rec.record(2)  # waits in the batch ...
     deadline = time.monotonic() + 10
-    while rec._batch and time.monotonic() < deadline:
+    while rec._writer.pending_records and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert not rec._batch  # ... until the idle thread wrote it, without flush or another record
+    assert not rec._writer.pending_records  # ... until the idle thread wrote it, without flush or another record
     rec.close()
     assert SummaryReader(tmp_path).scalars()["x"][1].tolist() == [1.0, 2.0]
 
