@@ -13,6 +13,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from collector.collect._dataset_graph import dataset_graph
 from collector.collect._landscape import LandscapeCollector
 from collector.collect._params import (
     check_custom_lineage,
@@ -41,14 +42,6 @@ logger = logging.getLogger(__name__)
 
 _HISTOGRAM_DEFAULT_COUNT = 5
 _FLUSH_EVERY_S = 10.0  # at epoch ends, so MindInsight sees a running job's data
-
-
-def _dataset_graph(dataset: Any) -> Any:
-    try:  # the full pipeline description (Batch > Map > source), when that module is present
-        from collector.collect._dataset_graph import dataset_graph
-    except ImportError:
-        dataset_graph = lineage.dataset_graph
-    return dataset_graph(dataset)
 
 
 def _first_output(outputs: Any) -> Any:
@@ -381,7 +374,7 @@ class SummaryCollector(PlainLoopMixin, Callback):
     def _record_first(self, cb_params: Mapping[str, Any]) -> None:
         """Once per run, before the first step's values: dataset graph and custom lineage."""
         if self._specified["collect_dataset_graph"] and cb_params.get("train_dataset") is not None:
-            self._record.add_value("dataset_graph", "train_dataset", _dataset_graph(cb_params["train_dataset"]))
+            self._record.add_value("dataset_graph", "train_dataset", dataset_graph(cb_params["train_dataset"]))
         if self._custom_lineage:
             self._record.add_value("custom_lineage_data", "custom_lineage_data",
                                    lineage.custom_lineage(self._custom_lineage))
