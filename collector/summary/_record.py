@@ -234,7 +234,7 @@ class SummaryRecord:
 
         SummaryCollector's parameter histograms, at every collection: non-empty CPU float
         tensors are copied into their snapshot rows with one lock for all; anything else
-        goes through :meth:`add_value` (and its validation).
+        goes through :meth:`add_value` (and its validation), after them.
 
         Parameters
         ----------

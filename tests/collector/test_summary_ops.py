@@ -185,6 +185,7 @@ def test_add_value_and_operator_with_one_name_keep_the_operator(tmp_path, caplog
 
 
 def test_discard_pending_drops_an_uncollected_step(tmp_path):
+    summary.discard_pending()  # nothing open: nothing to do
     with SummaryRecord(tmp_path) as rec:
         summary.scalar("loss", 1.0)
         summary.discard_pending()  # what SummaryCollector does at a step it does not collect
