@@ -15,7 +15,9 @@ import torch
 
 from collector import proto
 from collector.common._torch import unwrap_module
-from collector.summary._packing import custom_lineage  # re-exported: packing a value is the summary layer's
+
+# Re-exported: packing a dict as a UserDefinedInfo is the summary layer's (SummaryRecord needs it).
+from collector.summary._packing import custom_lineage
 
 __all__ = ["train_lineage", "eval_lineage", "dataset_graph", "custom_lineage", "dataset_size", "dataset_path"]
 

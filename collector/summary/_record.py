@@ -32,7 +32,13 @@ from collector.common._validation import (
 from collector.summary import _writer
 from collector.summary._graph import build_graph
 from collector.summary._slabs import SnapshotSlabs
-from collector.summary._values import FLOAT_DTYPES, PLUGIN_SET, PLUGINS, TENSOR_PLUGINS, prepare_value
+from collector.summary._values import (
+    FLOAT_DTYPES,
+    PLUGIN_SET,
+    PLUGINS,
+    TENSOR_PLUGINS,
+    prepare_value,
+)
 from collector.summary._writer import EventWriter
 
 logger = logging.getLogger(__name__)

@@ -18,7 +18,13 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from collector.common import BackgroundWriter
-from collector.summary._events import Record, batch_histograms, export_npy, record_events, values_nbytes
+from collector.summary._events import (
+    Record,
+    batch_histograms,
+    export_npy,
+    record_events,
+    values_nbytes,
+)
 from collector.summary._files import EventFileSet
 
 logger = logging.getLogger(__name__)

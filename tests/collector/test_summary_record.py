@@ -453,9 +453,8 @@ def test_add_histograms_copies_at_the_call(tmp_path):
     ([("x", [1.0, 2.0])], TypeError, "Got list"),
 ])
 def test_add_histograms_refuses_what_add_value_refuses(tmp_path, items, exc, match):
-    with SummaryRecord(tmp_path) as rec:
-        with pytest.raises(exc, match=match):
-            rec.add_histograms(items)
+    with SummaryRecord(tmp_path) as rec, pytest.raises(exc, match=match):
+        rec.add_histograms(items)
 
 
 def test_buffer_operator_value_reports_a_name_buffered_twice(tmp_path):
@@ -476,8 +475,8 @@ def test_buffer_operator_value_reports_a_name_buffered_twice(tmp_path):
 
 @pytest.mark.parametrize("plugin, name, value, exc, match", [
     ("graph", "g", proto.GraphProto(), InvalidParameterError,
-     "'plugin' parameter of SummaryRecord.buffer_operator_value must be one of 'scalar', 'image', 'tensor', "
-     "'histogram'"),
+     ("'plugin' parameter of SummaryRecord.buffer_operator_value must be one of 'scalar', 'image', 'tensor', "
+      "'histogram'")),
     ("scalar", "", 1.0, InvalidParameterError, "'name' parameter of SummaryRecord.buffer_operator_value"),
     ("scalar", None, 1.0, InvalidParameterError, "'name' parameter"),
     ("scalar", "a", "1.0", TypeError, "Got str"),
