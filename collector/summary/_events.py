@@ -43,7 +43,13 @@ TensorExport = Callable[[str, int, np.ndarray], None]
 
 def values_nbytes(values: Sequence[tuple[str, str, Any]]) -> int:
     """The bytes the array copies among prepared values take (the batching policy counts them)."""
-    return sum(data[0].nbytes for _, _, data in values if type(data) is tuple)
+    # A loop, not sum() over a generator: this runs at every record, and for the usual
+    # few values the generator's set-up cost several times the additions.
+    nbytes = 0
+    for _, _, data in values:
+        if type(data) is tuple:
+            nbytes += data[0].nbytes
+    return nbytes
 
 
 def pack_value(plugin: str, tag: str, data: Any, step: int, export: TensorExport | None = None) -> Any:

@@ -74,7 +74,7 @@ def scalar(name: str, value: Any) -> None:
     value : torch.Tensor, numpy.ndarray or number
         One value; a larger tensor is logged and its first element recorded.
     """
-    if _sr.open_record_ref is not None and (rec := _active_record()) is not None:
+    if _sr.open_record_ref is not None and (rec := _sr.operator_record()) is not None:
         _buffer(rec, "scalar", name, value)
 
 
@@ -88,7 +88,7 @@ def tensor(name: str, value: Any) -> None:
     value : torch.Tensor, numpy.ndarray or number
         Written with its shape and dtype.
     """
-    if _sr.open_record_ref is not None and (rec := _active_record()) is not None:
+    if _sr.open_record_ref is not None and (rec := _sr.operator_record()) is not None:
         _buffer(rec, "tensor", name, value)
 
 
@@ -102,7 +102,7 @@ def image(name: str, value: Any) -> None:
     value : torch.Tensor or numpy.ndarray of shape (N, C, H, W), C in {1, 3}
         The batch is tiled into one picture; floats in [0, 1] are scaled by 255.
     """
-    if _sr.open_record_ref is not None and (rec := _active_record()) is not None:
+    if _sr.open_record_ref is not None and (rec := _sr.operator_record()) is not None:
         _buffer(rec, "image", name, value)
 
 
@@ -131,7 +131,7 @@ def histogram(name: str, value: Any) -> None:
     ...                     summary.histogram(f"param{i}.gradient", p.grad)
     ...         return super().step(closure)
     """
-    if _sr.open_record_ref is not None and (rec := _active_record()) is not None:
+    if _sr.open_record_ref is not None and (rec := _sr.operator_record()) is not None:
         _buffer(rec, "histogram", name, value)
 
 
@@ -141,7 +141,7 @@ def is_recording() -> bool:
     Useful to skip computing a value only an operator needs
     (``if summary.is_recording(): summary.tensor("attn", attn.softmax(-1))``).
     """
-    return _active_record() is not None
+    return _sr.operator_record() is not None
 
 
 def discard_pending() -> None:
@@ -154,15 +154,6 @@ def discard_pending() -> None:
     rec = _sr.open_record()
     if rec is not None:
         rec.discard_operator_values()
-
-
-def _active_record() -> SummaryRecord | None:
-    """The open record if it takes operator values (train mode), else None."""
-    ref = _sr.open_record_ref
-    rec = ref() if ref is not None else None
-    if rec is None or rec.closed or rec.mode != "train":
-        return None
-    return rec
 
 
 @torch.compiler.disable

@@ -43,7 +43,9 @@ from collector.summary._writer import EventWriter
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["SummaryRecord", "PLUGINS", "open_record", "open_record_ref"]
+_OPERATOR_PLUGINS = frozenset(TENSOR_PLUGINS)
+
+__all__ = ["SummaryRecord", "PLUGINS", "open_record", "open_record_ref", "operator_record"]
 
 # Reentrant: close() takes it too, and a record's finalizer (which closes it) may run from
 # the garbage collector while this thread constructs another record under the lock.
@@ -58,13 +60,22 @@ open_record_ref: weakref.ref | None = None
 
 
 def open_record() -> SummaryRecord | None:
-    """The SummaryRecord that is open in this process, or None.
-
-    Summary operators buffer their values into it (when it is in train mode).
-    """
+    """The SummaryRecord that is open in this process, or None."""
     ref = open_record_ref
     rec = ref() if ref is not None else None
     return rec if rec is not None and not rec._closed else None
+
+
+def operator_record() -> SummaryRecord | None:
+    """The open SummaryRecord if it takes summary operators' values now (it is in train mode), or None.
+
+    What a summary operator buffers into, after its ``open_record_ref is not None`` test.
+    """
+    ref = open_record_ref
+    rec = ref() if ref is not None else None
+    if rec is None or rec._closed or rec._mode != "train":
+        return None
+    return rec
 
 
 class SummaryRecord:
@@ -225,15 +236,12 @@ class SummaryRecord:
             check_param("name", name, ["nonempty_str"], caller=caller)
         plugin = "landscape" if plugin == "LANDSCAPE" else plugin
         data = prepare_value(plugin, name, value, self._slabs)
-        with self._lock:
-            self._put(plugin, name, data)
-
-    def _put(self, plugin: str, name: str, data: Any) -> None:
-        """Buffer a prepared value for the next record (``_lock`` held); the last one of a tag wins."""
         key = (plugin, name)
-        if key in self._buffer:
-            logger.warning("add_value: %s %r was already added for this step; the last value is kept", plugin, name)
-        self._buffer[key] = (plugin, name, data)
+        with self._lock:  # (no helper method: this runs for every value added)
+            duplicate = key in self._buffer
+            self._buffer[key] = (plugin, name, data)
+        if duplicate:
+            _warn_duplicate(plugin, name)
 
     def add_histograms(self, items: Iterable[tuple[str, torch.Tensor]]) -> None:
         """``add_value("histogram", tag, tensor)`` for each ``(tag, tensor)``, in fewer steps.
@@ -258,9 +266,16 @@ class SummaryRecord:
         rows = self._slabs.rows([src for _, src in fast])
         for (_, src), (row, _, _) in zip(fast, rows):
             np.copyto(row, src.reshape(-1))  # outside any lock: the writer thread never waits for copies
+        duplicates = []
         with self._lock:
+            buffer = self._buffer
             for (tag, src), (row, slab, index) in zip(fast, rows):
-                self._put("histogram", tag, (row.reshape(src.shape), False, slab, index))
+                key = ("histogram", tag)
+                if key in buffer:
+                    duplicates.append(tag)
+                buffer[key] = ("histogram", tag, (row.reshape(src.shape), False, slab, index))
+        for tag in duplicates:
+            _warn_duplicate("histogram", tag)
         for tag, tensor in slow:
             self.add_value("histogram", tag, tensor)
 
@@ -288,7 +303,7 @@ class SummaryRecord:
         TypeError, ValueError
             A value the plugin does not take.
         """
-        if plugin not in TENSOR_PLUGINS or type(name) is not str or not name:
+        if plugin not in _OPERATOR_PLUGINS or type(name) is not str or not name:  # fast path: valid input
             caller = "SummaryRecord.buffer_operator_value"
             check_param("plugin", plugin, [Options(TENSOR_PLUGINS)], caller=caller)
             check_param("name", name, ["nonempty_str"], caller=caller)
@@ -359,7 +374,7 @@ class SummaryRecord:
             values = [v for v in values if plugin_filter(v[0])]
         if values:
             # The wall time of the record() call, not of the (later) write.
-            writer.add(int(step), time.time(), values)
+            return writer.add(int(step), time.time(), values)
         return not writer.has_errors
 
     def flush(self) -> None:
@@ -400,6 +415,10 @@ class SummaryRecord:
         """:meth:`close`, logging the errors of writing from now on instead of keeping them (atexit, finalizer)."""
         self._writer.raise_exception = False
         self.close()
+
+
+def _warn_duplicate(plugin: str, name: str) -> None:
+    logger.warning("add_value: %s %r was already added for this step; the last value is kept", plugin, name)
 
 
 def _check_network(name: str, network: Any, caller: str) -> None:

@@ -122,7 +122,7 @@ class EventWriter:
         return len(self._batch)
 
     # ------------------------------------------------------------------ API
-    def add(self, step: int, wall_time: float, values: list[tuple[str, str, Any]]) -> None:
+    def add(self, step: int, wall_time: float, values: list[tuple[str, str, Any]]) -> bool:
         """Add one record to the batch; hand the batch to the thread when it is full or old.
 
         Parameters
@@ -132,6 +132,12 @@ class EventWriter:
             Written as the events' wall time (the time of the ``record`` call, not of the write).
         values : list of (plugin, tag, prepared value)
             The record's values (:mod:`collector.summary._values`), the writer's from now on.
+
+        Returns
+        -------
+        bool
+            ``not has_errors``: whether no error waits for :meth:`raise_pending` (what
+            ``SummaryRecord.record`` returns; answered here to save it a call per record).
         """
         nbytes = values_nbytes(values)
         now = time.monotonic()
@@ -146,6 +152,7 @@ class EventWriter:
             batch = self._take_batch()
             if batch:
                 self._thread.submit(lambda: self._write_batch(batch))
+        return not self._errors
 
     def join(self) -> None:
         """Wait until the batches handed to the thread are written (the current batch is not)."""

@@ -513,11 +513,16 @@ def test_closed_graph_written_and_the_open_record(tmp_path):
     rec = SummaryRecord(tmp_path, network=torch.nn.Linear(2, 1))
     assert _record.open_record() is rec and _record.open_record_ref() is rec
     assert not rec.closed and not rec.graph_written
+    assert _record.operator_record() is rec
+    rec.set_mode("eval")
+    assert _record.operator_record() is None and _record.open_record() is rec  # open, but takes no operator values
+    rec.set_mode("train")
     rec.record(1)
     assert rec.graph_written
     rec.close()
     assert rec.closed
     assert _record.open_record() is None and _record.open_record_ref is None  # the operators' no-record path
+    assert _record.operator_record() is None
     rec.close()  # a second close does nothing
     with SummaryRecord(tmp_path / "b") as other:
         assert _record.open_record() is other
