@@ -5,7 +5,8 @@ caller's thread), packed into Event bytes by :mod:`collector.summary._events` an
 written in batches by :class:`collector.summary._writer.EventWriter`.
 
 The summary operators (:mod:`collector.summary._operators`) buffer into *the open
-record*: :data:`open_record_ref` (read on their fast path) and :func:`open_record`.
+record*: :data:`open_record_ref` (read on their fast path), :func:`open_record` and
+:func:`operator_record` (the open record while it takes their values).
 """
 
 from __future__ import annotations
