@@ -183,7 +183,7 @@ class SummaryCollector(PlainLoopMixin, Callback):
         self._keep_default_action = keep_default_action
         self._collect_tensor_freq = collect_tensor_freq
         self._max_file_size = max_file_size
-        self._record: SummaryRecord | None = None
+        self._record: Any = None  # the SummaryRecord while a run is open (see _open)
         self._landscape = (LandscapeCollector(os.path.join(self._summary_dir, CKPT_DIR),
                                               self._specified["collect_landscape"])
                            if self._specified["collect_landscape"] is not None else None)

@@ -88,7 +88,8 @@ def test_record_events_orders_graph_lineage_then_summary():
 
 def test_record_events_exports_tensors_only():
     exported = []
-    values = [("tensor", "t", (np.arange(3.0), False)), ("scalar", "s", 1.0), ("image", "i", (np.zeros((1, 1, 2, 2)), False))]
+    values = [("tensor", "t", (np.arange(3.0), False)), ("scalar", "s", 1.0),
+              ("image", "i", (np.zeros((1, 1, 2, 2)), False))]
     _events.record_events(7, 0.0, values, export=lambda tag, step, arr: exported.append((tag, step, arr.tolist())))
     assert exported == [("t", 7, [0.0, 1.0, 2.0])]
 
