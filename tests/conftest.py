@@ -16,8 +16,7 @@ def _close_leftover_summary_records():
     yield
     from collector.summary import _record as _summary_record
     for rec in list(_summary_record._live_records):
-        rec._raise = False
-        rec.close()
+        rec._close_quietly()
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from collector.collect._dataset_graph import dataset_graph
 from collector.collect._landscape import LandscapeCollector
 from collector.collect._params import (
     check_custom_lineage,
@@ -30,6 +31,8 @@ from collector.common._validation import (
 )
 from collector.lineage import _build as lineage
 from collector.lineage._callbacks import _checkpoint_path
+from collector.summary._operators import discard_pending
+from collector.summary._record import SummaryRecord
 from collector.train._callbacks import Callback, CallbackParams, RunContext
 from collector.trajectory import CKPT_DIR
 
@@ -39,24 +42,6 @@ logger = logging.getLogger(__name__)
 
 _HISTOGRAM_DEFAULT_COUNT = 5
 _FLUSH_EVERY_S = 10.0  # at epoch ends, so MindInsight sees a running job's data
-
-
-def _dataset_graph(dataset: Any) -> Any:
-    try:  # the full pipeline description (Batch > Map > source), when that module is present
-        from collector.collect._dataset_graph import dataset_graph
-    except ImportError:
-        dataset_graph = lineage.dataset_graph
-    return dataset_graph(dataset)
-
-
-def _discard_operator_values() -> None:
-    # Summary operators (collector.summary._operators) buffer into the open record; a step that is not
-    # collected must not leak its values into the next collected one.
-    try:
-        from collector.summary._operators import _discard_pending
-    except ImportError:
-        return
-    _discard_pending()
 
 
 def _first_output(outputs: Any) -> Any:
@@ -198,7 +183,7 @@ class SummaryCollector(PlainLoopMixin, Callback):
         self._keep_default_action = keep_default_action
         self._collect_tensor_freq = collect_tensor_freq
         self._max_file_size = max_file_size
-        self._record: Any = None
+        self._record: Any = None  # the SummaryRecord while a run is open (see _open)
         self._landscape = (LandscapeCollector(os.path.join(self._summary_dir, CKPT_DIR),
                                               self._specified["collect_landscape"])
                            if self._specified["collect_landscape"] is not None else None)
@@ -218,7 +203,7 @@ class SummaryCollector(PlainLoopMixin, Callback):
         return {k: v for k, v in self._specified.items() if not k.startswith("_")}
 
     @property
-    def summary_record(self) -> Any:
+    def summary_record(self) -> SummaryRecord | None:
         """The open :class:`SummaryRecord` (None outside a run)."""
         return self._record
 
@@ -238,8 +223,6 @@ class SummaryCollector(PlainLoopMixin, Callback):
 
     def _open(self) -> None:
         if self._record is None:
-            from collector import SummaryRecord
-
             self._record = SummaryRecord(self._summary_dir, max_file_size=self._max_file_size,
                                          export_options=self._export_options)
 
@@ -309,8 +292,8 @@ class SummaryCollector(PlainLoopMixin, Callback):
         record = self._record
         # Most steps have nothing to do: return after a few comparisons (this runs at every step).
         if (self._last_step is not None and type(step) is int and self._last_step < step < self._next_event
-                and not self._user_values and record is not None and not record._operator_values
-                and not record._closed and cb_params.get("mode", "train") == "train"):
+                and not self._user_values and record is not None and not record.has_operator_values
+                and not record.closed and cb_params.get("mode", "train") == "train"):
             self._last_step = step
             return
         if cb_params.get("mode", "train") != "train":
@@ -326,10 +309,11 @@ class SummaryCollector(PlainLoopMixin, Callback):
         self._first_step = False
         if kind is not None:
             self._collect(cb_params, kind)
-        elif self._record._operator_values or self._record._closed:
-            # The open record is the one summary operators write to (one may be open per
-            # process): with nothing buffered there is nothing to discard.
-            _discard_operator_values()
+        elif self._record.has_operator_values or self._record.closed:
+            # Summary operators buffer into the open record (one may be open per process, so
+            # normally this one); a step that is not collected must not leak its values into
+            # the next collected one. With nothing buffered there is nothing to discard.
+            discard_pending()
         if self._user_values:
             self._user_values.clear()
         if self._landscape is not None and self._landscape.unit == "step":
@@ -390,7 +374,7 @@ class SummaryCollector(PlainLoopMixin, Callback):
     def _record_first(self, cb_params: Mapping[str, Any]) -> None:
         """Once per run, before the first step's values: dataset graph and custom lineage."""
         if self._specified["collect_dataset_graph"] and cb_params.get("train_dataset") is not None:
-            self._record.add_value("dataset_graph", "train_dataset", _dataset_graph(cb_params["train_dataset"]))
+            self._record.add_value("dataset_graph", "train_dataset", dataset_graph(cb_params["train_dataset"]))
         if self._custom_lineage:
             self._record.add_value("custom_lineage_data", "custom_lineage_data",
                                    lineage.custom_lineage(self._custom_lineage))
@@ -405,12 +389,12 @@ class SummaryCollector(PlainLoopMixin, Callback):
                 # The only host sync SummaryCollector makes, and only at collection steps.
                 record.add_value("scalar", "loss/auto", _loss_value(loss))
             if self._specified["_histograms"]:
-                record._add_histograms(self._histogram_params(cb_params))
+                record.add_histograms(self._histogram_params(cb_params))
         for (plugin, name), value in self._user_values.items():
             if (plugin == "tensor") == (kind == "tensor") or kind == "all":
                 record.add_value(plugin, name, value)
         # The graph is built once, by the first record that gets a network.
-        network = (cb_params.get("train_network") if self._specified["collect_graph"] and not record._graph_written
+        network = (cb_params.get("train_network") if self._specified["collect_graph"] and not record.graph_written
                    else None)
         record.record(int(cb_params["cur_step_num"]), train_network=unwrap_module(network) if network is not None
                       else None, plugin_filter=_PLUGIN_FILTERS[kind])

@@ -16,6 +16,9 @@ import torch
 from collector import proto
 from collector.common._torch import unwrap_module
 
+# Re-exported: packing a dict as a UserDefinedInfo is the summary layer's (SummaryRecord needs it).
+from collector.summary._packing import custom_lineage
+
 __all__ = ["train_lineage", "eval_lineage", "dataset_graph", "custom_lineage", "dataset_size", "dataset_path"]
 
 
@@ -179,19 +182,3 @@ def dataset_graph(dataset: Any) -> Any:
         except TypeError:
             pass
     return graph
-
-
-def custom_lineage(data: Mapping[str, Any]) -> Any:
-    """UserDefinedInfo with one ``user_info`` entry per item, as MindSpore packs it."""
-    info = proto.UserDefinedInfo()
-    for key, value in data.items():
-        entry = info.user_info.add()
-        if isinstance(value, int) and -(2**31) <= value < 2**31:
-            entry.map_int32[key] = value
-        elif isinstance(value, int):
-            entry.map_double[key] = float(value)  # beyond int32: the closest field that holds it
-        elif isinstance(value, float):
-            entry.map_double[key] = value
-        else:
-            entry.map_str[key] = value
-    return info

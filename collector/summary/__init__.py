@@ -9,7 +9,10 @@ Inside, bottom to top: ``_proto`` (message classes built from ``_protos/*.proto`
 ``_framing`` (the record framing with masked CRC32C: the one module that reads and
 writes it), ``_files`` (file names, lazy creation, size limit), ``_histogram`` and
 ``_packing`` (values to messages and wire bytes), ``_graph`` (a network as a
-GraphProto), ``_record`` (``SummaryRecord``), ``_reader`` and ``_operators``.
+GraphProto), ``_slabs`` (the memory of histogram snapshots), ``_values`` (validate and
+copy a value on the caller's thread), ``_events`` (a record's Event bytes, the npy
+export), ``_writer`` (``EventWriter``: the files, the writer thread, batching and write
+errors), ``_record`` (``SummaryRecord``, the API over them), ``_reader`` and ``_operators``.
 
 Examples
 --------

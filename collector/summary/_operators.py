@@ -54,10 +54,11 @@ from typing import Any
 import torch
 
 from collector.summary import _record as _sr
+from collector.summary._record import SummaryRecord
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["scalar", "tensor", "image", "histogram", "is_recording"]
+__all__ = ["scalar", "tensor", "image", "histogram", "is_recording", "discard_pending"]
 
 # Records already warned about a name reused in one step: {record: {(plugin, name)}}.
 _warned: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -73,7 +74,7 @@ def scalar(name: str, value: Any) -> None:
     value : torch.Tensor, numpy.ndarray or number
         One value; a larger tensor is logged and its first element recorded.
     """
-    if _sr._open_record is not None and (rec := _active_record()) is not None:
+    if _sr.open_record_ref is not None and (rec := _sr.operator_record()) is not None:
         _buffer(rec, "scalar", name, value)
 
 
@@ -87,7 +88,7 @@ def tensor(name: str, value: Any) -> None:
     value : torch.Tensor, numpy.ndarray or number
         Written with its shape and dtype.
     """
-    if _sr._open_record is not None and (rec := _active_record()) is not None:
+    if _sr.open_record_ref is not None and (rec := _sr.operator_record()) is not None:
         _buffer(rec, "tensor", name, value)
 
 
@@ -101,7 +102,7 @@ def image(name: str, value: Any) -> None:
     value : torch.Tensor or numpy.ndarray of shape (N, C, H, W), C in {1, 3}
         The batch is tiled into one picture; floats in [0, 1] are scaled by 255.
     """
-    if _sr._open_record is not None and (rec := _active_record()) is not None:
+    if _sr.open_record_ref is not None and (rec := _sr.operator_record()) is not None:
         _buffer(rec, "image", name, value)
 
 
@@ -130,7 +131,7 @@ def histogram(name: str, value: Any) -> None:
     ...                     summary.histogram(f"param{i}.gradient", p.grad)
     ...         return super().step(closure)
     """
-    if _sr._open_record is not None and (rec := _active_record()) is not None:
+    if _sr.open_record_ref is not None and (rec := _sr.operator_record()) is not None:
         _buffer(rec, "histogram", name, value)
 
 
@@ -140,44 +141,30 @@ def is_recording() -> bool:
     Useful to skip computing a value only an operator needs
     (``if summary.is_recording(): summary.tensor("attn", attn.softmax(-1))``).
     """
-    return _active_record() is not None
+    return _sr.operator_record() is not None
 
 
-def _active_record() -> Any:
-    ref = _sr._open_record
-    rec = ref() if ref is not None else None
-    if rec is None or rec._closed or rec._mode != "train":
-        return None
-    return rec
-
-
-@torch.compiler.disable
-def _buffer(rec: Any, plugin: str, name: str, value: Any) -> None:
-    """Validate, copy and buffer one operator value into ``rec``, the open record (train mode)."""
-    if type(name) is not str or not name:
-        raise ValueError(f"collector.summary._operators.{plugin}: the name must be a non-empty str. Got {name!r} instead.")
-    data = rec._prepare(plugin, name, value)
-    key = (plugin, name)
-    with rec._lock:
-        duplicate = key in rec._operator_values
-        rec._operator_values[key] = (plugin, name, data)
-    if duplicate:
-        warned = _warned.setdefault(rec, set())
-        if key not in warned:
-            warned.add(key)
-            logger.warning("%r has duplicate values. Only the newest one will be recorded. (A summary operator "
-                           "name must not be repeated within one step; this is reported once.)", f"{name}/{plugin}")
-
-
-def _discard_pending() -> None:
+def discard_pending() -> None:
     """Drop the operator values buffered since the last ``record``: the step is not collected.
 
     SummaryCollector calls this at the ``step_end`` of a step it does not record, so
     that a value reaches the file only with the step that produced it, and a name used
-    once per step is not reported as reused.
+    once per step is not reported as reused. Does nothing when no record is open.
     """
-    ref = _sr._open_record
-    rec = ref() if ref is not None else None
+    rec = _sr.open_record()
     if rec is not None:
-        with rec._lock:
-            rec._operator_values = {}
+        rec.discard_operator_values()
+
+
+@torch.compiler.disable
+def _buffer(rec: SummaryRecord, plugin: str, name: str, value: Any) -> None:
+    """Validate, copy and buffer one operator value into ``rec``, the open record (train mode)."""
+    if type(name) is not str or not name:
+        raise ValueError(f"collector.summary._operators.{plugin}: the name must be a non-empty str. Got {name!r} instead.")
+    if rec.buffer_operator_value(plugin, name, value):
+        warned = _warned.setdefault(rec, set())
+        key = (plugin, name)
+        if key not in warned:
+            warned.add(key)
+            logger.warning("%r has duplicate values. Only the newest one will be recorded. (A summary operator "
+                           "name must not be repeated within one step; this is reported once.)", f"{name}/{plugin}")

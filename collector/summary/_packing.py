@@ -1,6 +1,8 @@
 """Turning user values (torch tensors, numpy arrays, numbers) into summary messages.
 
-Two halves, because ``SummaryRecord`` splits the work between threads:
+Two halves, because ``SummaryRecord`` splits the work between threads (plus
+``custom_lineage``, a dict packed as a ``UserDefinedInfo``, used by both SummaryRecord and
+the lineage builders):
 
 * ``to_numpy`` / ``check_*`` run on the caller's thread: they validate and take a
   private copy (a tensor may be changed in place by the next optimizer step);
@@ -19,6 +21,8 @@ import math
 import numbers
 import struct
 import zlib
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -39,6 +43,7 @@ __all__ = [
     "histogram_bins",
     "tensor_to_numpy",
     "make_canvas",
+    "custom_lineage",
     "NUMPY_TO_DT",
     "DT_TO_NUMPY",
 ]
@@ -192,6 +197,35 @@ def pack_tensor(arr: np.ndarray, bf16: bool = False):
     else:  # bool, int8/16/32, uint8/16
         t.int32_data.extend(flat.astype(np.int32).tolist())
     return proto.Summary.Value(tensor=t)
+
+
+def custom_lineage(data: Mapping[str, Any]) -> proto.UserDefinedInfo:
+    """UserDefinedInfo with one ``user_info`` entry per item, as MindSpore packs it.
+
+    Parameters
+    ----------
+    data : Mapping of str to str, int or float
+        The custom lineage (``SummaryCollector(custom_lineage_data=...)``, or
+        ``SummaryRecord.add_value("custom_lineage_data", ...)``); not validated here.
+
+    Returns
+    -------
+    collector.proto.UserDefinedInfo
+        An int in int32's range goes to ``map_int32``, a larger one and a float to
+        ``map_double``, anything else to ``map_str``.
+    """
+    info = proto.UserDefinedInfo()
+    for key, value in data.items():
+        entry = info.user_info.add()
+        if isinstance(value, int) and -(2**31) <= value < 2**31:
+            entry.map_int32[key] = value
+        elif isinstance(value, int):
+            entry.map_double[key] = float(value)  # beyond int32: the closest field that holds it
+        elif isinstance(value, float):
+            entry.map_double[key] = value
+        else:
+            entry.map_str[key] = value
+    return info
 
 
 def tensor_to_numpy(t, dtype=None) -> np.ndarray:

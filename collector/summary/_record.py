@@ -1,4 +1,13 @@
-"""``SummaryRecord``: buffer values, then write them as one Event per ``record(step)``."""
+"""``SummaryRecord``: buffer values, then write them as one Event per ``record(step)``.
+
+A thin API: values are validated and copied by :mod:`collector.summary._values` (on the
+caller's thread), packed into Event bytes by :mod:`collector.summary._events` and
+written in batches by :class:`collector.summary._writer.EventWriter`.
+
+The summary operators (:mod:`collector.summary._operators`) buffer into *the open
+record*: :data:`open_record_ref` (read on their fast path), :func:`open_record` and
+:func:`operator_record` (the open record while it takes their values).
+"""
 
 from __future__ import annotations
 
@@ -8,14 +17,12 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
-from urllib.parse import quote
 
 import numpy as np
 import torch
 
-from collector.common import BackgroundWriter
 from collector.common._validation import (
     InstanceOf,
     Interval,
@@ -23,52 +30,53 @@ from collector.common._validation import (
     Predicate,
     check_param,
 )
-from collector.summary import _histogram
-from collector.summary import _packing as packing
-from collector.summary import _proto as proto
-from collector.summary._files import EventFileSet
+from collector.summary import _writer
+from collector.summary._graph import build_graph
+from collector.summary._slabs import SnapshotSlabs
+from collector.summary._values import (
+    FLOAT_DTYPES,
+    PLUGIN_SET,
+    PLUGINS,
+    TENSOR_PLUGINS,
+    prepare_value,
+)
+from collector.summary._writer import EventWriter
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["SummaryRecord", "PLUGINS"]
+_OPERATOR_PLUGINS = frozenset(TENSOR_PLUGINS)
 
-_TENSOR_PLUGINS = ("scalar", "image", "tensor", "histogram")
-_MESSAGE_PLUGINS = {
-    "graph": ("GraphProto", "summary"),
-    "train_lineage": ("TrainLineage", "lineage"),
-    "eval_lineage": ("EvaluationLineage", "lineage"),
-    "dataset_graph": ("DatasetGraph", "lineage"),
-    "custom_lineage_data": ("UserDefinedInfo", "lineage"),
-    "landscape": ("LossLandscape", "summary"),
-}
-_LINEAGE_FIELD = {
-    "train_lineage": "train_lineage",
-    "eval_lineage": "evaluation_lineage",
-    "dataset_graph": "dataset_graph",
-    "custom_lineage_data": "user_defined_info",
-}
-PLUGINS = _TENSOR_PLUGINS + tuple(_MESSAGE_PLUGINS) + ("LANDSCAPE",)
-_PLUGIN_SET = frozenset(PLUGINS)
-_FLOAT_DTYPES = frozenset((torch.float16, torch.float32, torch.float64))  # histogram fast path
+__all__ = ["SummaryRecord", "PLUGINS", "open_record", "open_record_ref", "operator_record"]
 
-_open_lock = threading.Lock()
-_open_record: weakref.ref | None = None
+# Reentrant: close() takes it too, and a record's finalizer (which closes it) may run from
+# the garbage collector while this thread constructs another record under the lock.
+_open_lock = threading.RLock()
 
-# Recorded events wait in a batch until one of these is reached (or flush/close), then
-# the writer thread encodes and writes the whole batch. Encoding each record as it came
-# cost two to three times more: every one ran with cold caches between training steps
-# and woke the writer thread to compete with the training loop for the GIL. The limits
-# keep memory bounded (values are private copies) and the files at most a few seconds
-# behind the training, as a viewer of a running job expects.
-BATCH_RECORDS = 512
-BATCH_BYTES = 32 << 20
-BATCH_SECONDS = 2.0
-# Histogram snapshots of CPU float tensors are copied into rows of 2-D "slabs" of at most
-# this size, one per dtype and element count: a batch's snapshots of one parameter are
-# then one block that the writer sorts in place (_histogram.histogram_stats_many), instead
-# of being stacked into fresh memory first -- fresh pages cost more than the sort. (Below
-# 4 MiB, where numpy asks for transparent huge pages, whose allocation can stall.)
-SLAB_BYTES = 2 << 20
+#: A weak reference to the open SummaryRecord (at most one is open per process), or None
+#: when none is open. Set by the constructor, cleared by :meth:`SummaryRecord.close`; the
+#: referent may still be closed or gone, so use :func:`open_record` unless a plain global
+#: read matters: the summary operators test ``open_record_ref is not None`` first, their
+#: whole cost when nothing records (and a guard torch.compile can trace).
+open_record_ref: weakref.ref | None = None
+
+
+def open_record() -> SummaryRecord | None:
+    """The SummaryRecord that is open in this process, or None."""
+    ref = open_record_ref
+    rec = ref() if ref is not None else None
+    return rec if rec is not None and not rec._closed else None
+
+
+def operator_record() -> SummaryRecord | None:
+    """The open SummaryRecord if it takes summary operators' values now (it is in train mode), or None.
+
+    What a summary operator buffers into, after its ``open_record_ref is not None`` test.
+    """
+    ref = open_record_ref
+    rec = ref() if ref is not None else None
+    if rec is None or rec._closed or rec._mode != "train":
+        return None
+    return rec
 
 
 class SummaryRecord:
@@ -80,12 +88,8 @@ class SummaryRecord:
     ``...{host}_lineage`` for lineage, both made read-only when closed. Recorded
     events are encoded and written in batches: a background thread writes a batch when
     it holds ``BATCH_RECORDS`` records or ``BATCH_BYTES`` bytes of values, or when its
-    oldest record is ``BATCH_SECONDS`` old (checked at each record; the running thread
-    also looks that often);
-    :meth:`flush` and :meth:`close` write the rest themselves, since their caller waits
-    for it anyway (handing it to the thread would only add two thread wake-ups). The
-    thread starts with the first batch handed to it; until then a batch that grew old
-    is handed over by the next :meth:`record`.
+    oldest record is ``BATCH_SECONDS`` old (see :mod:`collector.summary._writer`);
+    :meth:`flush` and :meth:`close` write the rest themselves.
 
     Only one SummaryRecord may be open at a time in a process: two writers corrupt
     each other's data (MindSpore's notice), so a second one is refused.
@@ -136,44 +140,36 @@ class SummaryRecord:
         check_param("max_file_size", max_file_size, [Interval(int, 0, None), None], caller=caller)
         check_param("raise_exception", raise_exception, ["boolean"], caller=caller)
         _check_network("network", network, caller)
-        self._export_format = _check_export_options(export_options, caller)
+        export_format = _check_export_options(export_options, caller)
         no_sep = Predicate(lambda v: not any(c in v for c in ("/", os.sep, "\0")), "a str without path separators")
         check_param("file_prefix", file_prefix, [no_sep], caller=caller)
         check_param("file_suffix", file_suffix, [no_sep], caller=caller)
 
-        global _open_record
+        # A batch holds at most BATCH_RECORDS records, so a slab needs no more rows.
+        self._slabs = SnapshotSlabs(max_rows=_writer.BATCH_RECORDS)
+        global open_record_ref
         with _open_lock:
-            other = _open_record() if _open_record is not None else None
-            if other is not None and not other._closed:
+            other = open_record()
+            if other is not None:
                 raise RuntimeError(
                     f"Another SummaryRecord is already open (log_dir={other.log_dir!r}). Only one may be open at "
                     "a time: two writers corrupt each other's data. Close the other one first (use `with` or close())."
                 )
             os.makedirs(log_dir, exist_ok=True)
             self._log_dir = os.path.realpath(os.fspath(log_dir))
-            self._files = EventFileSet(self._log_dir, file_prefix, file_suffix, max_file_size)
+            self._writer = EventWriter(self._log_dir, file_prefix, file_suffix, max_file_size,
+                                       raise_exception=raise_exception, export_format=export_format,
+                                       on_batch_taken=self._slabs.reset)
             self._closed = False
-            _open_record = weakref.ref(self)
-        self._raise = raise_exception
+            open_record_ref = weakref.ref(self)
         self._network = network
         self._graph_written = False
         self._mode = "train"
+        # Guards the two buffers below (filled from any thread, emptied by record()).
         self._lock = threading.Lock()
         self._buffer: dict[tuple[str, str], tuple[str, str, Any]] = {}
-        # Filled by the collector.summary._operators operators, keyed (plugin, name): newest value wins.
+        # Filled by the summary operators (buffer_operator_value), keyed (plugin, name): newest value wins.
         self._operator_values: dict[tuple[str, str], tuple[str, str, Any]] = {}
-        self._errors: list[BaseException] = []
-        # Recorded events not yet handed to the writer: (step, wall_time, values).
-        self._batch: list[tuple[int, float, list]] = []
-        self._batch_bytes = 0
-        self._batch_since = 0.0
-        # Held while a batch is taken and written: batches reach the files whole and in order,
-        # whichever thread writes them.
-        self._write_lock = threading.Lock()
-        # (dtype, element count) -> [2-D slab, rows used] for the batch being recorded.
-        self._slabs: dict[tuple[np.dtype, int], list] = {}
-        self._writer = BackgroundWriter("summary-writer", on_error=self._on_error,
-                                        idle=(BATCH_SECONDS, self._write_stale_batch))
         _live_records.add(self)
 
     # ------------------------------------------------------------------ properties
@@ -185,16 +181,32 @@ class SummaryRecord:
     @property
     def summary_file(self) -> str:
         """Path of the summary file (it exists once something was written)."""
-        return self._files.summary.path
+        return self._writer.summary_path
 
     @property
     def lineage_file(self) -> str:
         """Path of the lineage file (it exists once lineage was written)."""
-        return self._files.lineage.path
+        return self._writer.lineage_path
 
     @property
     def mode(self) -> str:
+        """'train' or 'eval' (see :meth:`set_mode`)."""
         return self._mode
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._closed
+
+    @property
+    def graph_written(self) -> bool:
+        """Whether the network's graph was built (and written with a record) already; it is written once."""
+        return self._graph_written
+
+    @property
+    def has_operator_values(self) -> bool:
+        """Whether summary operators buffered values since the last :meth:`record` or discard."""
+        return bool(self._operator_values)
 
     # ------------------------------------------------------------------ API
     def set_mode(self, mode: str) -> None:
@@ -219,48 +231,117 @@ class SummaryRecord:
         value
             See ``plugin``.
         """
-        if plugin not in _PLUGIN_SET or type(name) is not str or not name:  # fast path: valid input
+        if plugin not in PLUGIN_SET or type(name) is not str or not name:  # fast path: valid input
             caller = "SummaryRecord.add_value"
             check_param("plugin", plugin, [Options(PLUGINS)], caller=caller)
             check_param("name", name, ["nonempty_str"], caller=caller)
         plugin = "landscape" if plugin == "LANDSCAPE" else plugin
-        data = self._prepare(plugin, name, value)
-        with self._lock:
-            self._put(plugin, name, data)
-
-    def _put(self, plugin: str, name: str, data: Any) -> None:
-        """Buffer a prepared value for the next record (``_lock`` held); the last one of a tag wins."""
+        data = prepare_value(plugin, name, value, self._slabs)
         key = (plugin, name)
-        if key in self._buffer:
-            logger.warning("add_value: %s %r was already added for this step; the last value is kept", plugin, name)
-        self._buffer[key] = (plugin, name, data)
+        with self._lock:  # (no helper method: this runs for every value added)
+            duplicate = key in self._buffer
+            self._buffer[key] = (plugin, name, data)
+        if duplicate:
+            _warn_duplicate(plugin, name)
 
-    def _add_histograms(self, items: list[tuple[str, torch.Tensor]]) -> None:
+    def add_histograms(self, items: Iterable[tuple[str, torch.Tensor]]) -> None:
         """``add_value("histogram", tag, tensor)`` for each ``(tag, tensor)``, in fewer steps.
 
-        SummaryCollector's parameter histograms, at every collection: CPU float tensors
-        are copied into their slab rows under one lock; anything else goes through
-        :meth:`add_value`.
+        SummaryCollector's parameter histograms, at every collection: non-empty CPU float
+        tensors are copied into their snapshot rows with one lock for all; anything else
+        goes through :meth:`add_value` (and its validation), after them.
+
+        Parameters
+        ----------
+        items : iterable of (str, torch.Tensor)
+            Tags and values.
         """
+        fast: list[tuple[str, np.ndarray]] = []
         slow = []
-        rows = []
+        for tag, tensor in items:
+            if (isinstance(tensor, torch.Tensor) and tensor.device.type == "cpu" and tensor.dtype in FLOAT_DTYPES
+                    and tensor.numel() and type(tag) is str and tag):
+                fast.append((tag, tensor.detach().numpy()))
+            else:
+                slow.append((tag, tensor))
+        rows = self._slabs.rows([src for _, src in fast])
+        for (_, src), (row, _, _) in zip(fast, rows):
+            np.copyto(row, src.reshape(-1))  # outside any lock: the writer thread never waits for copies
+        duplicates = []
         with self._lock:
-            for tag, tensor in items:
-                if tensor.device.type == "cpu" and tensor.dtype in _FLOAT_DTYPES and tensor.numel() and tag:
-                    src = tensor.detach().numpy()
-                    rows.append((tag, src, *self._slab_row(src)))
-                else:
-                    slow.append((tag, tensor))
-        for _, src, row, _, _ in rows:
-            np.copyto(row, src.reshape(-1))  # outside the lock: the writer thread never waits for copies
-        with self._lock:
-            for tag, src, row, slab, index in rows:
-                self._put("histogram", tag, (row.reshape(src.shape), False, slab, index))
+            buffer = self._buffer
+            for (tag, src), (row, slab, index) in zip(fast, rows):
+                key = ("histogram", tag)
+                if key in buffer:
+                    duplicates.append(tag)
+                buffer[key] = ("histogram", tag, (row.reshape(src.shape), False, slab, index))
+        for tag in duplicates:
+            _warn_duplicate("histogram", tag)
         for tag, tensor in slow:
             self.add_value("histogram", tag, tensor)
 
+    def buffer_operator_value(self, plugin: str, name: str, value: Any) -> bool:
+        """Validate, copy and buffer a summary operator's value; return whether ``(plugin, name)`` was buffered already.
+
+        The values of summary operators (:mod:`collector.summary._operators`) are kept
+        apart from :meth:`add_value`'s: the newest value of a name wins silently (the
+        operators warn once per name), and at :meth:`record` an operator's value
+        replaces an ``add_value`` value of the same plugin and name. They are recorded
+        only in train mode; :meth:`discard_operator_values` drops them.
+
+        Parameters
+        ----------
+        plugin : {"scalar", "tensor", "image", "histogram"}
+        name : str
+            The tag, non-empty.
+        value
+            As for :meth:`add_value`.
+
+        Raises
+        ------
+        collector.InvalidParameterError
+            A wrong ``plugin`` or ``name``.
+        TypeError, ValueError
+            A value the plugin does not take.
+        """
+        if plugin not in _OPERATOR_PLUGINS or type(name) is not str or not name:  # fast path: valid input
+            caller = "SummaryRecord.buffer_operator_value"
+            check_param("plugin", plugin, [Options(TENSOR_PLUGINS)], caller=caller)
+            check_param("name", name, ["nonempty_str"], caller=caller)
+        data = prepare_value(plugin, name, value, self._slabs)
+        key = (plugin, name)
+        with self._lock:
+            duplicate = key in self._operator_values
+            self._operator_values[key] = (plugin, name, data)
+        return duplicate
+
+    def discard_operator_values(self) -> None:
+        """Drop the summary operators' values buffered since the last :meth:`record`.
+
+        For a step that is not recorded: a value then reaches the file only with the
+        step that produced it (SummaryCollector does this at the steps it does not collect).
+        """
+        with self._lock:
+            self._operator_values = {}
+
     def record(self, step: int, train_network: Any = None, plugin_filter: Callable[[str], bool] | None = None) -> bool:
-        """Write everything buffered as one Event at ``step``; return whether it was queued."""
+        """Write everything buffered as one Event at ``step``; return whether it was queued.
+
+        Parameters
+        ----------
+        step : int
+        train_network : torch.nn.Module, optional
+            Its graph is written with this record if no graph was written yet (it
+            takes the place of the constructor's ``network``).
+        plugin_filter : callable, optional
+            ``plugin_filter(plugin)``: whether to write the buffered values of that
+            plugin; the others are dropped.
+
+        Returns
+        -------
+        bool
+            False after :meth:`close`, or while writing errors wait to be raised.
+        """
         caller = "SummaryRecord.record"
         if type(step) is not int:
             check_param("step", step, ["int"], caller=caller)
@@ -273,7 +354,8 @@ class SummaryRecord:
         if self._closed:
             logger.error("SummaryRecord.record(step=%d) called after close(); nothing written", step)
             return False
-        self._raise_pending()
+        writer = self._writer
+        writer.raise_pending()
         with self._lock:
             buffered, self._buffer = self._buffer, {}
             operator_values, self._operator_values = self._operator_values, {}
@@ -285,58 +367,37 @@ class SummaryRecord:
         values = list(buffered.values())
         network = train_network if train_network is not None else self._network
         if network is not None and not self._graph_written:
-            graph = _build_graph(network)
+            graph = build_graph(network)
             self._graph_written = True
             if graph is not None:
                 values.insert(0, ("graph", "graph", graph))
         if plugin_filter is not None:
             values = [v for v in values if plugin_filter(v[0])]
         if values:
-            nbytes = sum(data[0].nbytes for _, _, data in values if type(data) is tuple)
-            now = time.monotonic()
-            with self._lock:
-                if not self._batch:
-                    self._batch_since = now
-                # The wall time of the record() call, not of the (later) write.
-                self._batch.append((int(step), time.time(), values))
-                self._batch_bytes += nbytes
-                full = (len(self._batch) >= BATCH_RECORDS or self._batch_bytes >= BATCH_BYTES
-                        or now - self._batch_since >= BATCH_SECONDS)
-            if full:
-                self._hand_off()
-        return not self._errors
+            # The wall time of the record() call, not of the (later) write.
+            return writer.add(int(step), time.time(), values)
+        return not writer.has_errors
 
     def flush(self) -> None:
         """Wait until everything recorded so far is written and flushed to the OS."""
         if self._closed:
             return
-        # The batches handed to the writer thread before (record() hands them over from the
-        # recording thread, the one that flushes), then one it may write while idle.
-        self._writer.join()
-        with self._write_lock:
-            self._write_batch_locked(self._take_batch())
-            for f in self._files.files():
-                f.flush()
-        self._raise_pending()
+        self._writer.flush()
 
     def close(self) -> None:
         """Flush, close both files (read-only afterwards) and stop the writer thread."""
+        global open_record_ref
         if self._closed:
             return
         try:
-            self._writer.join()
-            with self._write_lock:
-                self._write_batch_locked(self._take_batch())
+            self._writer.close()
         finally:
-            self._writer.stop()  # the thread ends after the jobs queued before (an idle batch included)
-            for f in self._files.files():
-                try:
-                    f.close()
-                except OSError as exc:
-                    self._on_error(exc)
             self._closed = True
             _live_records.discard(self)
-        self._raise_pending()
+            with _open_lock:
+                if open_record_ref is not None and open_record_ref() is self:
+                    # The operators' fast path is then the no-record one.
+                    open_record_ref = None
 
     def __enter__(self) -> SummaryRecord:
         return self
@@ -347,213 +408,23 @@ class SummaryRecord:
     def __del__(self) -> None:  # an unclosed record still leaves complete files
         try:
             if not getattr(self, "_closed", True):
-                self._raise = False
-                self.close()
+                self._close_quietly()
         except Exception:  # noqa: BLE001 - never raise from a finalizer
             pass
 
-    # ------------------------------------------------------------------ internals
-    def _prepare(self, plugin: str, name: str, value: Any) -> Any:
-        """Validate on the caller's thread and take a private copy of the value."""
-        if plugin == "scalar":  # fast paths: one number needs no numpy copy
-            if type(value) is float:
-                return value
-            if isinstance(value, torch.Tensor) and value.numel() == 1:
-                return float(value.item())
-        elif plugin == "histogram" and isinstance(value, torch.Tensor) and value.dtype in _FLOAT_DTYPES \
-                and value.device.type == "cpu":
-            # What to_numpy and the dtype check below come to for a CPU float tensor (the
-            # parameters SummaryCollector collects at every collection), in fewer calls,
-            # copied into a slab row.
-            return self._snapshot(value.detach().numpy())
-        what = f"add_value({plugin!r}, {name!r})"
-        if plugin in _TENSOR_PLUGINS:
-            arr, bf16 = packing.to_numpy(value, what=what)
-            if plugin == "scalar":
-                return packing.check_scalar(arr, tag=name)
-            if plugin == "image":
-                packing.check_image(arr, tag=name)
-            if plugin == "histogram" and not np.issubdtype(arr.dtype, np.number) and arr.dtype != np.bool_:
-                raise TypeError(f"{what}: a histogram needs numeric values, got dtype {arr.dtype}")
-            return (arr, bf16)
-        type_name, _ = _MESSAGE_PLUGINS[plugin]
-        cls = getattr(proto, type_name)
-        if plugin == "custom_lineage_data" and isinstance(value, dict):
-            value = _user_defined_info(value)
-        if plugin == "landscape" and not isinstance(value, cls) and hasattr(value, "to_proto"):
-            value = value.to_proto()
-        if not isinstance(value, cls):
-            raise TypeError(
-                f"{what}: the value must be a collector.proto.{type_name}"
-                + (" or a dict of str to str/int/float" if plugin == "custom_lineage_data" else "")
-                + (" or an object with to_proto() (landscape.Landscape)" if plugin == "landscape" else "")
-                + f". Got {type(value).__name__} instead."
-            )
-        copy = cls()
-        copy.CopyFrom(value)
-        return copy
+    def _close_quietly(self) -> None:
+        """:meth:`close`, logging the errors of writing from now on instead of keeping them (atexit, finalizer)."""
+        self._writer.raise_exception = False
+        self.close()
 
-    def _snapshot(self, src: np.ndarray) -> tuple:
-        """A histogram value: a private copy of ``src`` in the next free row of its slab (see
-        ``SLAB_BYTES``), as ``(copy, False, slab, row index)``."""
-        if src.size == 0:
-            return (src.copy(), False)
-        with self._lock:
-            row, slab, index = self._slab_row(src)
-        np.copyto(row, src.reshape(-1))
-        return (row.reshape(src.shape), False, slab, index)
 
-    def _slab_row(self, src: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
-        """The next free row of ``src``'s slab (a new slab when none is left), the slab and
-        the row's index (``_lock`` held)."""
-        n = src.size
-        key = (src.dtype, n)
-        slab = self._slabs.get(key)
-        if slab is None or slab[1] == len(slab[0]):
-            rows = max(1, min(BATCH_RECORDS, SLAB_BYTES // src.nbytes))
-            # np.empty: rows not used yet cost no memory.
-            slab = self._slabs[key] = [np.empty((rows, n), dtype=src.dtype), 0]
-        index = slab[1]
-        slab[1] += 1
-        return slab[0][index], slab[0], index
-
-    def _take_batch(self) -> list[tuple[int, float, list]]:
-        with self._lock:
-            batch, self._batch, self._batch_bytes = self._batch, [], 0
-            if batch:
-                # The next batch's snapshots go to new slabs: this batch's are sorted in place.
-                self._slabs = {}
-        return batch
-
-    def _hand_off(self) -> None:
-        """Queue the batch of recorded events for the writer thread."""
-        batch = self._take_batch()
-        if batch:
-            self._writer.submit(lambda: self._write_batch(batch))
-
-    def _write_stale_batch(self) -> None:
-        """Runs on the writer thread when it was idle for ``BATCH_SECONDS``: write what waits."""
-        with self._write_lock:
-            with self._lock:
-                stale = bool(self._batch) and time.monotonic() - self._batch_since >= BATCH_SECONDS
-            if stale:
-                self._write_batch_locked(self._take_batch())
-
-    def _write_batch(self, batch: list[tuple[int, float, list]]) -> None:
-        with self._write_lock:
-            self._write_batch_locked(batch)
-
-    def _write_batch_locked(self, batch: list[tuple[int, float, list]]) -> None:
-        """Write the records of a batch, in order (``_write_lock`` held).
-
-        The histograms of every record are encoded together; each record is then
-        framed and written on its own, so an error (a full file, say) loses only the
-        records it concerns, as when they were written one by one.
-        """
-        histograms = [(tag, data) for _, _, values in batch for plugin, tag, data in values if plugin == "histogram"]
-        items = [(tag, data[0]) for tag, data in histograms]
-        encoded: list[bytes] | None = None
-        if items:
-            try:
-                # overwrite: the snapshots are this record's private copies, written once; most are
-                # rows of a slab (data[2], row data[3]), bucketed in place.
-                encoded = _histogram.encode_histogram_values(
-                    items, overwrite=True, slab_rows=[data[2:] if len(data) == 4 else None for _, data in histograms])
-            except Exception:  # noqa: BLE001 - encoded again per record, where the error is reported
-                # (Some snapshots may be sorted by then: same buckets, the sum's last bits may differ.)
-                encoded = None
-        position = 0
-        for step, wall_time, values in batch:
-            count = sum(1 for plugin, _, _ in values if plugin == "histogram")
-            mine = encoded[position:position + count] if encoded is not None else None
-            position += count
-            try:
-                self._write(step, wall_time, values, mine)
-            except Exception as exc:  # noqa: BLE001 - reported like a failed job
-                self._on_error(exc)
-
-    def _write(self, step: int, wall_time: float, values: list, histograms_encoded: list[bytes] | None = None) -> None:
-        """Pack, serialize, frame and write one record (``_write_lock`` held).
-
-        The Summary is assembled from each value's own wire bytes (a repeated message
-        field is its elements, each key- and length-prefixed, in order), so histograms can
-        be encoded together without building protobuf objects; the Event bytes are those
-        of ``Event(wall_time, step, summary=Summary(value=[...]))`` serialized whole.
-        """
-        summary: list[bytes | None] = []
-        histograms: list[tuple[int, str, np.ndarray]] = []
-        events: list[tuple[str, bytes]] = []
-        for plugin, tag, data in values:
-            if plugin == "graph":
-                events.append(("summary", proto.Event(wall_time=wall_time, step=step, graph_def=data).SerializeToString()))
-            elif plugin in _LINEAGE_FIELD:
-                ev = proto.LineageEvent(wall_time=wall_time, step=step)
-                getattr(ev, _LINEAGE_FIELD[plugin]).CopyFrom(data)
-                events.append(("lineage", ev.SerializeToString()))
-            elif plugin == "histogram":
-                histograms.append((len(summary), tag, data[0]))
-                summary.append(None)  # filled below, in its place
-            else:
-                summary.append(self._pack(plugin, tag, data, step).SerializeToString())
-        if histograms:
-            encoded = histograms_encoded
-            if encoded is None:
-                encoded = _histogram.encode_histogram_values([(tag, arr) for _, tag, arr in histograms])
-            for (index, _, _), value in zip(histograms, encoded):
-                summary[index] = value
-        if summary:
-            # Event fields in number order: wall_time (1), step (2), then summary (5).
-            head = proto.Event(wall_time=wall_time, step=step).SerializeToString()
-            body = b"".join(_histogram.encode_len_field(1, value) for value in summary)
-            events.append(("summary", head + _histogram.encode_len_field(5, body)))
-        for kind, payload in events:
-            (self._files.summary if kind == "summary" else self._files.lineage).write(payload)
-
-    def _pack(self, plugin: str, tag: str, data: Any, step: int):
-        if plugin == "scalar":
-            value = packing.pack_scalar(data)
-        elif plugin == "landscape":
-            value = proto.Summary.Value(loss_landscape=data)
-        else:
-            arr, bf16 = data
-            if plugin == "histogram":
-                value = packing.pack_histogram(arr)
-            elif plugin == "image":
-                value = packing.pack_image(arr)
-            else:
-                value = packing.pack_tensor(arr, bf16)
-                if self._export_format == "npy":
-                    self._export_npy(tag, step, arr)
-        value.tag = tag
-        return value
-
-    def _export_npy(self, tag: str, step: int, arr: np.ndarray) -> None:
-        folder = os.path.join(self._log_dir, f"export_{self._files.seconds}", "tensor")
-        os.makedirs(folder, exist_ok=True)
-        # quote(safe="") turns every "/" into %2F, so no tag can leave this folder.
-        path = os.path.join(folder, f"{quote(tag, safe='')}_{step}.npy")
-        np.save(path, arr, allow_pickle=False)
-
-    def _on_error(self, exc: BaseException) -> None:
-        if self._raise:
-            self._errors.append(exc)
-        else:
-            logger.error("SummaryRecord (%s): %s", self._log_dir, exc)
-
-    def _raise_pending(self) -> None:
-        if self._errors:
-            exc = self._errors.pop(0)
-            self._errors.clear()
-            if isinstance(exc, (OSError, RuntimeError)):
-                raise exc
-            raise RuntimeError(f"SummaryRecord failed while writing: {exc!r}") from exc
+def _warn_duplicate(plugin: str, name: str) -> None:
+    logger.warning("add_value: %s %r was already added for this step; the last value is kept", plugin, name)
 
 
 def _check_network(name: str, network: Any, caller: str) -> None:
     if network is None:
         return
-    import torch
-
     check_param(name, network, [InstanceOf(torch.nn.Module, description="a torch.nn.Module"), None], caller=caller)
 
 
@@ -567,28 +438,6 @@ def _check_export_options(options: dict | None, caller: str) -> str | None:
     return options["tensor_format"]
 
 
-def _user_defined_info(data: dict):
-    """Validate a dict of custom lineage and pack it as MindSpore does (one user_info entry each)."""
-    from collector.lineage._build import custom_lineage
-
-    for key, value in data.items():
-        check_param("custom_lineage_data key", key, ["nonempty_str"], caller="SummaryRecord.add_value")
-        check_param(f"custom_lineage_data[{key!r}]", value, [str, "int", float], caller="SummaryRecord.add_value")
-    return custom_lineage(data)
-
-
-def _build_graph(network: Any):
-    """The network's GraphProto, or None (with one log line) while no builder exists."""
-    try:
-        from collector.summary._graph import (
-            build_graph,  # the graph issue provides this
-        )
-    except ImportError:
-        logger.info("Graph collection is not available yet in this version; no graph was written.")
-        return None
-    return build_graph(network)
-
-
 _live_records: weakref.WeakSet = weakref.WeakSet()
 
 
@@ -597,7 +446,6 @@ def _close_all() -> None:
     """Close records left open so the process exits with complete files."""
     for rec in list(_live_records):
         try:
-            rec._raise = False
-            rec.close()
+            rec._close_quietly()
         except Exception:  # noqa: BLE001
             pass

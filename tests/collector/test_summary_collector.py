@@ -367,8 +367,8 @@ def test_summary_operators_follow_collect_freq_and_tensor_freq(tmp_path):
 @pytest.mark.parametrize("batch_records", [512, 3], ids=["one-batch", "writer-thread-batches"])
 def test_every_histogram_matches_the_parameters_at_its_step(tmp_path, digits, monkeypatch, batch_records):
     """Histograms (batched, snapshot slabs sorted in place) against numpy on independent copies."""
-    from collector.summary import _record as _summary_record
-    monkeypatch.setattr(_summary_record, "BATCH_RECORDS", batch_records)
+    from collector.summary import _writer
+    monkeypatch.setattr(_writer, "BATCH_RECORDS", batch_records)
     torch.manual_seed(1)
     net = MLP()
     model = Model(net, nn.CrossEntropyLoss(), torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9))

@@ -117,10 +117,10 @@ def test_nothing_is_buffered_without_an_open_record(tmp_path):
     assert summary.is_recording()
     rec.close()
     summary.scalar("late", torch.tensor(1.0))  # a closed record takes nothing
-    assert rec._operator_values == {}
+    assert not rec.has_operator_values
     assert not summary.is_recording()
     with SummaryRecord(tmp_path / "b") as rec2:
-        assert rec2._operator_values == {}  # nothing from before it was opened
+        assert not rec2.has_operator_values  # nothing from before it was opened
         rec2.record(1)
     assert SummaryReader(tmp_path / "b").tags() == {}
 
@@ -135,7 +135,7 @@ def test_nothing_is_recorded_in_eval_mode(tmp_path):
         summary.scalar("eval_only", _Untouchable())
         with torch.no_grad():
             loss_fn(net(x), y)
-        assert rec._operator_values == {}
+        assert not rec.has_operator_values
         rec.record(2)
         rec.set_mode("train")
         loss_fn(net(x), y)
@@ -185,9 +185,10 @@ def test_add_value_and_operator_with_one_name_keep_the_operator(tmp_path, caplog
 
 
 def test_discard_pending_drops_an_uncollected_step(tmp_path):
+    summary.discard_pending()  # nothing open: nothing to do
     with SummaryRecord(tmp_path) as rec:
         summary.scalar("loss", 1.0)
-        summary._discard_pending()  # what SummaryCollector does at a step it does not collect
+        summary.discard_pending()  # what SummaryCollector does at a step it does not collect
         summary.scalar("loss", 2.0)
         rec.record(2)
     assert SummaryReader(tmp_path).scalars()["loss"][1].tolist() == [2.0]

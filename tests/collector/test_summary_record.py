@@ -338,14 +338,14 @@ def test_records_wait_in_a_batch_until_flush_with_their_own_wall_time(tmp_path):
 
 
 def test_full_batch_goes_to_the_writer_thread(tmp_path, monkeypatch):
-    from collector.summary import _record as _summary_record
-    monkeypatch.setattr(_summary_record, "BATCH_RECORDS", 3)
+    from collector.summary import _writer
+    monkeypatch.setattr(_writer, "BATCH_RECORDS", 3)
     rec = SummaryRecord(tmp_path)
     for step in range(1, 5):
         rec.add_value("histogram", "h", torch.arange(10.0) * step)
         rec.record(step)
     rec._writer.join()  # the first three were handed over; the fourth waits
-    assert rec._files.summary.size > 0 and len(rec._batch) == 1
+    assert rec._writer.files.summary.size > 0 and rec._writer.pending_records == 1
     rec.close()
     hist = SummaryReader(tmp_path).histograms()["h"]
     assert [h["step"] for h in hist] == [1, 2, 3, 4]
@@ -356,19 +356,19 @@ def test_full_batch_goes_to_the_writer_thread(tmp_path, monkeypatch):
 def test_old_batch_is_written_by_the_idle_writer_thread(tmp_path, monkeypatch):
     import time
 
-    from collector.summary import _record as _summary_record
-    monkeypatch.setattr(_summary_record, "BATCH_RECORDS", 1)
-    monkeypatch.setattr(_summary_record, "BATCH_SECONDS", 0.05)
+    from collector.summary import _writer
+    monkeypatch.setattr(_writer, "BATCH_RECORDS", 1)
+    monkeypatch.setattr(_writer, "BATCH_SECONDS", 0.05)
     rec = SummaryRecord(tmp_path)
     rec.add_value("scalar", "x", 1.0)
     rec.record(1)  # a full batch: starts the writer thread
-    monkeypatch.setattr(_summary_record, "BATCH_RECORDS", 100)
+    monkeypatch.setattr(_writer, "BATCH_RECORDS", 100)
     rec.add_value("scalar", "x", 2.0)
     rec.record(2)  # waits in the batch ...
     deadline = time.monotonic() + 10
-    while rec._batch and time.monotonic() < deadline:
+    while rec._writer.pending_records and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert not rec._batch  # ... until the idle thread wrote it, without flush or another record
+    assert not rec._writer.pending_records  # ... until the idle thread wrote it, without flush or another record
     rec.close()
     assert SummaryReader(tmp_path).scalars()["x"][1].tolist() == [1.0, 2.0]
 
@@ -412,3 +412,135 @@ def test_errors_of_a_batch_stay_with_their_records(tmp_path, caplog):
     steps = SummaryReader(tmp_path).scalars()["loss"][0].tolist()
     assert steps[:3] == [0, 1, 2] and 3 not in steps and 4 in steps
     assert "max_file_size" in caplog.text
+
+
+# ------------------------------------------------- what the operators and SummaryCollector use
+def test_add_histograms_writes_what_add_value_writes(tmp_path):
+    rng = np.random.default_rng(3)
+    w = torch.from_numpy(rng.normal(size=(30, 40)).astype(np.float32))
+    items = [("w", w), ("h16", torch.randn(50).half()), ("i", torch.arange(12)), ("empty", torch.zeros(0)),
+             ("d", torch.from_numpy(rng.normal(size=17)))]
+    with SummaryRecord(tmp_path / "a") as rec:
+        for step in (1, 2):
+            rec.add_histograms(items)
+            rec.record(step)
+    with SummaryRecord(tmp_path / "b") as rec:
+        for step in (1, 2):
+            for tag, value in items:
+                rec.add_value("histogram", tag, value)
+            rec.record(step)
+    a, b = SummaryReader(tmp_path / "a").histograms(), SummaryReader(tmp_path / "b").histograms()
+    assert set(a) == {"w", "h16", "i", "empty", "d"} and a.keys() == b.keys()
+    for tag in a:
+        for ha, hb in zip(a[tag], b[tag]):
+            assert ha.keys() == hb.keys()
+            for key in ha:
+                np.testing.assert_array_equal(ha[key], hb[key])
+
+
+def test_add_histograms_copies_at_the_call(tmp_path):
+    w = torch.arange(20.0)
+    with SummaryRecord(tmp_path) as rec:
+        rec.add_histograms([("w", w)])
+        w.mul_(100)  # an optimizer step before the record
+        rec.record(1)
+    assert SummaryReader(tmp_path).histograms()["w"][0]["max"] == 19.0
+
+
+@pytest.mark.parametrize("items, exc, match", [
+    ([("", torch.ones(3))], InvalidParameterError, "'name' parameter of SummaryRecord.add_value"),
+    ([(3, torch.ones(3))], InvalidParameterError, "'name' parameter"),
+    ([("x", [1.0, 2.0])], TypeError, "Got list"),
+])
+def test_add_histograms_refuses_what_add_value_refuses(tmp_path, items, exc, match):
+    with SummaryRecord(tmp_path) as rec, pytest.raises(exc, match=match):
+        rec.add_histograms(items)
+
+
+def test_buffer_operator_value_reports_a_name_buffered_twice(tmp_path):
+    with SummaryRecord(tmp_path) as rec:
+        assert not rec.has_operator_values
+        assert rec.buffer_operator_value("scalar", "loss", 1.0) is False
+        assert rec.has_operator_values
+        assert rec.buffer_operator_value("scalar", "loss", torch.tensor(2.0)) is True
+        assert rec.buffer_operator_value("histogram", "loss", torch.arange(4.0)) is False  # another plugin
+        rec.record(1)
+        assert not rec.has_operator_values
+        assert rec.buffer_operator_value("scalar", "loss", 3.0) is False  # a new step
+        rec.record(2)
+    reader = SummaryReader(tmp_path)
+    assert reader.scalars()["loss"][1].tolist() == [2.0, 3.0]
+    assert [h["step"] for h in reader.histograms()["loss"]] == [1]
+
+
+@pytest.mark.parametrize("plugin, name, value, exc, match", [
+    ("graph", "g", proto.GraphProto(), InvalidParameterError,
+     ("'plugin' parameter of SummaryRecord.buffer_operator_value must be one of 'scalar', 'image', 'tensor', "
+      "'histogram'")),
+    ("scalar", "", 1.0, InvalidParameterError, "'name' parameter of SummaryRecord.buffer_operator_value"),
+    ("scalar", None, 1.0, InvalidParameterError, "'name' parameter"),
+    ("scalar", "a", "1.0", TypeError, "Got str"),
+    ("image", "a", torch.zeros(3, 8, 8), ValueError, "4-D NCHW"),
+])
+def test_buffer_operator_value_refuses_wrong_input(tmp_path, plugin, name, value, exc, match):
+    with SummaryRecord(tmp_path) as rec:
+        with pytest.raises(exc, match=match):
+            rec.buffer_operator_value(plugin, name, value)
+        assert not rec.has_operator_values
+
+
+def test_operator_values_are_recorded_in_train_mode_only_and_can_be_discarded(tmp_path):
+    with SummaryRecord(tmp_path) as rec:
+        rec.buffer_operator_value("scalar", "x", 1.0)
+        rec.discard_operator_values()
+        assert not rec.has_operator_values
+        rec.buffer_operator_value("scalar", "x", 2.0)
+        rec.record(1)
+        rec.set_mode("eval")
+        rec.buffer_operator_value("scalar", "x", 3.0)  # taken, but an eval record drops it
+        rec.record(2)
+        rec.set_mode("train")
+        rec.add_value("scalar", "x", 4.0)
+        rec.buffer_operator_value("scalar", "x", 5.0)  # the operator's value wins over add_value's
+        rec.record(3)
+    assert SummaryReader(tmp_path).scalars()["x"][1].tolist() == [2.0, 5.0]
+
+
+def test_closed_graph_written_and_the_open_record(tmp_path):
+    from collector.summary import _record
+
+    assert _record.open_record() is None and _record.open_record_ref is None
+    rec = SummaryRecord(tmp_path, network=torch.nn.Linear(2, 1))
+    assert _record.open_record() is rec and _record.open_record_ref() is rec
+    assert not rec.closed and not rec.graph_written
+    assert _record.operator_record() is rec
+    rec.set_mode("eval")
+    assert _record.operator_record() is None and _record.open_record() is rec  # open, but takes no operator values
+    rec.set_mode("train")
+    rec.record(1)
+    assert rec.graph_written
+    rec.close()
+    assert rec.closed
+    assert _record.open_record() is None and _record.open_record_ref is None  # the operators' no-record path
+    assert _record.operator_record() is None
+    rec.close()  # a second close does nothing
+    with SummaryRecord(tmp_path / "b") as other:
+        assert _record.open_record() is other
+        rec.close()  # closing an old record leaves the open one alone
+        assert _record.open_record() is other
+
+
+def test_an_unclosed_record_is_collected_and_closed(tmp_path):
+    import gc
+
+    from collector.summary import _record
+
+    rec = SummaryRecord(tmp_path)
+    rec.add_value("scalar", "x", 1.0)
+    rec.record(1)
+    del rec
+    gc.collect()
+    assert _record.open_record() is None
+    assert SummaryReader(tmp_path).scalars()["x"][1].tolist() == [1.0]
+    with SummaryRecord(tmp_path / "b"):  # the finalizer let go of the one-open rule
+        pass
