@@ -66,10 +66,10 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     from landscape import SummaryLandscape
-    from landscape.generate._build import build_landscape
-    from landscape.generate._plan import Execution, Geometry, LandscapePlan, Problem
     from landscape.engine._data import collate
     from landscape.examples import MLP, digits_tensors
+    from landscape.generate._build import build_landscape
+    from landscape.generate._plan import Execution, Geometry, LandscapePlan, Problem
 
     root = tempfile.mkdtemp(prefix="bench_resume_")
     try:

@@ -1,6 +1,6 @@
 """Cost of a summary operator call when no SummaryRecord is open.
 
-Compares, in one process, ``collector.summary._operators.scalar/histogram`` with no record open
+Compares, in one process, ``collector.summary.scalar/histogram`` with no record open
 against a bare Python function call and against the forward of a small MLP
 (64-128-128-10, batch 64, CPU), and shows the cost while a record is open for
 reference. Prints one JSON line. Run: ``python benchmarks/bench_summary_ops.py``.
@@ -16,7 +16,7 @@ import timeit
 import torch
 from torch import nn
 
-import collector.summary._operators as summary
+import collector.summary as summary
 from collector import SummaryRecord
 
 

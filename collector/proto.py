@@ -14,7 +14,16 @@ Examples
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from collector.summary._proto import *  # noqa: F403 - the message classes and DT_* constants
 from collector.summary._proto import MESSAGES, DataType
 
+if TYPE_CHECKING:
+    from typing import Any
+
 __all__ = [*MESSAGES, "DataType", *DataType]
+
+if TYPE_CHECKING:
+    # For type checkers: the names come from the .proto files at run time.
+    def __getattr__(name: str) -> Any: ...

@@ -213,7 +213,7 @@ class SummaryCollector(PlainLoopMixin, Callback):
         self._tensor_range: range | None = None
         # Steps after _last_step and before _next_event collect and save nothing (see step_end).
         self._last_step: int | None = None
-        self._next_event = 0
+        self._next_event: int | float = 0
         self._hist_params: list[tuple[str, nn.Parameter]] | None = None
         self._initial_lr: float | None = None
         self._input_warned = False

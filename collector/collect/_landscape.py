@@ -45,7 +45,7 @@ def _save_files(batch: list[tuple[dict[str, Any], str]]) -> None:
     for state, path in batch:
         try:
             save_file(state, path)
-        except Exception as exc:  # noqa: BLE001 - the other files are still written
+        except Exception as exc:
             errors.append(exc)
     if errors:
         raise errors[0]
@@ -144,11 +144,11 @@ class LandscapeCollector:
         errors: list[BaseException] = []
         try:
             self._writer.wait()
-        except Exception as exc:  # noqa: BLE001 - the waiting checkpoints are still written
+        except Exception as exc:
             errors.append(exc)
         try:
             _save_files(batch)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             errors.append(exc)
         self._writer.shutdown()
         if errors:

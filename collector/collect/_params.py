@@ -17,7 +17,7 @@ __all__ = ["check_specified", "check_custom_lineage", "check_export_options", "B
 
 BOOL_KEYS = ("collect_metric", "collect_graph", "collect_train_lineage", "collect_eval_lineage",
              "collect_input_data", "collect_dataset_graph")
-DEFAULTS: dict[str, Any] = {**{k: True for k in BOOL_KEYS}, "histogram_regular": None, "collect_landscape": None}
+DEFAULTS: dict[str, Any] = {**dict.fromkeys(BOOL_KEYS, True), "histogram_regular": None, "collect_landscape": None}
 
 
 def check_specified(data: Any, keep_default_action: bool, caller: str) -> dict[str, Any]:
@@ -31,7 +31,7 @@ def check_specified(data: Any, keep_default_action: bool, caller: str) -> dict[s
             f"The '{name}' parameter of {caller} has unknown key(s) {unknown}; the accepted keys are "
             f"{list(DEFAULTS)}. Got {data!r} instead."
         )
-    out = dict(DEFAULTS) if keep_default_action else {k: False for k in BOOL_KEYS}
+    out: dict[str, Any] = dict(DEFAULTS) if keep_default_action else dict.fromkeys(BOOL_KEYS, False)
     if not keep_default_action:
         # Only what was specified is collected: no histograms and no landscape by default.
         out["histogram_regular"] = None

@@ -8,7 +8,7 @@ ways of training collect exactly the same data.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
@@ -23,6 +23,15 @@ class PlainLoopMixin:
     """``begin_train`` / ``step`` / ``epoch_end()`` / ``end()`` / ``log_eval`` for SummaryCollector."""
 
     _plain: RunContext | None = None
+
+    if TYPE_CHECKING:  # what SummaryCollector, the class this mixes into, provides
+        _record: Any
+
+        def begin(self, run_context: RunContext) -> None: ...
+        def step_end(self, run_context: RunContext) -> None: ...
+        def epoch_end(self, run_context: RunContext) -> None: ...
+        def end(self, run_context: RunContext) -> None: ...
+        def close(self) -> None: ...
 
     def begin_train(
         self,

@@ -72,13 +72,13 @@ class BackgroundWriter:
     def _call(self, job: Callable[[], Any]) -> None:
         try:
             job()
-        except BaseException as exc:  # noqa: BLE001 - reported through on_error or wait()
+        except BaseException as exc:
             if self._on_error is None:
                 self._errors.append(exc)
                 return
             try:
                 self._on_error(exc)
-            except BaseException:  # noqa: BLE001
+            except BaseException:
                 logger.exception("%s: error handler failed", self._name)
 
     def submit(self, job: Callable[..., Any], *args: Any) -> None:

@@ -71,9 +71,7 @@ class Interval(Constraint):
         hi_closed = self.closed in ("both", "right")
         if self.left is not None and (value < self.left or (value == self.left and not lo_closed)):
             return False
-        if self.right is not None and (value > self.right or (value == self.right and not hi_closed)):
-            return False
-        return True
+        return self.right is None or not (value > self.right or (value == self.right and not hi_closed))
 
     def __str__(self) -> str:
         lo = "-inf" if self.left is None else str(self.left)
@@ -113,7 +111,9 @@ class InstanceOf(Constraint):
         if self.description:
             return self.description
         names = [t.__name__ for t in self.types]
-        return ("an instance of " + " or ".join(repr(n) for n in names)) if len(names) > 1 else f"an instance of {names[0]!r}"
+        if len(names) > 1:
+            return "an instance of " + " or ".join(repr(n) for n in names)
+        return f"an instance of {names[0]!r}"
 
 
 class Predicate(Constraint):

@@ -46,7 +46,7 @@ def dataset_size(dataset: Any, batch_num: int | None, batch_size: int | None) ->
         n = None
         for source in (sampler, inner):
             try:
-                n = len(source)
+                n = len(source)  # type: ignore[arg-type]  # sampler may be None: the TypeError below
                 break
             except TypeError:
                 continue

@@ -187,7 +187,7 @@ class _LineageCallback(Callback):
                     f"Got {type(run_context).__name__} instead."
                 )
             func(run_context.original_args())
-        except Exception as exc:  # noqa: BLE001 - the seed: "If False, catch exception and continue"
+        except Exception as exc:
             logger.error("%s.%s: %s", self._caller, hook, exc)
             if self.raise_exception:
                 raise

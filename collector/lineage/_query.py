@@ -48,6 +48,12 @@ logger = logging.getLogger(__name__)
 FILTER_KEYS = ("metric", "hyper_parameters", "algorithm", "train_dataset", "model", "valid_dataset",
                "dataset_graph", "user_defined")
 _TIMESTAMP = re.compile(r"summary\.(\d+)")
+
+
+def _seconds(name: str) -> int:
+    """The creation second in a lineage file's name (0 when it has none)."""
+    m = _TIMESTAMP.search(name)
+    return int(m.group(1)) if m else 0
 #: At most this many summary directories are listed under a base directory (MindInsight's limit).
 MAX_SUMMARY_DIRS = 999
 
@@ -166,7 +172,7 @@ def _load_run(directory: str) -> tuple[dict[str, Any], float]:
         files = summary_files(directory)
         # MindInsight's order: timestamp ascending, then name descending.
         lineage_files = sorted(sorted((f for f in files if is_lineage_file(f.name)), key=lambda f: f.name,
-                                      reverse=True), key=lambda f: int(_TIMESTAMP.search(f.name).group(1)))
+                                      reverse=True), key=lambda f: _seconds(f.name))
         if not lineage_files:
             raise LineageFileNotFoundError(
                 f"There is no lineage file (*.summary.<seconds>.*_lineage) in {directory!r}.")
@@ -392,7 +398,7 @@ def _relative(value: str, base: str) -> str:
 def _list_runs(base: str) -> list[tuple[str, str]]:
     """``(relative "./x", absolute path)`` of summary directories under ``base``, recursively, capped."""
     runs: list[tuple[str, str]] = []
-    for root, dirs, files in os.walk(base):
+    for root, dirs, _files in os.walk(base):
         dirs[:] = sorted(d for d in dirs if not os.path.islink(os.path.join(root, d)))
         try:
             has_summary = bool(summary_files(root))

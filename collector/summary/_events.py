@@ -127,7 +127,7 @@ def record_events(step: int, wall_time: float, values: Sequence[tuple[str, str, 
     if summary:
         # Event fields in number order: wall_time (1), step (2), then summary (5).
         head = proto.Event(wall_time=wall_time, step=step).SerializeToString()
-        body = b"".join(_histogram.encode_len_field(1, value) for value in summary)
+        body = b"".join(_histogram.encode_len_field(1, value) for value in summary if value is not None)
         events.append(("summary", head + _histogram.encode_len_field(5, body)))
     return events
 
@@ -148,7 +148,7 @@ def batch_histograms(batch: Sequence[Record]) -> list[list[bytes] | None]:
         encoded = _histogram.encode_histogram_values(
             [(tag, data[0]) for tag, data in histograms], overwrite=True,
             slab_rows=[data[2:] if len(data) == 4 else None for _, data in histograms])
-    except Exception:  # noqa: BLE001 - encoded again per record, where the error is reported
+    except Exception:
         # (Some snapshots may be sorted by then: same buckets, the sum's last bits may differ.)
         return [None] * len(batch)
     out: list[list[bytes] | None] = []

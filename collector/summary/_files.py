@@ -12,6 +12,7 @@ import socket
 import stat
 import time
 from collections.abc import Callable
+from typing import BinaryIO
 
 from collector.summary import _proto as proto
 from collector.summary._framing import encode_record
@@ -44,24 +45,25 @@ class EventFile:
         self.path = path
         self.max_size = max_size
         self._version_payload = version_payload
-        self._fh = None
+        self._fh: BinaryIO | None = None
         self.size = 0
         self.full = False
 
-    def _open(self) -> None:
-        self._fh = open(self.path, "xb")  # never append to or clobber someone else's file
+    def _open(self) -> BinaryIO:
+        # "x": never append to or clobber someone else's file; closed by close()
+        fh = self._fh = open(self.path, "xb")  # noqa: SIM115
         first = encode_record(self._version_payload())
         if self.max_size is not None and len(first) > self.max_size:
             self.full = True
             raise FileSizeExceededError(
                 f"{self.path}: max_file_size={self.max_size} bytes is too small even for the version record"
             )
-        self._fh.write(first)
+        fh.write(first)
         self.size = len(first)
+        return fh
 
     def write(self, payload: bytes) -> None:
-        if self._fh is None:
-            self._open()
+        fh = self._fh if self._fh is not None else self._open()
         rec = encode_record(payload)
         if self.max_size is not None and self.size + len(rec) > self.max_size:
             # Whole records only: the file stays readable to its last byte.
@@ -70,7 +72,7 @@ class EventFile:
                 f"{self.path}: a record of {len(rec)} bytes would pass max_file_size={self.max_size} "
                 f"(file has {self.size} bytes); the record was not written"
             )
-        self._fh.write(rec)
+        fh.write(rec)
         self.size += len(rec)
 
     def flush(self) -> None:
@@ -104,7 +106,8 @@ class EventFileSet:
         self.summary = EventFile(
             os.path.join(log_dir, summary_filename(prefix, suffix, seconds, host)), max_size, _version_event
         )
-        self.lineage = EventFile(os.path.join(log_dir, lineage_filename(prefix, seconds, host)), max_size, _version_lineage)
+        self.lineage = EventFile(os.path.join(log_dir, lineage_filename(prefix, seconds, host)), max_size,
+                                 _version_lineage)
 
     def files(self) -> tuple[EventFile, EventFile]:
         return self.summary, self.lineage

@@ -115,14 +115,14 @@ def build_graph(network: nn.Module, example_inputs: Any = None) -> Any:
     try:
         gm = _trace(module)
         return _Builder(module).from_fx(gm, example_inputs)
-    except Exception as exc:  # noqa: BLE001 - any tracing failure means: fall back
+    except Exception as exc:
         reason = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
         if example_inputs is not None:
             try:
                 ep = torch.export.export(module, example_inputs)
                 logger.info("Graph of %s: torch.fx could not trace it (%s); built from torch.export.", cls_name, reason)
                 return _Builder(module).from_export(ep)
-            except Exception as exc2:  # noqa: BLE001
+            except Exception as exc2:
                 reason += f"; torch.export failed too ({type(exc2).__name__})"
         logger.info("Graph of %s: torch.fx could not trace it (%s); the graph describes the module tree.",
                     cls_name, reason)
@@ -162,9 +162,9 @@ def _trace(module: nn.Module) -> _Traced:
     number"), so nothing traces differently: the trace is then repeated with it.
     """
     try:
-        tracer = torch.fx.Tracer(autowrap_modules=())
+        tracer = torch.fx.Tracer(autowrap_modules=())  # type: ignore[arg-type]  # torch's stub wants a non-empty tuple
         graph = tracer.trace(module)
-    except Exception:  # noqa: BLE001 - e.g. math.sqrt(x.size(-1)): trace as symbolic_trace does
+    except Exception:
         tracer = torch.fx.Tracer()
         graph = tracer.trace(module)
     return _Traced(tracer.root, graph)
@@ -215,8 +215,8 @@ class _Builder:
     def __init__(self, module: nn.Module) -> None:
         self.module = module
         self.graph = proto.GraphProto(name=_graph_name(module))
-        self.tensors = dict(module.named_parameters())
-        self.tensors.update(dict(module.named_buffers()))
+        self.tensors: dict[str, torch.Tensor] = dict(module.named_parameters())
+        self.tensors.update(module.named_buffers())
         self.param_done: set[str] = set()
         self.n_const = 0
         self.batch_unknown = False
@@ -309,7 +309,7 @@ class _Builder:
         return self.graph
 
     def fx_inputs(self, fx_node: torch.fx.Node, names: dict) -> list[str]:
-        inputs = []
+        inputs: list[str] = []
         for arg in (*fx_node.args, *fx_node.kwargs.values()):
             nodes = [a for a in _flat(arg) if isinstance(a, torch.fx.Node)]
             if nodes:
@@ -335,7 +335,7 @@ class _Builder:
         """The nodes of one leaf module; returns the name of its last node."""
         attrs = {a: getattr(sub, a) for a in _MODULE_ATTRS if hasattr(sub, a)}
         prefix = f"{path}." if path else ""
-        if isinstance(sub, nn.Linear) or isinstance(sub, nn.modules.conv._ConvNd):
+        if isinstance(sub, (nn.Linear, nn.modules.conv._ConvNd)):
             op = "MatMul" if isinstance(sub, nn.Linear) else f"Conv{len(sub.kernel_size)}D"
             name = self.node(op, scope, inputs + [self.param(prefix + "weight")],
                              "matmul" if op == "MatMul" else "conv2d", out_type, attrs)
@@ -367,9 +367,8 @@ class _Builder:
                         self.output(names[out], _type_proto(out.meta.get("val")))
             elif node.op == "call_function":
                 stack = [(path, cls) for path, cls in (node.meta.get("nn_module_stack") or {}).values() if path]
-                opname = getattr(getattr(node.target, "_overloadpacket", None), "__name__", None) or \
-                    getattr(node.target, "__name__", str(node.target))
-                opname = opname.split(".")[-1]
+                opname = str(getattr(getattr(node.target, "_overloadpacket", None), "__name__", None)
+                             or getattr(node.target, "__name__", str(node.target))).split(".")[-1]
                 op_type = _OP_TYPES.get(opname) or _camel(opname)
                 names[node] = self.node(op_type, _scope(stack), self.fx_inputs(node, names), node.name, out_type)
         return self.graph
@@ -407,15 +406,16 @@ def _propagate_shapes(gm: _Traced, example_inputs: tuple | None) -> bool:
     guessed = False
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     if example_inputs is None:
-        example_inputs = []
+        guessed_inputs = []
         for ph in placeholders:
             shape = _guess_input_shape(gm, ph)
             if shape is None:
                 return False
-            example_inputs.append(torch.zeros(shape[0], dtype=shape[1]))
+            guessed_inputs.append(torch.zeros(shape[0], dtype=shape[1]))
         guessed = True
-        if _propagate_one_sample(gm, example_inputs):
+        if _propagate_one_sample(gm, guessed_inputs):
             return True
+        example_inputs = tuple(guessed_inputs)
     if len(example_inputs) != len(placeholders):
         return False
     try:
@@ -423,7 +423,7 @@ def _propagate_shapes(gm: _Traced, example_inputs: tuple | None) -> bool:
         fake = [mode.from_tensor(t) if isinstance(t, torch.Tensor) else t for t in example_inputs]
         with torch.no_grad():
             ShapeProp(gm.graph_module, fake_mode=mode).propagate(*fake)
-    except Exception as exc:  # noqa: BLE001 - shapes are optional
+    except Exception as exc:
         logger.debug("Graph: shape propagation failed (%s); nodes carry no shapes.", exc)
         for node in gm.graph.nodes:
             node.meta.pop("tensor_meta", None)
@@ -531,7 +531,7 @@ def _propagate_one_sample(gm: _Traced, inputs: list[torch.Tensor]) -> bool:
         with torch.no_grad(), torch.random.fork_rng(devices=[]):
             _run_recording_shapes(gm.root, gm.graph, inputs)
         return True
-    except Exception as exc:  # noqa: BLE001 - the fake-tensor path decides
+    except Exception as exc:
         logger.debug("Graph: one-sample shape propagation failed (%s); trying fake tensors.", exc)
         for node in gm.graph.nodes:
             node.meta.pop("tensor_meta", None)

@@ -43,7 +43,7 @@ def histogram_bins(count: int) -> int:
 class HistogramStats(NamedTuple):
     """What a ``Summary.Histogram`` holds: computed once, for the message builder or the wire bytes."""
 
-    count: int
+    count: int  # type: ignore[assignment]  # MindSpore's field name; shadows tuple.count
     nan_count: int
     pos_inf_count: int
     neg_inf_count: int
@@ -149,25 +149,22 @@ def histogram_stats_many(arrays: list[np.ndarray], overwrite: bool = False) -> l
     for values, members in _blocks(arrays, overwrite, None):
         for i, st in zip(members, _histogram_rows(values)):
             out[i] = st
-    for i, st in enumerate(out):
-        if st is None:
-            out[i] = histogram_stats(arrays[i])
-    return out  # type: ignore[return-value]
+    return [got if got is not None else histogram_stats(arrays[i]) for i, got in enumerate(out)]
 
 
 def _blocks(arrays: list[np.ndarray], overwrite: bool,
-            slab_rows: list[tuple[np.ndarray, int] | None] | None) -> list[tuple[np.ndarray, list[int | None]]]:
+            slab_rows: list[tuple[np.ndarray, int] | None] | None) -> list[tuple[np.ndarray, list[int]]]:
     """The 2-D blocks that arrays of one float dtype and size are bucketed in together.
 
     Returns ``(block, members)``: ``members[j]`` is the index in ``arrays`` of the
-    block's row ``j`` (None for a row no array asked for). With ``slab_rows`` (item
+    block's row ``j``. With ``slab_rows`` (item
     ``i``: ``arrays[i]`` is row ``r`` of the 2-D array ``slab``, SummaryRecord's
     snapshots) runs of consecutive rows of a slab are used in place; with
     ``overwrite`` alone such runs are found by address (:func:`_slab_blocks`); the
     other arrays of one dtype and size are stacked into a new block. An array in no
     block of at least two rows is left to :func:`histogram_stats`.
     """
-    blocks: list[tuple[np.ndarray, list[int | None]]] = []
+    blocks: list[tuple[np.ndarray, list[int]]] = []
     placed: set[int] = set()
     if slab_rows is not None:
         by_slab: dict[int, tuple[np.ndarray, dict[int, int]]] = {}
@@ -191,7 +188,7 @@ def _blocks(arrays: list[np.ndarray], overwrite: bool,
         loose = [i for i in indices if i not in in_blocks]
         if len(loose) > 1:
             blocks.append((np.stack([arrays[i].reshape(-1) for i in loose]), loose))
-    return blocks  # type: ignore[return-value]
+    return blocks
 
 
 def _batchable(arr: np.ndarray) -> bool:
@@ -314,7 +311,8 @@ def _empty_histogram(count: int, nan: int, pos: int, neg: int) -> HistogramStats
 # ---------------------------------------------------------------- direct wire encoding
 # Histograms are encoded straight to protobuf wire bytes: filling one ``bucket`` message
 # per bucket from Python was most of the writer's time (up to 90 buckets for each of
-# five parameters per collection), and the writer shares the GIL with the training loop. The bytes are those protobuf itself gives for the same message
+# five parameters per collection), and the writer shares the GIL with the training loop.
+# The bytes are those protobuf itself gives for the same message
 # (tests/collector/test_packing.py compares them with ``pack_histogram(...).SerializeToString()``).
 
 
@@ -354,7 +352,7 @@ def _bucket_rows(left: np.ndarray, width: np.ndarray, counts: np.ndarray) -> tup
     dropped with one boolean mask.
     """
     n = counts.size
-    if n and 0 <= counts.min() and counts.max() < 1 << 14:
+    if n and counts.min() >= 0 and counts.max() < 1 << 14:
         return _bucket_rows_short(left, width, counts)
     c = counts.astype(np.uint64)
     vlen = _VARINT_LIMITS.searchsorted(c, "right") + 1

@@ -35,7 +35,7 @@ next ``record(step)``.
 Examples
 --------
 >>> import tempfile, torch
->>> import collector.summary._operators as summary
+>>> import collector.summary as summary
 >>> from collector import SummaryRecord, SummaryReader
 >>> summary.scalar("loss", torch.tensor(0.5))  # nothing open: returns at once
 >>> with SummaryRecord(tempfile.mkdtemp()) as rec:
@@ -122,7 +122,7 @@ def histogram(name: str, value: Any) -> None:
     The tutorial's tip on gradients, for a torch optimizer:
 
     >>> import torch
-    >>> import collector.summary._operators as summary
+    >>> import collector.summary as summary
     >>> class RecordingSGD(torch.optim.SGD):
     ...     def step(self, closure=None):
     ...         for group in self.param_groups:
@@ -160,7 +160,8 @@ def discard_pending() -> None:
 def _buffer(rec: SummaryRecord, plugin: str, name: str, value: Any) -> None:
     """Validate, copy and buffer one operator value into ``rec``, the open record (train mode)."""
     if type(name) is not str or not name:
-        raise ValueError(f"collector.summary._operators.{plugin}: the name must be a non-empty str. Got {name!r} instead.")
+        raise ValueError(f"collector.summary.{plugin}: the name must be a non-empty str. "
+                         f"Got {name!r} instead.")
     if rec.buffer_operator_value(plugin, name, value):
         warned = _warned.setdefault(rec, set())
         key = (plugin, name)

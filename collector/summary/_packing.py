@@ -20,6 +20,7 @@ import logging
 import math
 import numbers
 import struct
+import sys
 import zlib
 from collections.abc import Mapping
 from typing import Any
@@ -71,10 +72,9 @@ def to_numpy(value, *, what: str) -> tuple[np.ndarray, bool]:
 
     Raises ``TypeError`` naming ``what`` for any other type.
     """
-    try:
-        import torch
-    except ImportError:  # pragma: no cover - torch is a dependency
-        torch = None
+    # A torch tensor exists only once torch is imported; asking sys.modules keeps the reader
+    # (which uses this module) from importing torch, 1.5 s that viz and the CLI do not need.
+    torch = sys.modules.get("torch")
     if torch is not None and isinstance(value, torch.Tensor):
         t = value.detach()
         bf16 = t.dtype == torch.bfloat16
@@ -92,7 +92,8 @@ def to_numpy(value, *, what: str) -> tuple[np.ndarray, bool]:
     if isinstance(value, (bool, numbers.Integral, numbers.Real)) and not isinstance(value, complex):
         return np.asarray(value, dtype=np.float64 if not isinstance(value, numbers.Integral) else np.int64), False
     raise TypeError(
-        f"{what}: the value must be a torch.Tensor, a numpy.ndarray or a Python number. Got {type(value).__name__} instead."
+        f"{what}: the value must be a torch.Tensor, a numpy.ndarray or a Python number. "
+        f"Got {type(value).__name__} instead."
     )
 
 
@@ -109,7 +110,8 @@ def check_image(arr: np.ndarray, *, tag: str) -> None:
     """Refuse anything that is not NCHW with C in {1, 3}."""
     if arr.ndim != 4 or arr.shape[1] not in (1, 3):
         raise ValueError(
-            f"image {tag!r}: the value must be a 4-D NCHW tensor with 1 or 3 channels. Got shape {tuple(arr.shape)} instead."
+            f"image {tag!r}: the value must be a 4-D NCHW tensor with 1 or 3 channels. "
+            f"Got shape {tuple(arr.shape)} instead."
         )
     if arr.shape[0] == 0 or arr.shape[2] == 0 or arr.shape[3] == 0:
         raise ValueError(f"image {tag!r}: the value has an empty dimension (shape {tuple(arr.shape)})")
@@ -151,8 +153,8 @@ def make_canvas(arr: np.ndarray) -> np.ndarray:
     """Tile an NCHW batch into one HWC uint8 image, row-major, nearly square."""
     img = _to_uint8(arr)
     n, c, h, w = img.shape
-    cols = int(math.ceil(math.sqrt(n)))
-    rows = int(math.ceil(n / cols))
+    cols = math.ceil(math.sqrt(n))
+    rows = math.ceil(n / cols)
     canvas = np.zeros((rows * h, cols * w, c), dtype=np.uint8)
     for k in range(n):
         r, q = divmod(k, cols)
@@ -172,7 +174,8 @@ def encode_png(canvas: np.ndarray) -> bytes:
         return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body) & 0xFFFFFFFF)
 
     ihdr = struct.pack(">IIBBBBB", w, h, 8, color_type, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(raw.tobytes(), 6)) + chunk(b"IEND", b"")
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(raw.tobytes(), 6))
+            + chunk(b"IEND", b""))
 
 
 def pack_image(arr: np.ndarray):

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
@@ -139,7 +139,9 @@ class _Parser:
         field.json_name = _camel(field.name, upper=False)
         tok = self._next()
         if tok == "[":
-            opt, _, val = self._next(), self._expect("="), self._next()
+            opt = self._next()
+            self._expect("=")
+            val = self._next()
             if opt != "packed":
                 raise SyntaxError(f"{self.file.name}: unsupported option {opt!r}")
             field.options.packed = val == "true"
@@ -273,3 +275,7 @@ DataType = {v.name: v.number for v in POOL.FindEnumTypeByName(f"{PACKAGE}.DataTy
 globals().update(DataType)  # DT_FLOAT32 etc. as module constants
 
 __all__ += [*MESSAGES, "DataType", *DataType]
+
+if TYPE_CHECKING:
+    # For type checkers: the DT_* constants are set from the enum at run time.
+    def __getattr__(name: str) -> Any: ...

@@ -14,6 +14,7 @@ import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from google.protobuf.message import DecodeError
@@ -32,6 +33,12 @@ __all__ = ["read_events", "SummaryReader", "summary_files", "is_summary_file", "
 
 # MindInsight's rule: a run's file names contain "summary." followed by digits.
 _SUMMARY_RE = re.compile(r"summary\.(\d+)")
+
+
+def _file_seconds(name: str) -> int:
+    """The creation second in a summary file's name (0 when it has none)."""
+    m = _SUMMARY_RE.search(name)
+    return int(m.group(1)) if m else 0
 
 
 def is_lineage_file(name: str) -> bool:
@@ -54,7 +61,7 @@ def summary_files(path: str | os.PathLike) -> list[Path]:
     if not p.is_dir():
         raise FileNotFoundError(f"no summary file or directory at {str(p)!r}")
     files = [f for f in p.iterdir() if f.is_file() and _SUMMARY_RE.search(f.name)]
-    return sorted(files, key=lambda f: (int(_SUMMARY_RE.search(f.name).group(1)), f.name))
+    return sorted(files, key=lambda f: (_file_seconds(f.name), f.name))
 
 
 def read_events(
@@ -123,7 +130,7 @@ class SummaryReader:
         for kind, event in read_events(path, issues=self.issues, strict=strict):
             (self.lineage_events if kind == "lineage" else self.events).append(event)
 
-    def _values(self, field: str) -> Iterator[tuple[int, float, object]]:
+    def _values(self, field: str) -> Iterator[tuple[int, float, Any]]:
         for ev in self.events:
             if ev.WhichOneof("what") == "summary":
                 for v in ev.summary.value:
@@ -183,7 +190,7 @@ class SummaryReader:
             out.setdefault(v.tag, []).append((step, tensor_to_numpy(v.tensor)))
         return out
 
-    def landscape_messages(self) -> list[tuple[int, str, object]]:
+    def landscape_messages(self) -> list[tuple[int, str, Any]]:
         """``(step, tag, proto.LossLandscape)`` for every landscape, in file order."""
         return [(step, v.tag, v.loss_landscape) for step, _, v in self._values("loss_landscape")]
 

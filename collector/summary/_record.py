@@ -4,7 +4,7 @@ A thin API: values are validated and copied by :mod:`collector.summary._values` 
 caller's thread), packed into Event bytes by :mod:`collector.summary._events` and
 written in batches by :class:`collector.summary._writer.EventWriter`.
 
-The summary operators (:mod:`collector.summary._operators`) buffer into *the open
+The summary operators (:mod:`collector.summary`) buffer into *the open
 record*: :data:`open_record_ref` (read on their fast path), :func:`open_record` and
 :func:`operator_record` (the open record while it takes their values).
 """
@@ -283,7 +283,7 @@ class SummaryRecord:
     def buffer_operator_value(self, plugin: str, name: str, value: Any) -> bool:
         """Validate, copy and buffer a summary operator's value; return whether ``(plugin, name)`` was buffered already.
 
-        The values of summary operators (:mod:`collector.summary._operators`) are kept
+        The values of summary operators (:mod:`collector.summary`) are kept
         apart from :meth:`add_value`'s: the newest value of a name wins silently (the
         operators warn once per name), and at :meth:`record` an operator's value
         replaces an ``add_value`` value of the same plugin and name. They are recorded
@@ -359,7 +359,7 @@ class SummaryRecord:
         with self._lock:
             buffered, self._buffer = self._buffer, {}
             operator_values, self._operator_values = self._operator_values, {}
-        if self._mode == "train" and operator_values:  # summary operators (collector.summary._operators)
+        if self._mode == "train" and operator_values:  # summary operators (collector.summary)
             for plugin, name in buffered.keys() & operator_values.keys():
                 logger.warning("%r has duplicate values (add_value and a summary operator). Only the newest one, "
                                "the operator's, will be recorded.", f"{name}/{plugin}")
@@ -409,7 +409,7 @@ class SummaryRecord:
         try:
             if not getattr(self, "_closed", True):
                 self._close_quietly()
-        except Exception:  # noqa: BLE001 - never raise from a finalizer
+        except Exception:
             pass
 
     def _close_quietly(self) -> None:
@@ -447,5 +447,5 @@ def _close_all() -> None:
     for rec in list(_live_records):
         try:
             rec._close_quietly()
-        except Exception:  # noqa: BLE001
+        except Exception:
             pass

@@ -235,7 +235,7 @@ class EventWriter:
             try:
                 for kind, payload in record_events(step, wall_time, values, histograms, self._export):
                     (self.files.summary if kind == "summary" else self.files.lineage).write(payload)
-            except Exception as exc:  # noqa: BLE001 - reported like a failed job
+            except Exception as exc:
                 self._on_error(exc)
 
     def _on_error(self, exc: BaseException) -> None:

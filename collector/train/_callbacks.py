@@ -101,7 +101,7 @@ class Callback:
     def __enter__(self) -> Callback:
         return self
 
-    def __exit__(self, *exc_args: Any) -> None:
+    def __exit__(self, *exc_args: Any) -> bool | None:
         return None
 
     def begin(self, run_context: RunContext) -> None:

@@ -302,6 +302,9 @@ class ModelCheckpoint(Callback):
         network = cfg.saved_network if cfg.saved_network is not None else cb_params.get("network")
         if network is None:
             network = cb_params.get("train_network")
+        if not isinstance(network, nn.Module):
+            raise ValueError("ModelCheckpoint: the run's parameters hold no network to save "
+                             f"(cb_params.network and cb_params.train_network are {network!r}).")
         payload: dict[str, Any] = {"state_dict": cpu_state_dict(unwrap_module(network))}
         optimizer = cb_params.get("optimizer")
         if cfg.saved_network is None and optimizer is not None:

@@ -105,7 +105,7 @@ class Loss:
         return float(self._sum) / self._count
 
 
-_NAMED = {"accuracy": Accuracy, "acc": Accuracy, "loss": Loss}
+_NAMED: dict[str, type[Accuracy] | type[Loss]] = {"accuracy": Accuracy, "acc": Accuracy, "loss": Loss}
 
 
 def get_metric(name: str) -> Accuracy | Loss:

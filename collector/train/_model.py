@@ -29,10 +29,10 @@ logger = logging.getLogger(__name__)
 
 
 def _device_of(network: nn.Module) -> torch.device:
-    for tensor in network.parameters():
-        return tensor.device
-    for tensor in network.buffers():
-        return tensor.device
+    for param in network.parameters():
+        return param.device
+    for buffer in network.buffers():
+        return buffer.device
     return torch.device("cpu")
 
 

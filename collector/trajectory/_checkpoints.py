@@ -125,10 +125,10 @@ class StateDictSaver:
         try:
             head = _head_records(reference, len(state))
             ok = head is not None and _replay(head, state) == reference
-        except Exception:  # noqa: BLE001 - torch.save's internals moved: keep using torch.save
+        except Exception:
             ok = False
         with self._lock:
-            if ok and len(self._heads) < _MAX_LAYOUTS:
+            if ok and head is not None and len(self._heads) < _MAX_LAYOUTS:
                 self._heads[layout] = head
             elif not ok:
                 self._refused.add(layout)

@@ -220,7 +220,7 @@ def validate_collect_landscape(
     out: dict[str, Any] = {}
     if fill_defaults:
         out.update({k: (dict(v) if isinstance(v, dict) else v) for k, v in LANDSCAPE_DEFAULTS.items()})
-    key = lambda k: f"{name}[{k!r}]"  # noqa: E731
+    key = lambda k: f"{name}[{k!r}]"
     create_name, intervals_name = key("create_landscape"), key("intervals")
     if "landscape_size" in value:
         out["landscape_size"] = check_param(key("landscape_size"), value["landscape_size"],

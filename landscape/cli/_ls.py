@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+from typing import Any
 
 import viz
 from collector.summary import SummaryReader
@@ -16,7 +17,7 @@ __all__ = ["run_ls"]
 def run_ls(args: argparse.Namespace) -> int:
     if not args.base_dir.is_dir():
         raise UsageError(f"not a directory: {str(args.base_dir)!r}")
-    rows = []
+    rows: list[dict[str, Any]] = []
     for run in viz.find_runs(args.base_dir):
         reader = SummaryReader(run)
         scalars = reader.scalars()
@@ -35,8 +36,8 @@ def run_ls(args: argparse.Namespace) -> int:
         print(f"no runs under {args.base_dir}")
         return 0
     for row in rows:
-        loss = "-" if row["final_loss"] is None else f"{row['final_loss']:.6g}"
-        print(f"{row['run']}\tfinal loss {loss}\tscalars: {', '.join(row['scalars']) or '-'}")
+        final = "-" if row["final_loss"] is None else f"{row['final_loss']:.6g}"
+        print(f"{row['run']}\tfinal loss {final}\tscalars: {', '.join(row['scalars']) or '-'}")
         for tag in row["landscapes"]:
             print(f"\t{tag}")
         for issue in row["damaged"]:

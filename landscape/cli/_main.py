@@ -117,28 +117,32 @@ def _command(name: str) -> Callable[[argparse.Namespace], int]:
     command runs, so ``landscape --help`` and ``landscape ls`` do not pay for the others.
     """
     if name in ("demo", "run"):
-        from landscape.cli import (
-            _demo,  # start-up: torch and the pipeline only for demo/run
-        )
+        # start-up: torch and the pipeline only for demo/run
+        from landscape.cli import _demo
 
         return _demo.run_demo if name == "demo" else _demo.run_config
     if name == "gen":
-        from landscape.cli import _gen  # start-up: torch and the engine only for gen
+        # start-up: torch and the engine only for gen
+        from landscape.cli import _gen
 
         return _gen.run_gen
     if name == "plot":
-        from landscape.cli import _plot  # start-up: matplotlib only for plot
+        # start-up: matplotlib only for plot
+        from landscape.cli import _plot
 
         return _plot.run_plot
     if name == "export":
-        from landscape.cli import _export  # start-up: viz only for export
+        # start-up: viz only for export
+        from landscape.cli import _export
 
         return _export.run_export
     if name == "ls":
-        from landscape.cli import _ls  # start-up: the summary reader only for ls
+        # start-up: the summary reader only for ls
+        from landscape.cli import _ls
 
         return _ls.run_ls
-    from landscape.cli import _lineage  # start-up: the lineage reader only for lineage
+    # start-up: the lineage reader only for lineage
+    from landscape.cli import _lineage
 
     return _lineage.run_lineage
 
@@ -160,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("landscape: interrupted", file=sys.stderr)
         return 130
-    except Exception as exc:  # noqa: BLE001 - one clear line, the traceback with -v
+    except Exception as exc:
         if args.verbose:
             logger.exception("failed")
         print(f"landscape {args.command}: failed: {type(exc).__name__}: {exc}", file=sys.stderr)

@@ -17,10 +17,11 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import matplotlib.pyplot as plt
 import torch
+from matplotlib.figure import Figure
 
 import viz
 from collector.collect import SummaryCollector
@@ -111,7 +112,8 @@ def config_from_dict(data: dict[str, Any], *, source: str = "the configuration")
         check_param(section, values, [dict], caller=source)
         bad = set(values) - keys
         if bad:
-            raise InvalidParameterError(f"{source}: unknown key(s) {sorted(bad)} in [{section}]; accepted: {sorted(keys)}")
+            raise InvalidParameterError(f"{source}: unknown key(s) {sorted(bad)} in [{section}]; "
+                                        f"accepted: {sorted(keys)}")
         for key, value in values.items():
             flat["generate_seed" if (section, key) == ("generate", "seed") else key] = value
     if "ignore" in flat and flat["ignore"] in ("", "none"):
@@ -246,7 +248,7 @@ def _plot_run(landscapes, folder: Path, cfg: PipelineConfig) -> list[str]:
     made = []
     for ls in landscapes:
         for kind in cfg.kinds:
-            fig = viz.plot(ls, kind=kind, log=True if cfg.log_scale else "auto").figure
+            fig = cast(Figure, viz.plot(ls, kind=kind, log=True if cfg.log_scale else "auto").figure)
             path = folder / f"{safe_name(ls.tag)}_{kind}.png"
             fig.savefig(path, dpi=120, bbox_inches="tight")
             plt.close(fig)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import cast
 
 import matplotlib.pyplot as plt
+from matplotlib.figure import Figure
 
 import viz
 from landscape.cli._common import UsageError, safe_name
@@ -38,7 +40,7 @@ def run_plot(args: argparse.Namespace) -> int:
         targets = [folder / f"{safe_name(ls.tag or 'landscape')}_{k}.png" for ls in landscapes for k in kinds]
     pairs = [(ls, k) for ls in landscapes for k in kinds]
     for (ls, kind), target in zip(pairs, targets):
-        fig = viz.plot(ls, kind=kind, log=True if args.log else "auto").figure
+        fig = cast(Figure, viz.plot(ls, kind=kind, log=True if args.log else "auto").figure)
         fig.savefig(target, dpi=120, bbox_inches="tight")
         plt.close(fig)
         print(target)

@@ -70,7 +70,7 @@ def sequential_forward(net: nn.Module, names: Sequence[str], eval_mode: bool,
             b = None if mod.bias is None else index.get(bk, mod.bias)
             steps.append(("linear", w, b))
         elif isinstance(mod, _ELEMENTWISE) or (isinstance(mod, nn.Dropout) and not mod.training):
-            if list(mod.parameters()) or list(mod.buffers()):
+            if any(True for _ in mod.parameters()) or any(True for _ in mod.buffers()):
                 return None
             steps.append(("act", mod, None))
         else:
@@ -86,6 +86,7 @@ def sequential_forward(net: nn.Module, names: Sequence[str], eval_mode: bool,
 
     def plane_terms(ref: Any) -> list[torch.Tensor | None]:
         if isinstance(ref, int):
+            assert planes is not None
             return [planes[0][ref], planes[1][ref], planes[2][ref]]
         return [ref, None, None]  # not moved: the centre's only
 
@@ -157,7 +158,7 @@ def batched_loss(loss_fn: Any, mean_loss: Callable) -> Callable:
 
     def flat(out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         if classes and not y.is_floating_point():
-            if bool((y == ignore).any()):
+            if bool(torch.as_tensor(y == ignore).any()):
                 return general(out, y)  # the mean skips ignored samples
         elif tuple(out.shape[1:]) != tuple(y.shape):
             return general(out, y)  # broadcasting between outputs and targets: keep it exact

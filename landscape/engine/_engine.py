@@ -165,15 +165,15 @@ class Engine:
         self.p = int(points_per_call) if eval_mode else 1
         named = dict(net.named_parameters())
         self.names = list(names)
-        self.params = [named[k] for k in self.names]
+        self.params: list[torch.Tensor] = [named[k] for k in self.names]
         self.c = [t.detach().clone() for t in self.params]
         self.v = [t.to(self.device, torch.float32) for t in v]
         self.w = [t.to(self.device, torch.float32) for t in w]
-        self.buffers = [b for b in net.buffers()]
+        self.buffers = list(net.buffers())
         self.buffers0 = [b.detach().clone() for b in self.buffers]
         self._row_b: float | None = None
-        self._row: list[torch.Tensor] = []
-        self._batched = None
+        self._row: list[torch.Tensor] | tuple[torch.Tensor, ...] = []
+        self._batched: Any = None
         self._basis: torch.Tensor | None = None
 
     # -- one point, in place --------------------------------------------------------
@@ -188,7 +188,7 @@ class Engine:
     def _forward_point(self, index: int) -> tuple[torch.Tensor, list[torch.Tensor]]:
         """The loss as a 0-d tensor, left on the device: reading it back (a sync and a
         Python float per point) is done once per chunk by ``evaluate``."""
-        total = None
+        total: Any = None
         outs = []
         for s in range(0, self.n, self.eval_batch):
             x, y = self.inputs[s:s + self.eval_batch], self.labels[s:s + self.eval_batch]
@@ -245,7 +245,7 @@ class Engine:
             params.append(flat[:, o:o + c.numel()].view(p, *c.shape))
             o += c.numel()
         fn = self._vmapped()
-        total = None
+        total: Any = None
         outs = []
         for s in range(0, self.n, self.eval_batch):
             x, y = self.inputs[s:s + self.eval_batch], self.labels[s:s + self.eval_batch]

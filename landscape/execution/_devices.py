@@ -12,7 +12,7 @@ import torch
 try:  # pickles a network class defined in a script or notebook by value
     import cloudpickle
 except ImportError:  # pragma: no cover - joblib < 1.5 vendors it instead of depending on it
-    from joblib.externals import cloudpickle  # type: ignore[no-redef]
+    from joblib.externals import cloudpickle
 
 __all__ = ["cpu_count", "resolve_devices", "fail_message", "Chunk", "OnChunk", "cloudpickle"]
 

@@ -64,7 +64,7 @@ class Dist:
 
     def share(self, obj: Any) -> Any:
         """Rank 0's ``obj`` on every rank; a ``BaseException`` there is raised everywhere."""
-        box = [None]
+        box: list[Any] = [None]
         if self.root:
             box[0] = _Failed(f"{type(obj).__name__}: {obj}") if isinstance(obj, BaseException) else obj
         self.td.broadcast_object_list(box, src=0)
@@ -124,7 +124,7 @@ def on_root(dist: Dist | None, fn: Callable[[], Any]) -> Any:
     if dist.root:
         try:
             got = fn()
-        except BaseException as exc:  # noqa: BLE001 - shared, then raised on every rank
+        except BaseException as exc:
             got = exc
     return dist.share(got)
 

@@ -22,6 +22,7 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from multiprocessing.connection import Connection, wait
+from typing import cast
 
 import numpy as np
 
@@ -134,7 +135,8 @@ def run_pool(payload: EngineSpec, points: np.ndarray, chunks: Sequence[Chunk], d
                             p.conn.send((path, p.device, label, i, lo, hi, points[lo:hi]))
                         except OSError:
                             _died(p, label, done_points)
-                for conn in wait([p.conn for p in pool.procs if p.inflight]):
+                for ready in wait([p.conn for p in pool.procs if p.inflight]):
+                    conn = cast(Connection, ready)
                     p = by_conn[conn]
                     try:
                         kind, i, res = conn.recv()

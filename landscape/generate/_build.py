@@ -168,7 +168,7 @@ def chunk_bounds(done: np.ndarray, p: int, workers: int) -> list[tuple[int, int,
     without interruption; the chunk size gives each worker about eight chunks."""
     m = len(done)
     chunk = p * max(1, math.ceil(m / (p * max(1, workers) * 8)))
-    out = []
+    out: list[tuple[int, int, int]] = []
     for i, lo in enumerate(range(0, m, chunk)):
         hi = min(m, lo + chunk)
         # a chunk partly done (a rerun with another worker count): only its missing groups
@@ -193,7 +193,7 @@ def _assemble(part: Partial, values: Mapping[str, np.ndarray], tag: str | None) 
     path = None
     if part.n_path:
         pts = part.points[s2:]
-        path = LossPath(pts[:, 0].copy(), pts[:, 1].copy(), loss[s2:].copy(), list(part.intervals))
+        path = LossPath(pts[:, 0].copy(), pts[:, 1].copy(), loss[s2:].copy(), list(part.intervals or []))
         conv = (0.0, 0.0, float(path.z[-1]))
     else:
         h = size // 2

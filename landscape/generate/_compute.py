@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from torch import nn
 
@@ -18,7 +18,7 @@ from landscape.engine._data import collate
 from landscape.execution._devices import resolve_devices
 from landscape.execution._distributed import check_devices_for_dist, detect
 from landscape.generate._build import build_landscape, metric_dict
-from landscape.generate._plan import Execution, Geometry, LandscapePlan, Problem
+from landscape.generate._plan import Execution, Geometry, Kind, LandscapePlan, Problem
 from landscape.result._landscape import Landscape
 
 __all__ = ["compute_landscape"]
@@ -127,7 +127,7 @@ def compute_landscape(
                  device_ids=device_ids, caller=_CALLER)
     devices, threads = resolve_devices(None if device_ids is None else list(device_ids), _CALLER)
     inputs, labels = collate(data, num_samples, caller=_CALLER)
-    kind = "given" if pair else directions
+    kind: Kind = "given" if pair else cast(Kind, directions)
     trajectory = list(checkpoints) if checkpoints is not None else None
     if kind != "pca" and trajectory is not None:
         trajectory = trajectory[-1:]
@@ -135,7 +135,8 @@ def compute_landscape(
     try:
         problem = Problem(network, loss_fn, inputs, labels, metrics=metric_dict(metrics), eval_mode=eval_mode)
         geometry = Geometry(kind=kind, size=size, normalization=normalization, ignore=ignore, seed=seed,
-                            trajectory=trajectory, given=(directions[0], directions[1]) if pair else None,
+                            trajectory=trajectory,
+                            given=(cast(Mapping, directions[0]), cast(Mapping, directions[1])) if pair else None,
                             pca_method=pca_method)
         return build_landscape(problem, LandscapePlan(geometry, tag=tag),
                                Execution(devices=devices, threads=threads, dist=dist))

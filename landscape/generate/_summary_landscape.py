@@ -28,8 +28,8 @@ from landscape.execution._devices import resolve_devices
 from landscape.execution._distributed import check_devices_for_dist, detect, on_root
 from landscape.execution._run import start_pool, stop_pool
 from landscape.generate._build import build_landscape, metric_dict
-from landscape.generate._plan import Execution, Geometry, LandscapePlan, Problem
 from landscape.generate._compute import check_common
+from landscape.generate._plan import Execution, Geometry, LandscapePlan, Problem
 from landscape.geometry._state import check_keys
 from landscape.io._store import Store, file_digest, model_digest, tensor_digest
 from landscape.result._landscape import Landscape
@@ -136,7 +136,7 @@ class SummaryLandscape:
         override = {} if collect_landscape is None else _validate_override(collect_landscape)
         metadata = self._read_metadata()
         cfg: dict[str, Any] = dict(vars(metadata))
-        cfg.update({k: v for k, v in override.items()})
+        cfg.update(override)
         unit = cfg["unit"]
         create = cfg["create_landscape"]
         intervals = cfg["intervals"]
@@ -253,7 +253,7 @@ class SummaryLandscape:
             return
         with SummaryRecord(out_dir) as rec:
             for ls in results:
-                rec.add_value("landscape", ls.tag, ls.to_proto())
+                rec.add_value("landscape", ls.tag or "landscape", ls.to_proto())
                 rec.record(0)
         _log.info("wrote %d landscape(s) to %s", len(results), out_dir)
 

@@ -177,24 +177,23 @@ def rewrite(path: str | os.PathLike, *, drop: Sequence[str] = (), drop_progress:
     let ``add`` write into the copy, then atomically replace the file by the copy
     (``fsync``-ed: the copy is complete before it becomes the file)."""
     target = os.fspath(path)
-    with atomic_path(target, durable=True) as tmp:
-        with h5py.File(tmp, "w") as dst:
-            if os.path.exists(target):
-                with h5py.File(target, "r") as src:
-                    for k, v in src.attrs.items():
-                        dst.attrs[k] = v
-                    for name in src:
-                        if name == PROGRESS:
-                            for t in src[PROGRESS]:
-                                if t not in drop_progress:
-                                    src.copy(src[PROGRESS][t], dst.require_group(PROGRESS), name=t)
-                        elif name not in drop:
-                            src.copy(src[name], dst, name=name)
-            dst.attrs["schema_version"] = SCHEMA_VERSION
-            if PROGRESS in dst and not len(dst[PROGRESS]):
-                del dst[PROGRESS]
-            if add is not None:
-                add(dst)
+    with atomic_path(target, durable=True) as tmp, h5py.File(tmp, "w") as dst:
+        if os.path.exists(target):
+            with h5py.File(target, "r") as src:
+                for k, v in src.attrs.items():
+                    dst.attrs[k] = v
+                for name in src:
+                    if name == PROGRESS:
+                        for t in src[PROGRESS]:
+                            if t not in drop_progress:
+                                src.copy(src[PROGRESS][t], dst.require_group(PROGRESS), name=t)
+                    elif name not in drop:
+                        src.copy(src[name], dst, name=name)
+        dst.attrs["schema_version"] = SCHEMA_VERSION
+        if PROGRESS in dst and not len(dst[PROGRESS]):
+            del dst[PROGRESS]
+        if add is not None:
+            add(dst)
 
 
 def write_h5(path: str | os.PathLike, landscapes: list[Landscape]) -> None:
@@ -214,10 +213,9 @@ def write_h5(path: str | os.PathLike, landscapes: list[Landscape]) -> None:
 
 def write_h5_single(path: str | os.PathLike, ls: Landscape) -> None:
     """A file holding ``ls`` alone, at its root (what Li et al.'s scripts read), written atomically."""
-    with atomic_path(path) as tmp:
-        with h5py.File(tmp, "w") as fh:
-            write_group(fh, ls, name="")
-            fh.attrs["schema_version"] = SCHEMA_VERSION
+    with atomic_path(path) as tmp, h5py.File(tmp, "w") as fh:
+        write_group(fh, ls, name="")
+        fh.attrs["schema_version"] = SCHEMA_VERSION
 
 
 # -- unfinished landscapes (/_in_progress/{tag}), for landscape.io._store ---------------
@@ -282,7 +280,8 @@ def write_progress(fh: Any, tag: str, fingerprint: str, metadata: str, part: Par
 
 
 @contextlib.contextmanager
-def progress_writer(path: str | os.PathLike, tag: str) -> Iterator[Callable[[int, int, Mapping[str, np.ndarray]], None]]:
+def progress_writer(path: str | os.PathLike,
+                    tag: str) -> Iterator[Callable[[int, int, Mapping[str, np.ndarray]], None]]:
     """A writer of finished chunks of ``tag``: values first, flushed, then their ``done`` flags."""
     with h5py.File(path, "r+") as fh:
         g = fh[PROGRESS][tag]

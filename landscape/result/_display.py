@@ -38,6 +38,6 @@ def png_renderer() -> Callable[[Any], bytes] | None:
             try:
                 _renderer = ep.load()
                 break
-            except Exception as exc:  # noqa: BLE001 - a broken plugin must not break display
+            except Exception as exc:
                 _log.warning("landscape renderer %r could not be loaded: %s", ep.name, exc)
     return _renderer

@@ -59,13 +59,13 @@ def animate(landscapes: Any, path: str | os.PathLike, *, kind: str = "filled", f
         raise ValueError("The 'landscapes' parameter of animate holds no PCA (training-interval) landscape "
                          f"to animate; got tags {[ls.tag for ls in items]}. HINT: collect with "
                          "collect_landscape create_landscape={'train': True}.")
-    frames.sort(key=lambda ls: min(ls.path.intervals) if len(ls.path.intervals) else 0)
+    frames.sort(key=lambda ls: min(ls.path.intervals) if ls.path is not None and len(ls.path.intervals) else 0)
     out = Path(path)
     fig = Figure(figsize=(6.4, 5.2) if kind == "surface" else _style.PANEL_SIZE, layout="constrained")
     kw: dict[str, Any] = {"log": log}
     if kind in ("contour", "filled"):
         kw["levels"] = levels
-    writer = PillowWriter(fps=fps)
+    writer = PillowWriter(fps=fps)  # type: ignore[arg-type]  # a float rate works; the stub says int
     with writer.saving(fig, os.fspath(out), dpi):
         for k, ls in enumerate(frames):
             fig.clear()

@@ -58,7 +58,8 @@ def _contour(caller: str, landscape: Landscape, ax: Axes | None, fig: Figure | N
         ax.contour(x, y, zm, levels=lv, colors="black", linewidths=0.35, alpha=0.35)
     else:
         cs = ax.contour(x, y, zm, levels=lv, norm=scale.norm, cmap=cm, linewidths=1.1, extend=scale.extend)
-        shown = cs.levels[1::4] if len(cs.levels) > 8 else cs.levels
+        levels = np.asarray(cs.levels)
+        shown = levels[1::4] if len(levels) > 8 else levels
         ax.clabel(cs, shown, inline=True, fontsize=7, fmt="%.3g")
     cs.set_gid("landscape")
     ax.set_xlim(x.min(), x.max())

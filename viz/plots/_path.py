@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from matplotlib.axes import Axes
@@ -21,7 +21,7 @@ MAX_LABELS = 10
 def _label_indices(n: int) -> list[int]:
     if n <= MAX_LABELS:
         return list(range(n))
-    return sorted({int(round(i)) for i in np.linspace(0, n - 1, MAX_LABELS)})
+    return sorted({round(i) for i in np.linspace(0, n - 1, MAX_LABELS)})
 
 
 def _is_3d(ax: Any) -> bool:
@@ -53,8 +53,8 @@ def draw_path(ax: Axes, ls: Landscape, *, labels: bool = True, scale: _style.Col
     pz = np.ravel(ls.path.z).astype(float)
     iv = [int(i) for i in ls.path.intervals]
     legend = "training path" + (f" ({_style.path_range_text(ls)})" if iv else "")
-    style = dict(color=_style.PATH_COLOR, lw=2.0, marker="o", ms=5.5, mfc="white", mec=_style.PATH_COLOR,
-                 mew=1.5, label=legend, gid="path", zorder=6)
+    style: dict[str, Any] = dict(color=_style.PATH_COLOR, lw=2.0, marker="o", ms=5.5, mfc="white",
+                                 mec=_style.PATH_COLOR, mew=1.5, label=legend, gid="path", zorder=6)
     if _is_3d(ax):
         zz = _surface_z(pz, scale)
         (line,) = ax.plot(px, py, zz, **style)
@@ -65,7 +65,8 @@ def draw_path(ax: Axes, ls: Landscape, *, labels: bool = True, scale: _style.Col
         for k in _label_indices(px.size):
             text = str(iv[k])
             if _is_3d(ax):
-                ax.text(px[k], py[k], _surface_z(pz, scale)[k], " " + text, fontsize=8, color="black", zorder=7)
+                cast(Any, ax).text(px[k], py[k], _surface_z(pz, scale)[k], " " + text, fontsize=8, color="black",
+                                   zorder=7)  # a 3-D axes: text(x, y, z, s)
             else:
                 ax.annotate(text, (px[k], py[k]), xytext=(4, 4), textcoords="offset points", fontsize=8,
                             color="black", path_effects=_style.halo(2.5), zorder=7, gid="path-label",
@@ -89,7 +90,7 @@ def draw_convergence(ax: Axes, ls: Landscape, *, scale: _style.ColorScale | None
     if not (np.isfinite(cx) and np.isfinite(cy)):
         return None
     label = "convergence point" + (f" (loss {cz:.4g})" if np.isfinite(cz) else "")
-    style = dict(marker="*", ms=16, color="#ffd700", mec="black", mew=1.0, ls="none", label=label,
+    style: dict[str, Any] = dict(marker="*", ms=16, color="#ffd700", mec="black", mew=1.0, ls="none", label=label,
                  gid="convergence", zorder=8)
     if _is_3d(ax):
         (mark,) = ax.plot([cx], [cy], _surface_z(np.array([cz]), scale), **style)
@@ -124,7 +125,7 @@ def plot_path(landscape: Landscape, ax: Axes | None = None, *, labels: bool = Tr
     for name, v in (("labels", labels), ("convergence", convergence), ("legend", legend)):
         check_param(name, v, ["boolean"], caller="plot_path")
     _style.check_common("plot_path", ax=ax)
-    fig, ax = _style.new_axes(ax, None)
+    _fig, ax = _style.new_axes(ax, None)
     if not ax.get_xlabel():
         ax.set_xlabel(_style.axis_labels(ls)[0])
         ax.set_ylabel(_style.axis_labels(ls)[1])

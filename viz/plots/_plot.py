@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import io
-from typing import Any, Literal, overload
+from typing import Any, Literal, cast, overload
 
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
@@ -30,6 +30,11 @@ def plot(landscape: Landscape, kind: Kind = ..., *, ax: Axes | None = ..., fig: 
 @overload
 def plot(landscape: Landscape, kind: Literal["all"], *, ax: None = ..., fig: Figure | None = ...,
          **kwargs: Any) -> Figure: ...
+
+
+@overload
+def plot(landscape: Landscape, kind: str, *, ax: Axes | None = ..., fig: Figure | None = ...,
+         **kwargs: Any) -> Axes | Figure: ...
 
 
 def plot(landscape: Landscape, kind: str = "filled", *, ax: Axes | None = None, fig: Figure | None = None,
@@ -79,7 +84,7 @@ def _plot_all(ls: Landscape, fig: Figure | None, **kwargs: Any) -> Figure:
     _style.check_common("plot", fig=fig, **{k: v for k, v in kwargs.items() if k in ("log", "levels", "cmap")})
     if fig is None:
         fig = Figure(figsize=(17, 10), layout="constrained")
-    top, bottom = fig.subfigures(2, 1, height_ratios=[1.0, 0.85])
+    top, bottom = fig.subfigures(2, 1, height_ratios=[1.0, 0.85])  # type: ignore[misc]  # an array of two
     axes = top.subplots(1, 3)
     no_levels = {k: v for k, v in kwargs.items() if k not in ("levels", "title", "elev", "azim")}
     two_d = {k: v for k, v in kwargs.items() if k not in ("title", "elev", "azim")}
@@ -112,7 +117,7 @@ def repr_png(landscape: Landscape, *, kind: str = "filled", dpi: int = 100) -> b
     check_param("kind", kind, [Options(KINDS)], caller="repr_png")
     check_param("dpi", dpi, [Interval(int, 10, 1000)], caller="repr_png")
     result = plot(landscape, kind)
-    fig = result if kind == "all" else result.figure
+    fig = cast(Figure, result if kind == "all" else result.figure)
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=dpi)
     return buf.getvalue()

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import matplotlib
 import numpy as np
@@ -212,7 +212,7 @@ def new_axes(ax: Axes | None, fig: Figure | None, projection: str | None = None,
         if projection == "3d" and getattr(ax, "name", "") != "3d":
             raise ValueError("The 'ax' parameter must be a 3D Axes (projection='3d') for a surface plot. "
                              f"Got a {getattr(ax, 'name', type(ax).__name__)!r} Axes instead.")
-        return ax.figure, ax
+        return cast(Figure, ax.figure), ax
     if fig is None:
         fig = Figure(figsize=figsize, layout="constrained")
     return fig, fig.add_subplot(projection=projection)
@@ -241,7 +241,7 @@ def nice_ticks(scale: ColorScale) -> np.ndarray:
             if ticks.size >= 4:
                 return ticks
         return np.geomspace(lo, hi, 4)
-    ticks = MaxNLocator(nbins=7, steps=[1, 2, 2.5, 5, 10]).tick_values(lo, hi)
+    ticks = np.asarray(MaxNLocator(nbins=7, steps=[1, 2, 2.5, 5, 10]).tick_values(lo, hi))
     return ticks[(ticks >= lo - 1e-12 * abs(hi - lo)) & (ticks <= hi + 1e-12 * abs(hi - lo))]
 
 

@@ -49,8 +49,9 @@ def view_angle(z: np.ndarray, *, target: tuple[int, int] | None = None) -> tuple
     h = np.where(finite, (z - lo) / ((hi - lo) or 1.0), 1.0) * _Z_ASPECT
     ny, nx = h.shape
     if target is None:
-        target = np.unravel_index(int(np.argmin(np.where(finite, z, np.inf))), z.shape)
-    ti, tj = target
+        ti, tj = (int(k) for k in np.unravel_index(int(np.argmin(np.where(finite, z, np.inf))), z.shape))
+    else:
+        ti, tj = target
     px, py, pz = tj / max(nx - 1, 1), ti / max(ny - 1, 1), h[ti, tj]
     steps = np.linspace(0, 1.5, 301)[1:]
     best, best_over = (30.0, -60.0), np.inf
@@ -117,7 +118,8 @@ def plot_surface(landscape: Landscape, ax: Axes | None = None, *, fig: Figure | 
     _style.check_common(caller, log=log, ax=ax, fig=fig, cmap=cmap, title=title, vmin=vmin, vmax=vmax)
     z = surface_values(ls, surface, caller)
     scale = _style.color_scale([z], log=log, vmin=vmin, vmax=vmax)
-    fig, ax = _style.new_axes(ax, fig, projection="3d", figsize=(6.4, 5.2))
+    fig, ax2 = _style.new_axes(ax, fig, projection="3d", figsize=(6.4, 5.2))
+    ax3: Any = ax2  # an Axes3D: plot_surface, view_init, set_z*
     x, y = np.asarray(ls.x, dtype=float), np.asarray(ls.y, dtype=float)
     X, Y = np.meshgrid(x, y)
     zc = np.where(np.isfinite(z), z, np.nan)
@@ -134,30 +136,30 @@ def plot_surface(landscape: Landscape, ax: Axes | None = None, *, fig: Figure | 
     face[:-1, :-1] = np.where(count > 0, total / np.maximum(count, 1), np.nan)
     face = np.where(np.isfinite(face), face, scale.vmax)
     colors = cm(scale.norm(np.clip(face, scale.vmin, scale.vmax)))
-    surf = ax.plot_surface(X, Y, heights, facecolors=colors, rstride=1, cstride=1, linewidth=0.15,
+    surf = ax3.plot_surface(X, Y, heights, facecolors=colors, rstride=1, cstride=1, linewidth=0.15,
                            edgecolor=(0, 0, 0, 0.15), antialiased=True, shade=False)
     surf.set_gid("landscape")
     if elev is None or azim is None:
         e, a = view_angle(heights)
         elev, azim = (e if elev is None else elev), (a if azim is None else azim)
-    ax.view_init(elev=elev, azim=azim)
+    ax3.view_init(elev=elev, azim=azim)
     xlabel, ylabel = _style.axis_labels(ls)
-    ax.set_xlabel(xlabel, labelpad=6)
-    ax.set_ylabel(ylabel, labelpad=6)
-    ax.set_zlabel(_style.value_label(surface, scale.log), labelpad=6)
-    ax.set_zlim(*(np.log10([scale.vmin, scale.vmax]) if scale.log else (scale.vmin, scale.vmax)))
+    ax3.set_xlabel(xlabel, labelpad=6)
+    ax3.set_ylabel(ylabel, labelpad=6)
+    ax3.set_zlabel(_style.value_label(surface, scale.log), labelpad=6)
+    ax3.set_zlim(*(np.log10([scale.vmin, scale.vmax]) if scale.log else (scale.vmin, scale.vmax)))
     if scale.log:  # heights are log10(value): label the ticks with the values themselves
         ticks = _style.nice_ticks(scale)
-        ax.set_zticks(np.log10(ticks), [f"{t:.3g}" for t in ticks])
-    ax.set_box_aspect(None, zoom=0.88)  # room for the tick and axis labels whichever side they land on
-    ax.tick_params(labelsize=7)
-    ax.set_title(title if title is not None else _style.title(ls, surface), fontsize="medium")
+        ax3.set_zticks(np.log10(ticks), [f"{t:.3g}" for t in ticks])
+    ax3.set_box_aspect(None, zoom=0.88)  # room for the tick and axis labels whichever side they land on
+    ax3.tick_params(labelsize=7)
+    ax3.set_title(title if title is not None else _style.title(ls, surface), fontsize="medium")
     if colorbar:
         sm = ScalarMappable(norm=scale.norm, cmap=cm)
-        _style.add_colorbar(fig, sm, ax, _style.value_label(surface, scale.log), scale.extend,
+        _style.add_colorbar(fig, sm, ax2, _style.value_label(surface, scale.log), scale.extend,
                             scale=scale)
     if path:
-        _path.draw_path(ax, ls, scale=scale)
-        _path.draw_convergence(ax, ls, scale=scale)
-        _path.add_legend(ax)
-    return ax
+        _path.draw_path(ax2, ls, scale=scale)
+        _path.draw_convergence(ax2, ls, scale=scale)
+        _path.add_legend(ax2)
+    return ax2

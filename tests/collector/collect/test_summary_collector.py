@@ -346,7 +346,7 @@ def test_compiled_and_wrapped_network_names(tmp_path):
 
 
 def test_summary_operators_follow_collect_freq_and_tensor_freq(tmp_path):
-    import collector.summary._operators as summary
+    import collector.summary as summary
 
     class Net(nn.Linear):
         def forward(self, x):

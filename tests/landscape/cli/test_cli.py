@@ -12,7 +12,7 @@ import pytest
 
 from landscape.cli._pipeline import DEMO_CONFIG, load_config
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _run(*args: str, cwd: Path | None = None, timeout: int = 300) -> subprocess.CompletedProcess:

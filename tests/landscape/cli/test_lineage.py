@@ -12,7 +12,7 @@ import pytest
 
 from landscape.cli._lineage import WhereError, format_table, parse_where, run_lineage
 from landscape.cli._main import build_parser
-from tests.collector.test_lineage_query import write_run
+from tests.collector.lineage.test_query import write_run
 
 RUNS = {  # name: optimizer, lr, batch size, accuracy
     "sgd_fast": ("SGD", 0.1, 32, 0.91),

@@ -1,4 +1,4 @@
-"""Summary operators (collector.summary._operators): inside forward, a loss and an optimizer step."""
+"""Summary operators (collector.summary): inside forward, a loss and an optimizer step."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ import pytest
 import torch
 from torch import nn
 
-import collector.summary._operators as summary
+import collector.summary as summary
 from collector import SummaryReader, SummaryRecord
+from collector.summary._operators import discard_pending
 
 
 class _Untouchable:
@@ -185,10 +186,10 @@ def test_add_value_and_operator_with_one_name_keep_the_operator(tmp_path, caplog
 
 
 def test_discard_pending_drops_an_uncollected_step(tmp_path):
-    summary.discard_pending()  # nothing open: nothing to do
+    discard_pending()  # nothing open: nothing to do
     with SummaryRecord(tmp_path) as rec:
         summary.scalar("loss", 1.0)
-        summary.discard_pending()  # what SummaryCollector does at a step it does not collect
+        discard_pending()  # what SummaryCollector does at a step it does not collect
         summary.scalar("loss", 2.0)
         rec.record(2)
     assert SummaryReader(tmp_path).scalars()["loss"][1].tolist() == [2.0]

@@ -16,7 +16,8 @@ from torch import nn
 
 import landscape
 from landscape.engine import _engine as _evaluate
-from tests.landscape._helpers import alive as _alive, children as _children
+from tests.landscape._helpers import alive as _alive
+from tests.landscape._helpers import children as _children
 
 
 @pytest.mark.parametrize("batched", [True, False])
@@ -155,7 +156,7 @@ def test_killed_worker_fails_fast_naming_chunk_and_device_and_rerun_completes(su
 
 
 def test_ctrl_c_stops_workers_and_keeps_finished_points(summary_dir, tmp_path):
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     out = tmp_path / "out"
     h5 = out / "landscapes.h5"
     env = dict(os.environ, LANDSCAPE_TEST_SLOW="0.02", LANDSCAPE_TEST_ONE_POINT="1")

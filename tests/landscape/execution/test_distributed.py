@@ -9,11 +9,11 @@ import sys
 import numpy as np
 import pytest
 
-from landscape import SummaryLandscape, read_h5
 from collector import SummaryReader
+from landscape import SummaryLandscape, read_h5
 from tests.landscape import _gen_task
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 
 def _torchrun(summary_dir, out, env=None, timeout=180):

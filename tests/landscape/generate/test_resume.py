@@ -20,7 +20,7 @@ from landscape.engine import _engine as _evaluate
 from landscape.engine._engine import Engine
 from tests.landscape import _gen_task
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 TASK = "tests.landscape._gen_task:task"
 TAGS = ["landscape_[1, 3]", "landscape_[4, 6]", "landscape_[6]"]
 

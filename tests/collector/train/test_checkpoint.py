@@ -9,9 +9,11 @@ import torch
 from torch import nn
 
 from collector import Callback, CheckpointConfig, InvalidParameterError, Model, ModelCheckpoint
-from collector.train import _checkpoint
 from collector.common._torch import unwrap_module
+from collector.train import _checkpoint
 from collector.trajectory import _checkpoints as _state_io
+
+
 def _data(n=5):
     g = torch.Generator().manual_seed(0)
     return [(torch.randn(4, 3, generator=g), torch.randn(4, 1, generator=g)) for _ in range(n)]

@@ -263,7 +263,7 @@ def test_mindinsight_reads_the_callbacks_lineage_alike(tmp_path):
     assert (both["optimizer"], both["epoch"], set(both["metric"])) == ("Adam", 1, {"accuracy"})
 
 
-SCRIPT = __import__("pathlib").Path(__file__).resolve().parents[2] / "tools" / "mindinsight_check.sh"
+SCRIPT = __import__("pathlib").Path(__file__).resolve().parents[3] / "tools" / "mindinsight_check.sh"
 
 
 def _free_port() -> int:

@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from collector import InvalidParameterError, SummaryRecord, proto
-from collector.lineage import _query as _lineage_query
 from collector.lineage import (
     LineageError,
     LineageFileNotFoundError,
@@ -25,6 +24,7 @@ from collector.lineage import (
     filter_summary_lineage,
     get_summary_lineage,
 )
+from collector.lineage import _query as _lineage_query
 
 
 # ------------------------------------------------------------------------------------ helpers
