@@ -175,7 +175,8 @@ def _time_per_point(spec: EngineSpec, device: str, points: int) -> float:
     return (time.perf_counter() - t0) / points
 
 
-def choose_plan(spec: EngineSpec, *, n_points: int, device: str = "cpu", mode: Any = "auto") -> Plan:
+def choose_plan(spec: EngineSpec, *, n_points: int, device: str = "cpu", mode: Any = "auto",
+                cache: dict[Any, Any] | None = None) -> Plan:
     """The plan for evaluating ``n_points`` points of ``spec`` (whose plan fields are ignored).
 
     Parameters
@@ -189,17 +190,26 @@ def choose_plan(spec: EngineSpec, *, n_points: int, device: str = "cpu", mode: A
     mode : {"auto", "heuristic"} or dict
         "auto": the heuristic, verified, then timed when the landscape is large enough;
         "heuristic": no timing; a dict ``{"points_per_call", "batching", "eval_batch"}``: that plan.
+    cache : dict, optional
+        Keeps what depends only on the network, task and samples (the activations'
+        size, the batched ways that work) between the landscapes of one generation.
     """
+    cache = {} if cache is None else cache
     samples = spec.samples
     n = samples.n
     if isinstance(mode, Mapping):
         return Plan(int(mode["points_per_call"]), mode.get("batching"), int(mode.get("eval_batch") or n), how="given")
     network = spec.network
     n_params = sum(p.numel() for p in network.parameters())
-    probe = samples.first(2)
-    act = activation_elements(_eval_copy(spec), spec.task, probe, batch_size(probe, spec.task))
+    if "act" not in cache:
+        probe = samples.first(2)
+        cache["act"] = activation_elements(_eval_copy(spec), spec.task, probe, batch_size(probe, spec.task))
+    act = cache["act"]
     p, eval_batch = plan(n_params, n, act, eval_mode=spec.eval_mode, vmappable=True)
-    kinds = _working_batchings(spec, min(p, 4)) if p > 1 else []
+    key = ("kinds", min(p, 4))
+    if p > 1 and key not in cache:
+        cache[key] = _working_batchings(spec, min(p, 4))
+    kinds = cache[key] if p > 1 else []
     if p > 1 and not kinds:
         p, eval_batch = plan(n_params, n, act, eval_mode=spec.eval_mode, vmappable=False)
     heuristic = Plan(p, kinds[0] if p > 1 else None, eval_batch)
