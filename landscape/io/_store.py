@@ -243,7 +243,8 @@ class Store:
     @contextlib.contextmanager
     def chunks(self, tag: str) -> Iterator[Callable[[int, int, Mapping[str, np.ndarray]], None]]:
         """A writer of finished chunks: in memory until the landscape has a progress group,
-        then in place on disk (values first, flushed, then their ``done`` flags)."""
+        then in place on disk (values first, flushed, then their ``done`` flags). When the
+        evaluation stops with an exception, the points held in memory are written first."""
         with contextlib.ExitStack() as stack:
             on_disk: list[Callable[[int, int, Mapping[str, np.ndarray]], None]] = []
 
@@ -264,7 +265,15 @@ class Store:
                     self._write_progress(tag)
                     on_disk.append(stack.enter_context(progress_writer(self.path, tag)))
 
-            yield write
+            try:
+                yield write
+            except BaseException:
+                # Ctrl-C or a failure: keep the points evaluated so far, whatever the flush period
+                pending = self._unwritten.get(tag)
+                if not on_disk and pending is not None and pending[1].done.any():
+                    with contextlib.suppress(Exception):
+                        self._write_progress(tag)
+                raise
 
     def finish(self, landscape: Landscape, fingerprint: Mapping[str, Any]) -> None:
         """Record ``landscape`` as finished: written (replacing its progress group) with the

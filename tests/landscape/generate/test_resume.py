@@ -155,6 +155,8 @@ def test_changed_input_is_refused_naming_what_differs(summary_dir, tmp_path, cha
 
 def test_unfinished_landscape_with_other_inputs_is_refused(summary_dir, tmp_path, monkeypatch):
     monkeypatch.setattr(_evaluate, "TARGET_WORK", 0)
+    # however long the flush period, an interruption writes the points evaluated so far
+    monkeypatch.setenv("LANDSCAPE_FLUSH_SECONDS", "1000")
     out = tmp_path / "out"
     calls = []
     original = Engine.evaluate
