@@ -230,7 +230,7 @@ def hessian_trace(
     *,
     task: Any = None,
     num_samples: int | None = 2048,
-    rel_tol: float = 0.01,
+    rel_tol: float = 0.05,
     min_probes: int = 20,
     max_probes: int = 1000,
     confidence: float = 0.95,
@@ -253,7 +253,7 @@ def hessian_trace(
     ----------
     network, loss_fn, data, task, num_samples, seed, dtype, ignore, eval_mode, device, progress
         As in :func:`hessian_eigs` (``seed`` seeds the probes).
-    rel_tol : float, default=0.01
+    rel_tol : float, default=0.05
         The interval's half-width relative to the estimate at which probing stops.
     min_probes : int, default=20
         Probes before the first check (a small sample's ``sd`` is itself uncertain).
