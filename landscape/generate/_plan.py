@@ -38,6 +38,8 @@ class Problem:
     metrics : dict of str to metric
         Extra surfaces.
     eval_mode : bool
+    plan : {"auto", "heuristic"} or dict
+        How the evaluation plan is chosen (:func:`landscape.engine._planner.choose_plan`).
     """
 
     network: nn.Module
@@ -45,6 +47,7 @@ class Problem:
     samples: Samples
     metrics: Mapping[str, Any] = field(default_factory=dict)
     eval_mode: bool = True
+    plan: Any = "auto"
 
 
 @dataclass(frozen=True)

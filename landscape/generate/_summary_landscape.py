@@ -28,7 +28,7 @@ from landscape.execution._devices import resolve_devices
 from landscape.execution._distributed import check_devices_for_dist, detect, on_root
 from landscape.execution._run import start_pool, stop_pool
 from landscape.generate._build import build_landscape, metric_dict
-from landscape.generate._compute import check_common, check_metrics
+from landscape.generate._compute import check_common, check_metrics, check_plan
 from landscape.generate._plan import Execution, Geometry, LandscapePlan, Problem
 from landscape.geometry._state import check_keys, fit_state
 from landscape.io._store import Store, file_digest, model_digest, tensor_digest
@@ -77,7 +77,7 @@ class SummaryLandscape:
         self, callback_fn: Callable[[], tuple], collect_landscape: dict | None = None,
         device_ids: list[int] | None = None, output: str | os.PathLike | None = None, *,
         normalization: str = "layer", ignore: str | None = None, seed: int = 0, eval_mode: bool = True,
-        restart: bool = False, distributed: bool | None = None,
+        restart: bool = False, distributed: bool | None = None, plan: Any = "auto",
     ) -> list[Landscape]:
         """Compute every landscape the metadata asks for and write them to ``output``.
 
@@ -125,6 +125,9 @@ class SummaryLandscape:
             torchrun's environment when there is one, True requires one, False computes
             everything in this process. Rank 0 writes the files; every rank returns the
             landscapes.
+        plan : {"auto", "heuristic"} or dict, default="auto"
+            How points are evaluated (see :func:`landscape.compute_landscape`); a resumed
+            landscape keeps the plan it started with.
 
         Returns
         -------
@@ -136,6 +139,7 @@ class SummaryLandscape:
                      device_ids=device_ids, caller=_GEN)
         check_param("restart", restart, ["boolean"], caller=_GEN)
         check_param("distributed", distributed, [None, "boolean"], caller=_GEN)
+        check_plan(plan, _GEN)
         override = {} if collect_landscape is None else _validate_override(collect_landscape)
         metadata = self._read_metadata()
         cfg: dict[str, Any] = dict(vars(metadata))
@@ -187,7 +191,7 @@ class SummaryLandscape:
             last = intervals[-1][-1]
             plans.append(LandscapePlan(Geometry("random", trajectory=[paths[last]], **geo), intervals=[last],
                                        tag=f"landscape_{[last]}", unit=unit, step_per_epoch=cfg["step_per_epoch"]))
-        problem = Problem(network, task, samples, metrics=metric_map, eval_mode=eval_mode)
+        problem = Problem(network, task, samples, metrics=metric_map, eval_mode=eval_mode, plan=plan)
         dist = detect(distributed, _GEN)
         # one set of worker processes for every landscape of this call (none in a distributed run)
         pool = start_pool(devices, threads) if dist is None else None

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 import landscape
-from landscape.engine import _engine as _evaluate
+from landscape.engine import _planner as _evaluate
 from tests.landscape._helpers import alive as _alive
 from tests.landscape._helpers import children as _children
 

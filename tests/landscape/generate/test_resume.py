@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from landscape import SummaryLandscape, read_h5
-from landscape.engine import _engine as _evaluate
+from landscape.engine import _planner as _evaluate
 from landscape.engine._engine import Engine
 from tests.landscape import _gen_task
 
