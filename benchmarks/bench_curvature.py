@@ -20,8 +20,8 @@ What it measures, in one process (one JSON line per case, then a summary):
 References, independent of both codes: the eigenvalues from scipy's ARPACK (``eigsh``,
 ``which="LA"``, tol 1e-12) on Hessian-vector products written here with plain
 ``torch.autograd`` double backward in float64; the trace as the sum of the Hessian's
-diagonal, every entry ``e_i^T H e_i`` computed exactly (26,122 products, batched with
-``torch.func.vmap``; a minute or two).
+diagonal, every entry ``e_i^T H e_i`` computed exactly (26,122 products: about three
+minutes on a quiet 2-core machine, 12 on a busy one; ``--no-exact-trace`` skips it).
 
 The model is the demo's 64-128-128-10 MLP trained as ``landscape demo`` trains it
 (Momentum(0.05, 0.9), batch 64, 10 epochs, seed 0); the samples are the first 512 digits.
@@ -32,7 +32,8 @@ letting pip touch torch (it declares none of its imports as requirements anyway)
 
     pip install --no-deps pyhessian==0.1
 
-Run: ``python benchmarks/bench_curvature.py [--repeats 5] [--seeds 20] [--no-exact-trace] [--only-pyhessian]``.
+Run: ``python benchmarks/bench_curvature.py [--repeats 5] [--seeds 20] [--threads N] [--no-exact-trace]
+[--only-pyhessian]``.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ import time
 import numpy as np
 import torch
 from torch import nn
-from torch.func import functional_call, grad, vjp, vmap
+from torch.func import functional_call, grad, vjp
 
 from landscape.curvature import hessian_eigs, hessian_trace
 from landscape.examples import MLP, digits_loader, digits_tensors
@@ -88,8 +89,9 @@ def reference_eigs(net: nn.Module, x: torch.Tensor, y: torch.Tensor, k: int = 3)
     return np.sort(vals)[::-1]
 
 
-def exact_trace(net: nn.Module, x: torch.Tensor, y: torch.Tensor, chunk: int = 256) -> float:
-    """sum_i e_i^T H e_i: every diagonal entry, by vmapped double backward (float64)."""
+def exact_trace(net: nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
+    """sum_i e_i^T H e_i: every diagonal entry by double backward in float64, one unit vector
+    at a time through the gradient's graph built once (26,122 products)."""
     n64 = copy.deepcopy(net).double()
     names = [k for k, _ in n64.named_parameters()]
     point = {k: p.detach() for k, p in n64.named_parameters()}
@@ -99,18 +101,14 @@ def exact_trace(net: nn.Module, x: torch.Tensor, y: torch.Tensor, chunk: int = 2
         return nn.functional.cross_entropy(functional_call(n64, p, (xd,)), y)
 
     _, hvp = vjp(grad(loss), point)
-    sizes = [point[k].numel() for k in names]
-    dim = sum(sizes)
-    batched = vmap(lambda t: hvp(t)[0])
     total = 0.0
-    for lo in range(0, dim, chunk):
-        hi = min(dim, lo + chunk)
-        e = torch.zeros(hi - lo, dim, dtype=torch.float64)
-        e[torch.arange(hi - lo), torch.arange(lo, hi)] = 1.0
-        tangents = {k: t.reshape(hi - lo, *point[k].shape) for k, t in zip(names, torch.split(e, sizes, dim=1))}
-        out = batched(tangents)
-        flat = torch.cat([out[k].reshape(hi - lo, -1) for k in names], dim=1)
-        total += float(flat[torch.arange(hi - lo), torch.arange(lo, hi)].sum())
+    e = {n: torch.zeros_like(point[n]) for n in names}
+    for k in names:
+        flat = e[k].view(-1)
+        for i in range(flat.numel()):
+            flat[i] = 1.0
+            total += float(hvp(e)[0][k].reshape(-1)[i])
+            flat[i] = 0.0
     return total
 
 
@@ -127,10 +125,15 @@ def summary(ts):
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--no-exact-trace", action="store_true", help="skip the exact trace (a minute or two)")
+    ap.add_argument("--no-exact-trace", action="store_true", help="skip the exact trace (minutes)")
     ap.add_argument("--seeds", type=int, default=20, help="seeds of the pyhessian_defaults case")
     ap.add_argument("--only-pyhessian", action="store_true", help="only the pyhessian_defaults case")
+    ap.add_argument("--threads", type=int, default=0,
+                    help="torch threads (0: torch's default). On a shared machine 1 thread is far steadier: two "
+                         "threads that wait for each other while other processes hold the cores can be 10-30x slower")
     args = ap.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
     try:
         from pyhessian import hessian as pyhessian_hessian
     except ImportError:

@@ -17,7 +17,7 @@ from landscape import Landscape, SummaryLandscape, read_h5
 from landscape.cli._gen import with_eigen_ratio
 from landscape.cli._pipeline import CHANCE_LOSS, config_from_dict, training_note
 from landscape.curvature import EigenRatio
-from landscape.engine import _engine as _evaluate
+from landscape.engine import _planner as _evaluate
 from landscape.engine._engine import Engine
 from tests.landscape import _gen_task
 
