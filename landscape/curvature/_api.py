@@ -202,8 +202,8 @@ def hessian_eigs(
     >>> net = torch.nn.Linear(3, 1)
     >>> x, y = torch.eye(3), torch.zeros(3, 1)
     >>> eig = hessian_eigs(net, torch.nn.MSELoss(), (x, y), k=1, num_samples=None, progress=False)
-    >>> round(float(eig.eigenvalues[0]), 6)  # 2/3 * the top eigenvalue of [x 1]^T [x 1]
-    2.0
+    >>> round(float(eig.eigenvalues[0]), 6)  # H = 2/3 [x 1]^T [x 1], whose top eigenvalue is 4
+    2.666667
     """
     caller = "hessian_eigs"
     check_param("k", k, [Interval(int, 1, None)], caller=caller)
