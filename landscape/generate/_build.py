@@ -94,8 +94,8 @@ def _prepare(problem: Problem, plan_: LandscapePlan, names: list[str],
         del md["seed"]
     elif kind == "random":
         v, w = random_directions(ref, seed, normalization)
-    elif kind == "hessian":  # the top two eigenvectors at the centre, in the landscape's mode
-        net = _copy_with(network, centre).train(not eval_mode)
+    elif kind == "hessian":  # the top two eigenvectors at the centre, in the landscape's mode, on its device
+        net = _copy_with(network, centre).train(not eval_mode).to(device)
         v, w, eig = hessian_directions(net, task, samples, names, seed=seed)
         v, w = normalize_directions(v, ref, normalization), normalize_directions(w, ref, normalization)
         md.update(hessian_eigenvalues=[float(e) for e in eig.eigenvalues],
