@@ -117,7 +117,8 @@ def _prepare(problem: Problem, plan_: LandscapePlan, names: list[str],
         points = np.concatenate([points, coords])
     spec = EngineSpec(network=network, task=task, metrics={}, samples=samples, names=names, centre=centre,
                       v=v, w=w, eval_mode=eval_mode, seed=int(seed))
-    md.update(choose_plan(spec, n_points=len(points), device=device, mode=problem.plan).metadata())
+    md.update(choose_plan(spec, n_points=len(points), device=device, mode=problem.plan,
+                          cache=problem.plan_cache).metadata())
     m = len(points)
     path_intervals = None
     if coords is not None:

@@ -48,6 +48,8 @@ class Problem:
     metrics: Mapping[str, Any] = field(default_factory=dict)
     eval_mode: bool = True
     plan: Any = "auto"
+    #: what the planner learned of this problem (probes), kept for its next landscapes
+    plan_cache: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
