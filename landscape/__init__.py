@@ -3,7 +3,8 @@
 Public names are re-exported here from the layer subpackages (bottom to top):
 ``result`` (the ``Landscape`` type), ``geometry`` (directions, PCA, which parameters
 move), ``engine`` (loss evaluation at many points), ``io`` (``landscapes.h5``),
-``execution`` (worker processes, joblib, torch.distributed), ``generate``
+``execution`` (worker processes, joblib, torch.distributed), ``curvature`` (Hessian
+eigenvalues, trace and the eigen-ratio map), ``generate``
 (``compute_landscape``, ``SummaryLandscape``) and ``cli`` (the ``landscape`` command).
 
 They are imported on first use (PEP 562) so that worker processes, which only need the
@@ -16,11 +17,14 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__all__ = ["compute_landscape", "Landscape", "LossPath", "SummaryLandscape", "read_h5", "write_h5"]
+__all__ = ["compute_landscape", "Landscape", "LossPath", "SummaryLandscape", "read_h5", "write_h5",
+           "hessian_eigs", "hessian_trace", "EigenRatio"]
 
 _WHERE = {"compute_landscape": "landscape.generate", "SummaryLandscape": "landscape.generate",
           "read_h5": "landscape.io", "write_h5": "landscape.io",
-          "Landscape": "landscape.result", "LossPath": "landscape.result"}
+          "Landscape": "landscape.result", "LossPath": "landscape.result",
+          "hessian_eigs": "landscape.curvature", "hessian_trace": "landscape.curvature",
+          "EigenRatio": "landscape.curvature"}
 
 
 def __getattr__(name: str) -> Any:
@@ -36,6 +40,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load on first use
+    from landscape.curvature import EigenRatio, hessian_eigs, hessian_trace
     from landscape.generate import SummaryLandscape, compute_landscape
     from landscape.io import read_h5, write_h5
     from landscape.result import Landscape, LossPath

@@ -70,33 +70,61 @@ class SmallCNN(nn.Module):
 
 
 class _Block(nn.Module):
-    def __init__(self, width: int, residual: bool) -> None:
+    def __init__(self, width: int, residual: bool, norm: bool) -> None:
         super().__init__()
         self.fc = nn.Linear(width, width)
+        if norm:  # registered only when used, so the default model's state dict is unchanged
+            self.bn = nn.BatchNorm1d(width)
         self.relu = nn.ReLU()
         self.residual = residual
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = self.relu(self.fc(x))
+        h = self.fc(x)
+        if hasattr(self, "bn"):
+            h = self.bn(h)
+        out = self.relu(h)
         return x + out if self.residual else out
 
 
 class DeepMLP(nn.Module):
-    """A deep MLP of equal-width blocks, with or without skip connections (Li et al.'s comparison)."""
+    """A deep MLP of equal-width blocks, with or without skip connections (Li et al.'s comparison).
 
-    def __init__(self, depth: int = 12, width: int = 64, residual: bool = False) -> None:
+    Parameters
+    ----------
+    depth, width : int
+        Blocks ``relu(fc(x))`` (plain) or ``x + relu(fc(x))`` (residual) of ``width`` units.
+    residual : bool
+    norm : {"none", "batch"}, default="none"
+        ``"batch"``: batch normalisation after each block's linear layer (as in Li et al.'s
+        ResNets and their "noshort" variants, which differ only in the skip connections).
+    init : {"default", "kaiming"}, default="default"
+        ``"kaiming"``: He-normal weights (fan-in, ReLU gain) and zero biases in every
+        linear layer, which keeps the signal's scale through a deep plain stack; PyTorch's
+        default shrinks it by about sqrt(3) per layer, so a 16-block plain MLP starts (and
+        stays) at chance.
+    """
+
+    def __init__(self, depth: int = 12, width: int = 64, residual: bool = False, norm: str = "none",
+                 init: str = "default") -> None:
         super().__init__()
         self.inp = nn.Linear(64, width)
-        self.blocks = nn.Sequential(*[_Block(width, residual) for _ in range(depth)])
+        self.blocks = nn.Sequential(*[_Block(width, residual, norm == "batch") for _ in range(depth)])
         self.out = nn.Linear(width, 10)
         self.relu = nn.ReLU()
+        if init == "kaiming":
+            for m in self.modules():
+                if isinstance(m, nn.Linear):
+                    nn.init.kaiming_normal_(m.weight, nonlinearity="relu")
+                    nn.init.zeros_(m.bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.out(self.blocks(self.relu(self.inp(x))))
 
 
-def build_model(kind: str, *, hidden: int = 128, depth: int = 12, width: int = 64, channels: int = 16) -> nn.Module:
-    """Make one of the built-in models by name (see ``MODEL_KINDS``)."""
+def build_model(kind: str, *, hidden: int = 128, depth: int = 12, width: int = 64, channels: int = 16,
+                norm: str = "none", init: str = "default") -> nn.Module:
+    """Make one of the built-in models by name (see ``MODEL_KINDS``); ``norm`` and ``init``
+    apply to the deep MLPs (see :class:`DeepMLP`)."""
     check_param("model.kind", kind, [Options(MODEL_KINDS)], caller="the configuration")
     if kind == "mlp":
         check_param("model.hidden", hidden, [Interval(int, 1, None)], caller="the configuration")
@@ -106,4 +134,6 @@ def build_model(kind: str, *, hidden: int = 128, depth: int = 12, width: int = 6
         return SmallCNN(channels)
     check_param("model.depth", depth, [Interval(int, 1, None)], caller="the configuration")
     check_param("model.width", width, [Interval(int, 1, None)], caller="the configuration")
-    return DeepMLP(depth, width, residual=kind == "deep_residual")
+    check_param("model.norm", norm, [Options(("none", "batch"))], caller="the configuration")
+    check_param("model.init", init, [Options(("default", "kaiming"))], caller="the configuration")
+    return DeepMLP(depth, width, residual=kind == "deep_residual", norm=norm, init=init)

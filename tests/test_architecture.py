@@ -41,6 +41,7 @@ LAYERS = [
     ["landscape.result", "landscape.examples"],
     ["landscape.geometry"],
     ["landscape.engine", "landscape.tasks"],
+    ["landscape.curvature"],
     ["landscape.io"],
     ["landscape.execution"],
     ["landscape.generate"],

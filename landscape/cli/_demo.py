@@ -23,10 +23,20 @@ def _print_results(results: dict[str, Any], started: float) -> None:
     print(f"Output: {results['out']}")
     for name, run in results["runs"].items():
         print(f"  run {name}: summary directory {run['summary_dir']}")
+        if "final_loss" in run:
+            print(f"    loss {run['initial_loss']:.4g} before training, {run['final_loss']:.4g} after "
+                  f"(accuracy {100 * run['accuracy']:.1f} %) on the landscapes' samples")
+        if run.get("warning"):
+            print(f"    WARNING: {run['warning']}")
         print(f"    trained in {run['train_seconds']} s, landscapes generated in {run['generate_seconds']} s:")
         for tag in run["landscapes"]:
             print(f"      {tag}")
         print(f"    landscapes.h5: {os.path.join(run['summary_dir'], 'landscapes.h5')}")
+        if "nonconvexity" in run:
+            sc = run["nonconvexity"]
+            print(f"    eigen-ratio |λmin/λmax| ({run['eigen_ratio_seconds']} s): mean {sc['mean_ratio_low_loss']:.4f} "
+                  f"over the lowest {100 * sc['quantile']:g} % of loss, {100 * sc['fraction_above']:.1f} % of "
+                  f"points above {sc['threshold']:g}")
     print("Figures:")
     for fig in results["figures"]:
         print(f"  {fig}")

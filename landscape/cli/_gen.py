@@ -12,10 +12,12 @@ from typing import Any
 
 import numpy as np
 
+from collector.train import get_metric
 from landscape.cli._common import UsageError
+from landscape.curvature import EIGEN_RATIO, EigenRatio
 from landscape.generate import SummaryLandscape
 
-__all__ = ["run_gen", "load_task"]
+__all__ = ["run_gen", "load_task", "with_eigen_ratio"]
 
 
 def load_task(spec: str) -> Callable[..., Any]:
@@ -34,6 +36,28 @@ def load_task(spec: str) -> Callable[..., Any]:
     return func
 
 
+def with_eigen_ratio(callback_fn: Callable[..., Any]) -> Callable[[], Any]:
+    """``callback_fn`` with the eigen-ratio point metric added to the metrics it returns."""
+
+    def wrapped() -> Any:
+        got = callback_fn()
+        if not (isinstance(got, (tuple, list)) and len(got) in (4, 5)):
+            return got  # SummaryLandscape words the error
+        metrics = got[3]
+        if metrics is None:
+            metrics = {}
+        elif isinstance(metrics, (set, list, tuple)):
+            metrics = {str(n): get_metric(n) for n in metrics}
+        elif isinstance(metrics, dict):
+            metrics = dict(metrics)
+        else:
+            return got
+        metrics[EIGEN_RATIO] = EigenRatio()
+        return (*got[:3], metrics, *got[4:])
+
+    return wrapped
+
+
 def _nanmin(z: np.ndarray) -> float:
     finite = z[np.isfinite(z)]
     return float(finite.min()) if finite.size else float("nan")
@@ -43,6 +67,8 @@ def run_gen(args: argparse.Namespace) -> int:
     """Generate the landscapes of a summary directory and report what was evaluated."""
     started = time.perf_counter()
     callback_fn = load_task(args.task)
+    if getattr(args, "eigen_ratio", False):
+        callback_fn = with_eigen_ratio(callback_fn)
     override = {}
     if args.size:
         override["landscape_size"] = args.size

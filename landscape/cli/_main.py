@@ -72,6 +72,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--normalization", choices=("layer", "filter", "none"), default="layer")
     p.add_argument("--ignore", choices=("biasbn",), default=None)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--eigen-ratio", action="store_true",
+                   help="also map the Hessian's |lambda_min/lambda_max| at every point (Li et al.; one Lanczos "
+                        "run per point: use a small --size); stored as the surface 'eigen_ratio'")
     p.add_argument("--restart", action="store_true",
                    help="start the landscapes over instead of resuming what landscapes.h5 holds of them")
     p.add_argument("--distributed", action=argparse.BooleanOptionalAction, default=None,
@@ -80,7 +83,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("plot", help="draw the landscapes of a summary directory, events file or landscapes.h5")
     p.add_argument("path", type=Path)
     p.add_argument("-o", "--output", type=Path, help="PNG file, or a folder when several figures are drawn")
-    p.add_argument("--kind", choices=("contour", "filled", "surface", "heatmap", "all"), default="filled")
+    p.add_argument("--kind", choices=("contour", "filled", "surface", "heatmap", "eigen-ratio", "all"),
+                   default="filled", help="eigen-ratio: the Hessian's |lambda_min/lambda_max| map (gen --eigen-ratio)")
     p.add_argument("--tag", help="only this landscape, e.g. 'landscape_[1, 5]'")
     p.add_argument("--log", action="store_true", help="log-scaled loss")
 

@@ -5,12 +5,22 @@ dataclasses; the library functions below take them explicitly. Each run trains a
 built-in model on scikit-learn's digits with ``Model.train`` and a ``SummaryCollector``
 (collect_landscape), then ``SummaryLandscape`` generates the PCA and Random
 landscapes, then ``viz`` draws them.
+
+With ``[curvature] eigen_ratio = true`` each run also gets the Hessian's eigen-ratio map
+(``|lambda_min/lambda_max|`` at every point, Li et al. section 6) on a Random landscape
+around the last checkpoint, with the same directions settings on its own (usually
+coarser) grid: ``SummaryLandscape`` again, into ``{run}/eigen_ratio/`` (resumable like
+every landscape), scored with :func:`landscape.curvature.nonconvexity`.
+
+A run whose centre sits at chance level (loss near ln 10 for the ten digits) or whose loss
+never fell is flagged: in the results, on the command's report and in its plots' titles.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import os
 import sys
 import time
@@ -25,11 +35,12 @@ from matplotlib.figure import Figure
 
 import viz
 from collector.collect import SummaryCollector
-from collector.common import InvalidParameterError, Options, check_param
+from collector.common import Interval, InvalidParameterError, Options, check_param
 from collector.train import Model
 from collector.trajectory import validate_collect_landscape
 from landscape.cli._common import safe_name
-from landscape.examples import build_model, digits_loader
+from landscape.curvature import EIGEN_RATIO, EigenRatio, nonconvexity
+from landscape.examples import build_model, digits_loader, digits_tensors
 from landscape.generate import SummaryLandscape
 
 if sys.version_info >= (3, 11):
@@ -42,11 +53,12 @@ __all__ = ["PipelineConfig", "RunSpec", "load_config", "config_from_dict", "vali
 
 logger = logging.getLogger(__name__)
 
-_TOP_KEYS = {"name", "seed", "train", "collect", "generate", "plot", "runs"}
+_TOP_KEYS = {"name", "seed", "train", "collect", "generate", "curvature", "plot", "runs"}
 _SECTION_KEYS = {
     "train": {"epochs", "batch_size", "optimizer", "learning_rate", "momentum", "weight_decay"},
     "collect": {"collect_freq", "landscape_size", "unit", "num_samples", "intervals", "create_train", "create_result"},
     "generate": {"normalization", "ignore", "seed", "eval_mode", "workers"},
+    "curvature": {"eigen_ratio", "size", "tol", "dtype", "quantile", "threshold"},
     "plot": {"kinds", "log_scale"},
 }
 
@@ -83,6 +95,12 @@ class PipelineConfig:
     generate_seed: int = 0
     eval_mode: bool = True
     workers: int = 1
+    eigen_ratio: bool = False
+    curvature_size: int = 15
+    curvature_tol: float = 1e-3
+    curvature_dtype: str = "float32"
+    curvature_quantile: float = 0.1
+    curvature_threshold: float = 0.1
     kinds: list[str] = field(default_factory=lambda: ["filled", "surface"])
     log_scale: bool = False
     runs: list[RunSpec] = field(default_factory=lambda: [RunSpec("mlp", {"kind": "mlp", "hidden": 128})])
@@ -115,6 +133,8 @@ def config_from_dict(data: dict[str, Any], *, source: str = "the configuration")
             raise InvalidParameterError(f"{source}: unknown key(s) {sorted(bad)} in [{section}]; "
                                         f"accepted: {sorted(keys)}")
         for key, value in values.items():
+            if section == "curvature" and key != "eigen_ratio":
+                key = f"curvature_{key}"
             flat["generate_seed" if (section, key) == ("generate", "seed") else key] = value
     if "ignore" in flat and flat["ignore"] in ("", "none"):
         flat["ignore"] = None
@@ -147,6 +167,12 @@ def validate_config(cfg: PipelineConfig, source: str) -> None:
             raise InvalidParameterError(f"{source}: {key!r} must be a number >= 0; got {value!r}")
     check_param("generate.normalization", cfg.normalization, [Options(("layer", "filter", "none"))], caller=source)
     check_param("generate.ignore", cfg.ignore, [Options(("biasbn",)), None], caller=source)
+    check_param("curvature.eigen_ratio", cfg.eigen_ratio, ["boolean"], caller=source)
+    check_param("curvature.size", cfg.curvature_size, [Interval(int, 2, 256)], caller=source)
+    check_param("curvature.tol", cfg.curvature_tol, [Interval(float, 0, 1, closed="neither")], caller=source)
+    check_param("curvature.dtype", cfg.curvature_dtype, [Options(("float32", "float64"))], caller=source)
+    check_param("curvature.quantile", cfg.curvature_quantile, [Interval(float, 0, 1, closed="right")], caller=source)
+    check_param("curvature.threshold", cfg.curvature_threshold, [Interval(float, 0, None)], caller=source)
     check_param("plot.kinds", cfg.kinds, [list], caller=source)
     for kind in cfg.kinds:
         check_param("plot.kinds[]", kind, [Options(("contour", "filled", "surface", "heatmap"))], caller=source)
@@ -182,16 +208,43 @@ def _optimizer(cfg: PipelineConfig, params) -> torch.optim.Optimizer:
     return torch.optim.SGD(params, lr=cfg.learning_rate, momentum=momentum, weight_decay=cfg.weight_decay)
 
 
-def _make_callback_fn(model_spec: dict[str, Any], image: bool):
+def _make_callback_fn(model_spec: dict[str, Any], image: bool, metrics: dict[str, Any] | None = None):
     """The post-training ``callback_fn``: a fresh model, the loss, a fixed-order loader."""
 
-    def callback_fn() -> tuple[Model, torch.nn.Module, Iterable[Any], None]:
+    def callback_fn() -> tuple[Model, torch.nn.Module, Iterable[Any], dict[str, Any] | None]:
         network = build_model(model_spec.get("kind", "mlp"), **{k: v for k, v in model_spec.items() if k != "kind"})
         loss_fn = torch.nn.CrossEntropyLoss()
         data = digits_loader(256, image=image, shuffle=False, drop_last=False)
-        return Model(network, loss_fn), network, data, None
+        return Model(network, loss_fn), network, data, metrics
 
     return callback_fn
+
+
+#: The loss of a uniform guess over the ten digits: a centre at this level learned nothing.
+CHANCE_LOSS = math.log(10)
+
+
+def _mean_loss(network: torch.nn.Module, image: bool, num_samples: int) -> float:
+    """The eval-mode loss over the first ``num_samples`` digits (the landscapes' samples)."""
+    x, y = digits_tensors(image)
+    was = network.training
+    network.eval()
+    with torch.no_grad():
+        loss = float(torch.nn.functional.cross_entropy(network(x[:num_samples]), y[:num_samples]))
+    network.train(was)
+    return loss
+
+
+def training_note(initial: float, final: float) -> str | None:
+    """A warning when the trained network learned nothing: its loss is at chance level
+    (within 5 % of ln 10) or fell by less than 10 % from the untrained network's."""
+    if not math.isfinite(final):
+        return f"training diverged (loss {final})"
+    if final >= 0.95 * CHANCE_LOSS:
+        return f"centre at chance level: loss {final:.4g} ≈ ln 10 = {CHANCE_LOSS:.4g}"
+    if final >= 0.9 * initial:
+        return f"training loss never fell: {initial:.4g} before, {final:.4g} after"
+    return None
 
 
 def run_pipeline(cfg: PipelineConfig, out_dir: str | os.PathLike, *, progress: bool = True) -> dict[str, Any]:
@@ -204,6 +257,7 @@ def run_pipeline(cfg: PipelineConfig, out_dir: str | os.PathLike, *, progress: b
     results: dict[str, Any] = {"out": str(out), "runs": {}, "figures": []}
     t_start = time.perf_counter()
     all_landscapes = {}
+    curvature: dict[str, Any] = {}
     for run in cfg.runs:
         summary_dir = out if len(cfg.runs) == 1 else out / run.name
         torch.manual_seed(cfg.seed)
@@ -212,6 +266,7 @@ def run_pipeline(cfg: PipelineConfig, out_dir: str | os.PathLike, *, progress: b
         network = build_model(kind, **kwargs)
         image = kind == "cnn"
         loss_fn = torch.nn.CrossEntropyLoss()
+        initial = _mean_loss(network, image, cfg.num_samples)
         model = Model(network, loss_fn, _optimizer(cfg, network.parameters()))
         collector = SummaryCollector(
             str(summary_dir), collect_freq=cfg.collect_freq,
@@ -227,20 +282,68 @@ def run_pipeline(cfg: PipelineConfig, out_dir: str | os.PathLike, *, progress: b
             normalization=cfg.normalization, ignore=cfg.ignore, seed=cfg.generate_seed, eval_mode=cfg.eval_mode,
         )
         t_gen = time.perf_counter() - t0
+        final = _mean_loss(network, image, cfg.num_samples)
+        accuracy = _accuracy(network, image, cfg.num_samples)
+        note = training_note(initial, final)
+        if note:
+            logger.warning("run %s: %s", run.name, note)
+            for ls in landscapes:
+                ls.metadata["note"] = note
         all_landscapes[run.name] = landscapes
         figures = _plot_run(landscapes, summary_dir / "plots", cfg)
-        results["figures"].extend(figures)
-        results["runs"][run.name] = {
+        info: dict[str, Any] = {
             "summary_dir": str(summary_dir),
             "landscapes": [ls.tag for ls in landscapes],
             "train_seconds": round(t_train, 2),
             "generate_seconds": round(t_gen, 2),
+            "initial_loss": round(initial, 6), "final_loss": round(final, 6), "accuracy": round(accuracy, 4),
+            "warning": note,
             "figures": figures,
         }
+        if cfg.eigen_ratio:
+            t0 = time.perf_counter()
+            curv = SummaryLandscape(str(summary_dir)).gen_landscapes_with_multi_process(
+                _make_callback_fn(run.model, image, {EIGEN_RATIO: EigenRatio(cfg.curvature_tol,
+                                                                             dtype=cfg.curvature_dtype)}),
+                collect_landscape={"landscape_size": cfg.curvature_size,
+                                   "create_landscape": {"train": False, "result": True}},
+                output=str(summary_dir / EIGEN_RATIO),
+                device_ids=list(range(cfg.workers)) if cfg.workers > 1 else None,
+                normalization=cfg.normalization, ignore=cfg.ignore, seed=cfg.generate_seed, eval_mode=cfg.eval_mode,
+            )[-1]
+            if note:
+                curv.metadata["note"] = note
+            score = nonconvexity(curv, quantile=cfg.curvature_quantile, threshold=cfg.curvature_threshold)
+            curvature[run.name] = curv
+            fig = cast(Figure, viz.plot(curv, kind="eigen-ratio").figure)
+            path = summary_dir / "plots" / "eigen_ratio.png"
+            fig.savefig(path, dpi=120, bbox_inches="tight")
+            plt.close(fig)
+            figures.append(str(path))
+            info.update(nonconvexity=score, eigen_ratio_seconds=round(time.perf_counter() - t0, 2))
+        results["figures"].extend(figures)
+        results["runs"][run.name] = info
     if len(cfg.runs) > 1:
         results["figures"].extend(_plot_compare(all_landscapes, out))
+    if len(curvature) > 1:
+        fig = viz.compare_eigen_ratio(curvature, quantile=cfg.curvature_quantile, threshold=cfg.curvature_threshold,
+                                      title="Loss and Hessian eigen-ratio |λmin/λmax|, one colour scale per row")
+        path = out / "compare_eigen_ratio.png"
+        fig.savefig(path, dpi=120, bbox_inches="tight")
+        plt.close(fig)
+        results["figures"].append(str(path))
     results["seconds"] = round(time.perf_counter() - t_start, 2)
     return results
+
+
+def _accuracy(network: torch.nn.Module, image: bool, num_samples: int) -> float:
+    x, y = digits_tensors(image)
+    was = network.training
+    network.eval()
+    with torch.no_grad():
+        acc = float((network(x[:num_samples]).argmax(1) == y[:num_samples]).float().mean())
+    network.train(was)
+    return acc
 
 
 def _plot_run(landscapes, folder: Path, cfg: PipelineConfig) -> list[str]:

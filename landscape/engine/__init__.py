@@ -1,7 +1,7 @@
 """The evaluation engine: the loss (and metrics) at many points of a plane, on one device."""
 
 from landscape.engine._data import Samples, collate, collect
-from landscape.engine._engine import Engine, EngineSpec, is_batch_metric
+from landscape.engine._engine import Engine, EngineSpec, is_batch_metric, is_point_metric
 from landscape.engine._planner import Plan, activation_elements, choose_plan, plan
 from landscape.engine._task import (
     HuggingFace,
@@ -16,5 +16,5 @@ from landscape.engine._task import (
 )
 
 __all__ = ["Engine", "EngineSpec", "Plan", "choose_plan", "plan", "activation_elements", "is_batch_metric",
-           "Samples", "collect", "collate", "Task", "Supervised", "HuggingFace", "classification", "regression",
-           "as_task", "to_device", "batch_size", "slice_batch"]
+           "is_point_metric", "Samples", "collect", "collate", "Task", "Supervised", "HuggingFace", "classification",
+           "regression", "as_task", "to_device", "batch_size", "slice_batch"]

@@ -15,6 +15,15 @@ to full size.
 
 Samples that fit the device go there once; others (``stream``) stay in host memory,
 pinned when the device is CUDA, and one batch at a time is copied for each point.
+
+Point metrics (``metric.metric_inputs == "point"``, e.g. the Hessian's eigen-ratio of
+:mod:`landscape.curvature`) need autograd, so they run apart from the loss: after a
+chunk's losses are computed as above (the same calls, so losses and speed do not change),
+each point's parameters are set in place again, outside ``torch.inference_mode``, and the
+metric is called once per point as ``metric(model, task, samples, names) -> float`` with
+the network at that point (parameters not requiring grad), the task, the evaluation
+``Samples`` (on the device, or in pinned host memory when streamed) and the moved
+parameters' names. Its cost is its own; a progress bar counts the points.
 """
 
 from __future__ import annotations
@@ -29,13 +38,14 @@ import numpy as np
 import torch
 from torch import nn
 from torch.func import functional_call, vmap
+from tqdm.auto import tqdm
 
 from landscape.engine._batched import batched_loss, sequential_forward
 from landscape.engine._data import Samples
 from landscape.engine._folded import fold_network
 from landscape.engine._task import Supervised, batch_size, mean_loss, to_device
 
-__all__ = ["Engine", "EngineSpec", "is_batch_metric", "BATCHINGS"]
+__all__ = ["Engine", "EngineSpec", "is_batch_metric", "is_point_metric", "BATCHINGS"]
 _log = logging.getLogger("landscape")
 
 #: The ways a group of points runs, in the order they are tried.
@@ -54,6 +64,12 @@ def is_batch_metric(metric: Any) -> bool:
     """A metric called as ``metric(model, batch)`` (``metric_inputs == "batch"``), like a task;
     others are called on ``(outputs, targets)`` and need a :class:`Supervised` task."""
     return getattr(metric, "metric_inputs", None) == "batch"
+
+
+def is_point_metric(metric: Any) -> bool:
+    """A metric called once per point as ``metric(model, task, samples, names)``, outside
+    inference mode (``metric_inputs == "point"``; see the module docstring)."""
+    return getattr(metric, "metric_inputs", None) == "point"
 
 
 def _metric_value(metric: Any, out: torch.Tensor, labels: torch.Tensor) -> float:
@@ -78,8 +94,9 @@ class EngineSpec:
         ``task(model, batch) -> loss`` (:mod:`landscape.engine._task`).
     metrics : dict of str to metric
         Extra values per point: ``metric(outputs, targets)`` (or objects with
-        clear/update/eval) with a :class:`Supervised` task, or batch metrics
-        ``metric(model, batch)`` (``metric_inputs = "batch"``).
+        clear/update/eval) with a :class:`Supervised` task, batch metrics
+        ``metric(model, batch)`` (``metric_inputs = "batch"``), or point metrics
+        ``metric(model, task, samples, names)`` (``metric_inputs = "point"``).
     samples : Samples
         The evaluation batches (host memory), already cut as the plan says.
     names : list of str
@@ -156,7 +173,8 @@ class Engine:
         self.net, self.task = net, spec.task
         metrics = dict(spec.metrics or {})
         self.batch_metrics = {k: m for k, m in metrics.items() if is_batch_metric(m)}
-        self.metrics = {k: m for k, m in metrics.items() if not is_batch_metric(m)}
+        self.point_metrics = {k: m for k, m in metrics.items() if is_point_metric(m)}
+        self.metrics = {k: m for k, m in metrics.items() if not (is_batch_metric(m) or is_point_metric(m))}
         self.sup = spec.task if isinstance(spec.task, Supervised) else None
         if self.metrics and self.sup is None:
             raise ValueError(f"metrics {sorted(self.metrics)} take (outputs, targets), which only a Supervised task "
@@ -334,7 +352,7 @@ class Engine:
         """Loss (and metrics) at ``points`` (array (m, 2) of (a, b)); ``start`` = global index."""
         m = len(points)
         res = {"loss": np.empty(m)}
-        for name in (*self.metrics, *self.batch_metrics):
+        for name in (*self.metrics, *self.batch_metrics, *self.point_metrics):
             res[name] = np.empty(m)
         with torch.inference_mode():
             if self.p == 1 or self.batch_metrics:
@@ -363,7 +381,19 @@ class Engine:
                         full = torch.cat(outs, dim=1)
                         for i in range(k):
                             self._metrics_into(res, g + i, full[i])
+        if self.point_metrics:
+            self._point_metrics_into(res, points)
         return res
+
+    def _point_metrics_into(self, res: dict, points: np.ndarray) -> None:
+        """Point metrics, once per point, outside inference mode (they may need autograd)."""
+        samples = Samples(list(self.batches), list(self.sizes))
+        self._row_b = None  # rebuilt here, not reused from inference mode
+        for i, (a, b) in enumerate(tqdm(points, desc="point metrics", unit="pt", leave=False, disable=None)):
+            self._set_point(float(a), float(b))
+            for name, metric in self.point_metrics.items():
+                res[name][i] = _as_float(metric(self.net, self.task, samples, self.names))
+        self._row_b = None
 
     def _metrics_into(self, res: dict, i: int, out: torch.Tensor) -> None:
         targets = self._all_targets()

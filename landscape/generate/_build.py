@@ -16,13 +16,14 @@ from torch import nn
 from collector.common import strip_wrapper_prefixes
 from collector.train import get_metric
 from collector.trajectory import load_checkpoint
+from landscape.curvature import hessian_directions
 from landscape.engine import Engine, EngineSpec
 from landscape.engine._planner import choose_plan
 from landscape.execution._distributed import on_root
 from landscape.execution._pool import Pool
 from landscape.execution._run import run_points, start_pool, stop_pool
 from landscape.generate._plan import Execution, LandscapePlan, Problem
-from landscape.geometry._directions import grid_axes, random_directions
+from landscape.geometry._directions import grid_axes, normalize_directions, random_directions
 from landscape.geometry._pca import pca_trajectory
 from landscape.geometry._state import check_keys, fit_state, flat_float, moved_names
 from landscape.io._store import Partial, jsonable
@@ -67,7 +68,7 @@ def _prepare(problem: Problem, plan_: LandscapePlan, names: list[str],
     centre = _centre(network, trajectory, geo.centre, label)
     check_keys(network, centre, what=f"the centre of {label}")
     ref = flat_float(centre, names)
-    md: dict[str, Any] = {"decomposition": {"pca": "PCA", "random": "Random"}.get(kind, "Given"),
+    md: dict[str, Any] = {"decomposition": {"pca": "PCA", "random": "Random", "hessian": "Hessian"}.get(kind, "Given"),
                           "unit": plan_.unit, "step_per_epoch": plan_.step_per_epoch,
                           "normalization": normalization if kind != "given" else "none",
                           "ignore": geo.ignore or "none", "seed": int(seed), "num_samples": samples.n,
@@ -93,6 +94,12 @@ def _prepare(problem: Problem, plan_: LandscapePlan, names: list[str],
         del md["seed"]
     elif kind == "random":
         v, w = random_directions(ref, seed, normalization)
+    elif kind == "hessian":  # the top two eigenvectors at the centre, in the landscape's mode, on its device
+        net = _copy_with(network, centre).train(not eval_mode).to(device)
+        v, w, eig = hessian_directions(net, task, samples, names, seed=seed)
+        v, w = normalize_directions(v, ref, normalization), normalize_directions(w, ref, normalization)
+        md.update(hessian_eigenvalues=[float(e) for e in eig.eigenvalues],
+                  hessian_residuals=[float(r) for r in eig.residuals])
     else:
         assert geo.given is not None
         dv, dw = strip_wrapper_prefixes(dict(geo.given[0])), strip_wrapper_prefixes(dict(geo.given[1]))

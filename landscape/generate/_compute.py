@@ -15,7 +15,7 @@ from collector.common import (
     check_param,
     unwrap_module,
 )
-from landscape.engine import Supervised, as_task, collect, is_batch_metric
+from landscape.engine import Supervised, as_task, collect, is_batch_metric, is_point_metric
 from landscape.engine._engine import BATCHINGS
 from landscape.execution._devices import resolve_devices
 from landscape.execution._distributed import check_devices_for_dist, detect
@@ -65,7 +65,7 @@ def check_plan(plan: Any, caller: str) -> None:
 
 def check_metrics(metrics: Mapping[str, Any], task: Any, caller: str) -> None:
     """Metrics on (outputs, targets) need a Supervised task (a loss_fn); refuse them otherwise."""
-    legacy = sorted(k for k, m in metrics.items() if not is_batch_metric(m))
+    legacy = sorted(k for k, m in metrics.items() if not (is_batch_metric(m) or is_point_metric(m)))
     if legacy and not isinstance(task, Supervised):
         raise InvalidParameterError(
             f"The 'metrics' parameter of {caller}: {legacy} are computed on (outputs, targets), which only a "
@@ -79,7 +79,7 @@ def compute_landscape(
     data: Any = None,
     *,
     task: Any = None,
-    directions: Literal["random", "pca"] | tuple[Mapping, Mapping] = "random",
+    directions: Literal["random", "pca", "hessian"] | tuple[Mapping, Mapping] = "random",
     checkpoints: Sequence[Any] | None = None,
     size: int = 40,
     num_samples: int | None = 2048,
@@ -112,9 +112,12 @@ def compute_landscape(
         instead of ``loss_fn``: ``landscape.tasks.HuggingFace()`` for a Hugging Face model
         given its labels, ``Supervised(loss_fn, inputs=..., targets=..., output=...)`` for
         other batch layouts, or your own function.
-    directions : {"random", "pca"} or (dict, dict), default="random"
-        Seeded normal directions, PCA of ``checkpoints`` (MindSpore's by default), or two
-        state-dict-shaped direction dicts used as given.
+    directions : {"random", "pca", "hessian"} or (dict, dict), default="random"
+        Seeded normal directions, PCA of ``checkpoints`` (MindSpore's by default), the
+        top two eigenvectors of the loss's Hessian at the centre (Lanczos, seeded by
+        ``seed``; unit vectors with ``normalization="none"``, else rescaled like random
+        directions; the eigenvalues go to the metadata as ``hessian_eigenvalues``), or
+        two state-dict-shaped direction dicts used as given.
     checkpoints : list of state dicts or paths, default=None
         The trajectory (the last is the centre); without it the centre is ``network``.
     size : int, default=40
@@ -134,8 +137,10 @@ def compute_landscape(
         CUDA devices, or that many CPU worker processes without CUDA.
     metrics : dict of str to metric, default=None
         Extra surfaces: callables ``m(outputs, labels)`` or objects with clear/update/eval
-        (with ``loss_fn`` or a ``Supervised`` task), or ``m(model, batch)`` with
-        ``m.metric_inputs = "batch"`` (any task).
+        (with ``loss_fn`` or a ``Supervised`` task), ``m(model, batch)`` with
+        ``m.metric_inputs = "batch"`` (any task), or point metrics such as
+        ``landscape.curvature.EigenRatio()`` (the Hessian's ``|lambda_min/lambda_max|``
+        at every point).
     pca_method : {"mindspore", "li"}, default="mindspore"
     tag : str, default=None
     distributed : bool or None, default=None
@@ -166,7 +171,7 @@ def compute_landscape(
     pair = (isinstance(directions, (tuple, list)) and len(directions) == 2
             and all(isinstance(d, Mapping) for d in directions))
     if not pair:
-        check_param("directions", directions, [Options(("random", "pca"))], caller=_CALLER,
+        check_param("directions", directions, [Options(("random", "pca", "hessian"))], caller=_CALLER,
                     hint="or pass a pair of state-dict-shaped direction dicts.")
     check_param("checkpoints", checkpoints, [None, InstanceOf(list, tuple)], caller=_CALLER)
     if directions == "pca" and (checkpoints is None or len(checkpoints) < 3):

@@ -20,7 +20,7 @@ from landscape.io._store import Store
 
 __all__ = ["Problem", "Geometry", "LandscapePlan", "Execution"]
 
-Kind = Literal["pca", "random", "given"]
+Kind = Literal["pca", "random", "given", "hessian"]
 
 
 @dataclass(frozen=True)
@@ -58,8 +58,9 @@ class Geometry:
 
     Attributes
     ----------
-    kind : {"pca", "random", "given"}
-        PCA of ``trajectory``, seeded random directions, or the ``given`` pair.
+    kind : {"pca", "random", "given", "hessian"}
+        PCA of ``trajectory``, seeded random directions, the ``given`` pair, or the
+        Hessian's top two eigenvectors at the centre.
     size : int
         Grid points per side.
     normalization : {"layer", "filter", "none"}

@@ -24,7 +24,7 @@ from collector.trajectory import (
     read_train_metadata,
     validate_collect_landscape,
 )
-from landscape.engine import Supervised, as_task, collect
+from landscape.engine import Supervised, as_task, collect, is_point_metric
 from landscape.execution._devices import resolve_devices
 from landscape.execution._distributed import check_devices_for_dist, detect, on_root
 from landscape.execution._run import start_pool, stop_pool
@@ -309,6 +309,9 @@ class SummaryLandscape:
                   "model": model_digest(problem.network), "loss_fn": _task_name(problem.task),
                   "metrics": sorted(str(k) for k in problem.metrics),
                   "data": tensor_digest(*problem.samples.tensors())}
+        points = {str(k): repr(m) for k, m in problem.metrics.items() if is_point_metric(m)}
+        if points:  # their settings (an EigenRatio's tolerance) define the surface; absent otherwise, as before
+            common["point_metrics"] = points
         out = {}
         for pl in plans:
             geo = pl.geometry

@@ -13,13 +13,14 @@ from landscape.result import Landscape
 from viz.io._arrays import check_landscape
 from viz.plots import _style
 from viz.plots._contour import plot_contour, plot_filled_contour, plot_heatmap
+from viz.plots._curvature import plot_eigen_ratio
 from viz.plots._path import plot_slices
 from viz.plots._surface import plot_surface
 
 __all__ = ["plot", "repr_png", "KINDS"]
 
-KINDS = ("contour", "filled", "surface", "heatmap", "all")
-Kind = Literal["contour", "filled", "surface", "heatmap"]
+KINDS = ("contour", "filled", "surface", "heatmap", "eigen-ratio", "all")
+Kind = Literal["contour", "filled", "surface", "heatmap", "eigen-ratio"]
 
 
 @overload
@@ -45,9 +46,10 @@ def plot(landscape: Landscape, kind: str = "filled", *, ax: Axes | None = None, 
     ----------
     landscape : Landscape
         The landscape to draw.
-    kind : {"contour", "filled", "surface", "heatmap", "all"}, default="filled"
+    kind : {"contour", "filled", "surface", "heatmap", "eigen-ratio", "all"}, default="filled"
         "all" draws a 2x3 Figure: contour, filled contour, heatmap, surface and the two
-        1-D slices through the convergence point.
+        1-D slices through the convergence point. "eigen-ratio" draws the Hessian's
+        ``|lambda_min/lambda_max|`` map (:func:`plot_eigen_ratio`).
     ax : Axes, optional
         Axes to draw on (not with kind="all"; a 3-D axes for "surface").
     fig : Figure, optional
@@ -73,6 +75,9 @@ def plot(landscape: Landscape, kind: str = "filled", *, ax: Axes | None = None, 
             raise ValueError("The 'ax' parameter of plot must be None with kind='all' (it draws a whole "
                              "Figure). HINT: pass fig=... instead.")
         return _plot_all(landscape, fig, **kwargs)
+    if kind == "eigen-ratio":
+        drop = ("levels", "log", "surface", "vmin")  # the map's own: a linear scale from 0, its own surface
+        return plot_eigen_ratio(landscape, ax, fig=fig, **{k: v for k, v in kwargs.items() if k not in drop})
     funcs = {"contour": plot_contour, "filled": plot_filled_contour, "heatmap": plot_heatmap,
              "surface": plot_surface}
     if kind in ("heatmap", "surface") and "levels" in kwargs:

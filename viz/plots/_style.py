@@ -87,6 +87,8 @@ def axis_labels(ls: Landscape) -> tuple[str, str]:
         return "direction 1 (PC1)", "direction 2 (PC2)"
     if d == "random":
         return "random direction 1", "random direction 2"
+    if d == "hessian":
+        return "Hessian eigenvector 1", "Hessian eigenvector 2"
     return "direction 1", "direction 2"
 
 
@@ -118,7 +120,8 @@ def title(ls: Landscape, surface: str = "loss") -> str:
         parts.append(d)
     if surface != "loss":
         parts.append(surface)
-    return head + (" \u2014 " + ", ".join(parts) if parts else "")
+    note = ls.metadata.get("note")  # e.g. the pipeline's "centre at chance level" warning
+    return head + (" \u2014 " + ", ".join(parts) if parts else "") + (f"\n{note}" if note else "")
 
 
 def value_label(surface: str, log: bool) -> str:

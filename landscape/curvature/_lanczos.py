@@ -1,0 +1,155 @@
+"""Extreme eigenpairs of a symmetric operator by Lanczos with full reorthogonalisation (private).
+
+Each iteration takes one product ``A q`` and orthogonalises it against every Lanczos
+vector so far, twice (classical Gram-Schmidt repeated, "twice is enough"), so the basis
+stays orthonormal to working precision and no spurious copies of converged eigenvalues
+appear. The Ritz values of the tridiagonal matrix ``T`` approximate ``A``'s extreme
+eigenvalues; the residual of a Ritz pair is ``|beta_m s_m|`` (``s`` its eigenvector of
+``T``), exact with a fully reorthogonalised basis, and by the Bauer-Fike/Kahan bound some
+eigenvalue of ``A`` lies within that residual of the Ritz value (in practice within
+residual squared over the gap). The iteration stops when every wanted pair's residual is
+at most ``tol * max|theta|``: each eigenvalue is then accurate to ``tol * ||A||_2``.
+
+A breakdown (``beta`` ~ 0: the Krylov space is invariant, e.g. a model with fewer
+parameters than iterations) continues from a fresh random vector orthogonal to the basis,
+so repeated eigenvalues are found too and a small operator is diagonalised exactly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+__all__ = ["LanczosResult", "lanczos"]
+
+
+@dataclass
+class LanczosResult:
+    """Ritz values (descending), their flat Ritz vectors (rows), residuals and the run's counts."""
+
+    values: np.ndarray
+    vectors: torch.Tensor
+    residuals: np.ndarray
+    iterations: int
+    converged: bool
+
+
+def _start(dim: int, gen: torch.Generator, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    # drawn on the CPU from the seeded generator, so the start does not depend on the device
+    return torch.randn(dim, generator=gen, dtype=torch.float64).to(device, dtype)
+
+
+def _wanted(theta: np.ndarray, k: int, which: str) -> np.ndarray:
+    """Indices (into ascending ``theta``) of the wanted Ritz values."""
+    m = len(theta)
+    k = min(k, m)
+    top = np.arange(m - 1, m - 1 - k, -1)
+    bottom = np.arange(0, k)
+    if which == "largest":
+        return top
+    if which == "smallest":
+        return bottom
+    return np.unique(np.concatenate([top, bottom]))
+
+
+def lanczos(matvec: Callable[[torch.Tensor], torch.Tensor], dim: int, *, k: int, which: str, tol: float,
+            max_iter: int, seed: int, dtype: torch.dtype = torch.float64, device: Any = "cpu",
+            progress: bool | None = None, desc: str = "Lanczos") -> LanczosResult:
+    """The ``k`` largest and/or smallest eigenpairs of the symmetric operator ``matvec``.
+
+    Parameters
+    ----------
+    matvec : callable
+        ``matvec(q) -> A q`` for flat vectors of length ``dim``.
+    dim : int
+    k : int
+        Eigenpairs wanted (at each end with ``which="both"``).
+    which : {"largest", "smallest", "both"}
+        Algebraically largest, smallest, or both ends (one Krylov space serves both).
+    tol : float
+        Stop when every wanted pair's residual ``||A x - theta x||`` is at most
+        ``tol * max|theta|``.
+    max_iter : int
+        At most this many products (and Lanczos vectors held: ``max_iter * dim`` values).
+    seed : int
+        Seeds the start vector (and restart vectors after a breakdown): deterministic.
+    dtype, device
+        Of the Lanczos vectors.
+    progress : bool or None
+        A tqdm bar over the iterations; None shows it on a terminal only.
+
+    Returns
+    -------
+    LanczosResult
+        The wanted Ritz values in descending order, the matching unit Ritz vectors (rows,
+        in ``dtype``), their residuals, the iterations done and whether all converged.
+    """
+    device = torch.device(device)
+    m_max = int(min(max_iter, dim))
+    gen = torch.Generator(device="cpu").manual_seed(int(seed))
+    basis = torch.empty((m_max, dim), dtype=dtype, device=device)
+    alpha = np.zeros(m_max)
+    beta = np.zeros(m_max)  # beta[j] couples vectors j and j+1 (0 after a restart)
+    q = _start(dim, gen, dtype, device)
+    q /= torch.linalg.vector_norm(q)
+    converged = False
+    theta = np.zeros(0)
+    s = np.zeros((0, 0))
+    m = 0
+    bar = tqdm(total=m_max, desc=desc, unit="it", leave=False, disable=None if progress is None else not progress)
+    try:
+        for j in range(m_max):
+            basis[j] = q
+            w = matvec(q).to(device, dtype)
+            alpha[j] = float(torch.dot(w, q))
+            w -= alpha[j] * q
+            if j > 0 and beta[j - 1] != 0.0:
+                w -= beta[j - 1] * basis[j - 1]
+            b = basis[:j + 1]
+            for _ in range(2):  # full reorthogonalisation, twice
+                w -= b.T @ (b @ w)
+            m = j + 1
+            bn = float(torch.linalg.vector_norm(w))
+            beta[j] = bn
+            bar.update(1)
+            if m >= min(k, dim) and (m <= 64 or m % max(1, m // 16) == 0 or m == m_max):
+                t = np.diag(alpha[:m]) + np.diag(beta[:m - 1], 1) + np.diag(beta[:m - 1], -1)
+                theta, s = np.linalg.eigh(t)
+                idx = _wanted(theta, k, which)
+                scale = max(float(np.abs(theta).max()), np.finfo(float).tiny)
+                res = bn * np.abs(s[m - 1, idx])
+                if m >= min(2 * k, dim) and bool(np.all(res <= tol * scale)):
+                    converged = True
+                    break
+            scale_now = max(float(np.abs(alpha[:m]).max()), float(beta[:m - 1].max()) if m > 1 else 0.0,
+                            np.finfo(float).tiny)
+            if bn <= 1e-12 * scale_now:  # invariant subspace: go on from a fresh direction
+                beta[j] = 0.0
+                if j + 1 < m_max:
+                    q = _start(dim, gen, dtype, device)
+                    b = basis[:j + 1]
+                    for _ in range(2):
+                        q -= b.T @ (b @ q)
+                    q /= torch.linalg.vector_norm(q)
+            elif j + 1 < m_max:
+                q = w / bn
+    finally:
+        bar.close()
+    t = np.diag(alpha[:m]) + np.diag(beta[:m - 1], 1) + np.diag(beta[:m - 1], -1)
+    theta, s = np.linalg.eigh(t)
+    idx = _wanted(theta, k, which)
+    idx = idx[np.argsort(-theta[idx], kind="stable")]
+    last = beta[m - 1] if m < dim else 0.0  # a full basis: T is A itself, no residual
+    res = float(last) * np.abs(s[m - 1, idx])
+    scale = max(float(np.abs(theta).max()), np.finfo(float).tiny)
+    converged = converged or m == dim or bool(np.all(res <= tol * scale))
+    coef = torch.from_numpy(np.ascontiguousarray(s[:, idx])).to(device, dtype)
+    vectors = (basis[:m].T @ coef).T.contiguous()
+    vectors /= torch.linalg.vector_norm(vectors, dim=1, keepdim=True)
+    return LanczosResult(values=theta[idx].copy(), vectors=vectors, residuals=res, iterations=m,
+                         converged=converged)

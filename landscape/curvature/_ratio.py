@@ -1,0 +1,146 @@
+"""Curvature over a landscape: the eigen-ratio metric, its score, Hessian directions (private).
+
+Li et al. (2018, section 6) map ``|lambda_min / lambda_max|`` of the Hessian over a
+landscape's plane: near zero where the surface is convex along every direction (the most
+negative curvature is negligible beside the most positive one), large where negative
+curvature is as strong as the positive. :class:`EigenRatio` computes it at each point as
+an extra surface: the engine calls it once per point, outside inference mode, with the
+network's parameters set to that point (``metric_inputs = "point"``, see
+:mod:`landscape.engine._engine`), and the value is stored, flushed and resumed like the
+loss.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from collector.common import Interval, InvalidParameterError, check_param
+from landscape.curvature._api import DEFAULT_MAX_ITER, DEFAULT_TOL, HessianEigen, _dtype, top_eigenpairs
+from landscape.curvature._hvp import HessianOperator
+from landscape.engine import Samples
+from landscape.result import Landscape
+
+__all__ = ["EigenRatio", "nonconvexity", "hessian_directions", "EIGEN_RATIO"]
+
+#: The surface name ``landscape gen --eigen-ratio`` and the pipeline give the map.
+EIGEN_RATIO = "eigen_ratio"
+
+
+class EigenRatio:
+    """``|lambda_min / lambda_max|`` of the Hessian at each point of a landscape (a point metric).
+
+    Give it as a metric: ``compute_landscape(..., metrics={"eigen_ratio": EigenRatio()})``
+    (any task; the Hessian is the task's loss over the landscape's samples, with respect
+    to the moved parameters). Both extreme eigenvalues come from one Lanczos run at each
+    point (``which="both"``).
+
+    Parameters
+    ----------
+    tol : float, default=1e-4
+        Lanczos residual tolerance relative to ``|lambda_max|``: ``lambda_min`` is then
+        within ``tol * |lambda_max|`` of the true one, so the ratio within about ``tol``.
+    max_iter : int, default=300
+    seed : int, default=0
+        Seed of each point's start vector.
+    dtype : torch.float64 or torch.float32, default=torch.float64
+
+    Notes
+    -----
+    ``lambda_max`` and ``lambda_min`` are the algebraically largest and smallest
+    eigenvalues. Where ``lambda_max`` is 0 the ratio is NaN. Li et al. exclude biases and
+    batch-norm parameters: ``ignore="biasbn"`` does the same here.
+    """
+
+    metric_inputs = "point"
+
+    def __init__(self, tol: float = 1e-4, max_iter: int = DEFAULT_MAX_ITER, seed: int = 0,
+                 dtype: torch.dtype | str = torch.float64) -> None:
+        check_param("tol", tol, [Interval(float, 0, 1, closed="neither")], caller="EigenRatio")
+        check_param("max_iter", max_iter, [Interval(int, 2, None)], caller="EigenRatio")
+        check_param("seed", seed, [Interval(int, 0, None)], caller="EigenRatio")
+        self.tol, self.max_iter, self.seed = float(tol), int(max_iter), int(seed)
+        self.dtype = _dtype(dtype, "EigenRatio")
+
+    def extremes(self, model: nn.Module, task: Any, samples: Samples, names: Sequence[str]) -> HessianEigen:
+        """``lambda_max`` and ``lambda_min`` (and their vectors) at the model's current weights."""
+        op = HessianOperator(model, task, samples, names, dtype=self.dtype)
+        return top_eigenpairs(op, k=1, which="both", tol=self.tol, max_iter=self.max_iter, seed=self.seed,
+                              progress=False)
+
+    def __call__(self, model: nn.Module, task: Any, samples: Samples, names: Sequence[str]) -> float:
+        vals = self.extremes(model, task, samples, names).eigenvalues
+        lmax, lmin = float(vals[0]), float(vals[-1])
+        return abs(lmin / lmax) if lmax != 0 else float("nan")
+
+    def __repr__(self) -> str:
+        return (f"EigenRatio(tol={self.tol!r}, max_iter={self.max_iter}, seed={self.seed}, "
+                f"dtype={str(self.dtype).replace('torch.', '')})")
+
+
+def nonconvexity(landscape: Landscape, *, surface: str = EIGEN_RATIO, quantile: float = 0.1,
+                 threshold: float = 0.1) -> dict[str, float]:
+    """A landscape's non-convexity, read from its eigen-ratio map.
+
+    Parameters
+    ----------
+    landscape : Landscape
+        With the surface ``surface`` (``|lambda_min / lambda_max|`` per point).
+    surface : str, default="eigen_ratio"
+    quantile : float, default=0.1
+        The low-loss region: the grid points whose loss is at most this quantile of the
+        landscape's finite losses (the basin around the minimum).
+    threshold : float, default=0.1
+        A point counts as non-convex when its ratio exceeds this.
+
+    Returns
+    -------
+    dict
+        ``mean_ratio_low_loss``: the mean ratio over the low-loss region (the score the
+        README quotes); ``fraction_above``: the fraction of all grid points whose ratio
+        exceeds ``threshold``; ``fraction_above_low_loss``: the same within the low-loss
+        region; ``mean_ratio``: the mean over the whole grid; ``points_low_loss``: the
+        region's size.
+    """
+    check_param("quantile", quantile, [Interval(float, 0, 1, closed="right")], caller="nonconvexity")
+    check_param("threshold", threshold, [Interval(float, 0, None)], caller="nonconvexity")
+    if surface not in landscape.surfaces:
+        raise InvalidParameterError(
+            f"The 'surface' parameter of nonconvexity names no surface of the landscape: got {surface!r}, "
+            f"available: {sorted(landscape.surfaces)}. HINT: compute it with metrics={{'{EIGEN_RATIO}': "
+            "EigenRatio()}} (landscape gen --eigen-ratio).")
+    ratio = np.asarray(landscape.surfaces[surface], dtype=np.float64)
+    loss = np.asarray(landscape.z, dtype=np.float64)
+    ok = np.isfinite(ratio) & np.isfinite(loss)
+    if not ok.any():
+        raise ValueError("nonconvexity: the landscape has no point with a finite loss and ratio.")
+    cut = float(np.quantile(loss[ok], quantile))
+    low = ok & (loss <= cut)
+    return {"mean_ratio_low_loss": float(ratio[low].mean()),
+            "fraction_above": float((ratio[ok] > threshold).mean()),
+            "fraction_above_low_loss": float((ratio[low] > threshold).mean()),
+            "mean_ratio": float(ratio[ok].mean()),
+            "points_low_loss": int(low.sum()), "quantile": float(quantile), "threshold": float(threshold)}
+
+
+def hessian_directions(network: nn.Module, task: Any, samples: Samples, names: Sequence[str], *, seed: int = 0,
+                       tol: float = DEFAULT_TOL, max_iter: int = DEFAULT_MAX_ITER,
+                       dtype: torch.dtype = torch.float64) -> tuple[list[torch.Tensor], list[torch.Tensor],
+                                                                    HessianEigen]:
+    """The top two unit eigenvectors at ``network``'s weights (in its mode) as float32 directions
+    aligned with ``names``, and the eigen-decomposition they come from."""
+    op = HessianOperator(network, task, samples, names, dtype=dtype)
+    if op.dim < 2:
+        raise InvalidParameterError("directions='hessian' needs at least two moved values; the network has "
+                                    f"{op.dim}.")
+    eig = top_eigenpairs(op, k=2, which="largest", tol=tol, max_iter=max(max_iter, 4), seed=seed)
+    v, w = ([t.to(torch.float32).contiguous() for t in _aligned(vec, names)] for vec in eig.eigenvectors)
+    return v, w, eig
+
+
+def _aligned(vec: Mapping[str, torch.Tensor], names: Sequence[str]) -> list[torch.Tensor]:
+    return [vec[k].detach().cpu() for k in names]
