@@ -53,7 +53,8 @@ def plane_axes(a: Sequence[torch.Tensor], b: Sequence[torch.Tensor],
     cu = _dot(ca, u)
     perp = [t - cu * s for t, s in zip(ca, u)]
     nc = np.sqrt(_dot(perp, perp))
-    if not nc > 1e-12 * max(1.0, np.sqrt(_dot(ca, ca))):
+    # float32 models: C within float32 rounding of the line spans no plane (the axis would be noise)
+    if not nc > 1e-6 * np.sqrt(_dot(ca, ca)):
         raise ValueError("Model C lies on the line through A and B: the three models span no plane. "
                          "HINT: an interpolation between two models is between=(A, B).")
     v = [t / nc for t in perp]
@@ -88,7 +89,8 @@ def deviation_axis(a: Sequence[torch.Tensor], u: Sequence[torch.Tensor],
         raise ValueError("Every checkpoint lies on the line through A and B: the trajectory has no direction "
                          "besides B - A. HINT: use directions=('target', 'random').")
     coef = vec[:, -1]
-    direction = [sum(float(cf) * dv[i].double() for cf, dv in zip(coef, devs)) for i in range(len(u))]
+    direction = [torch.stack([float(cf) * dv[i].double() for cf, dv in zip(coef, devs)]).sum(0)
+                 for i in range(len(u))]
     flat = torch.cat([t.reshape(-1) for t in direction]) if direction else torch.zeros(0, dtype=torch.float64)
     sign = -1.0 if flat.numel() and float(flat[int(torch.argmax(flat.abs()))]) < 0 else 1.0
     scale = sign * np.sqrt(uu) / float(torch.linalg.vector_norm(flat))

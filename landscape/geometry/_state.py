@@ -57,7 +57,8 @@ def moved_names(network: nn.Module, ignore: str | Sequence[str] | None,
     biasbn = "biasbn" in ignores
     globs = [g for g in ignores if g != "biasbn"]
     includes = as_patterns(include)
-    named = [(n, p) for n, p in network.named_parameters() if p.is_floating_point()]  # tied ones once
+    named: list[tuple[str, torch.Tensor]] = [(n, p) for n, p in network.named_parameters()
+                                             if p.is_floating_point()]  # tied ones once
     if buffers:
         named += [(n, b) for n, b in network.named_buffers() if b.is_floating_point()]
     for what, patterns in (("include", includes), ("ignore", globs)):
@@ -67,7 +68,8 @@ def moved_names(network: nn.Module, ignore: str | Sequence[str] | None,
                 listing = ", ".join(shown[:12]) + (f", ... ({len(shown)} in all)" if len(shown) > 12 else "")
                 raise ValueError(f"The {what!r} pattern {pat!r} matches no parameter of the network. "
                                  f"HINT: patterns are fnmatch globs on parameter or module names: {listing}.")
-    moved, still = [], []
+    moved: list[str] = []
+    still: list[str] = []
     for name, p in named:
         keep = (not includes or any(matches(name, g) for g in includes)) and \
             not any(matches(name, g) for g in globs) and not (biasbn and p.dim() <= 1)
