@@ -32,16 +32,14 @@ from torch.func import functional_call, vmap
 
 from landscape.engine._batched import batched_loss, sequential_forward
 from landscape.engine._data import Samples
-from landscape.engine._task import Supervised, mean_loss, to_device
+from landscape.engine._folded import fold_network
+from landscape.engine._task import Supervised, batch_size, mean_loss, to_device
 
-__all__ = ["Engine", "EngineSpec", "plan", "activation_elements", "is_batch_metric"]
+__all__ = ["Engine", "EngineSpec", "is_batch_metric", "BATCHINGS"]
 _log = logging.getLogger("landscape")
 
-#: Multiply-adds per call above which one point per call is enough.
-TARGET_WORK = 1 << 26
-#: Bytes the batched parameters and activations of one call may use.
-MEMORY_BUDGET = 1 << 30
-MAX_POINTS_PER_CALL = 64
+#: The ways a group of points runs, in the order they are tried.
+BATCHINGS = ("sequential", "folded", "vmap")
 #: Part of a CUDA device's memory the samples may take before they are streamed from the host.
 DEVICE_DATA_SHARE = 0.25
 
@@ -66,45 +64,6 @@ def _metric_value(metric: Any, out: torch.Tensor, labels: torch.Tensor) -> float
         return float(metric.eval())
     val = metric(out, labels)
     return float(val.item() if isinstance(val, torch.Tensor) else val)
-
-
-def activation_elements(network: nn.Module, task: Any, batch: Any, n: int) -> int:
-    """Elements of all leaf-module outputs per sample, measured by running the task on
-    ``batch`` (``n`` samples)."""
-    total = [0]
-
-    def hook(_m: nn.Module, _i: Any, out: Any) -> None:
-        if isinstance(out, torch.Tensor):
-            total[0] += out.numel()
-
-    handles = [m.register_forward_hook(hook) for m in network.modules() if not list(m.children())]
-    try:
-        with torch.inference_mode():
-            task(network, batch)
-    finally:
-        for h in handles:
-            h.remove()
-    return max(1, total[0] // max(1, n))
-
-
-def plan(n_params: int, n_samples: int, act_per_sample: int, *, eval_mode: bool,
-         vmappable: bool) -> tuple[int, int]:
-    """``(points_per_call, eval_batch)`` from the work per point and the memory budget.
-
-    Deterministic: it depends only on the model's sizes and ``n_samples``, never on the
-    device or the number of workers.
-    """
-    work = n_samples * max(n_params, act_per_sample)
-    p = 1
-    if eval_mode and vmappable:
-        p = int(min(MAX_POINTS_PER_CALL, max(1, TARGET_WORK // max(1, work))))
-        p = 1 << (p.bit_length() - 1)  # power of two
-        while p > 1 and 4 * p * (n_params + n_samples * act_per_sample) > MEMORY_BUDGET:
-            p //= 2
-    eval_batch = n_samples
-    while eval_batch > 1 and 4 * p * eval_batch * act_per_sample > MEMORY_BUDGET:
-        eval_batch = (eval_batch + 1) // 2
-    return p, eval_batch
 
 
 @dataclass
@@ -132,6 +91,9 @@ class EngineSpec:
     eval_mode : bool
     points_per_call : int
         The plan (see :func:`plan`): points per forward call.
+    batching : {"sequential", "folded", "vmap"} or None
+        How a group of points runs (see :meth:`Engine._group_fn`); None takes the first that
+        applies.
     seed : int
         Seeds train-mode randomness per point (dropout) when ``eval_mode`` is False.
     stream : bool or None
@@ -153,6 +115,7 @@ class EngineSpec:
     points_per_call: int = 1
     seed: int = 0
     stream: bool | None = None
+    batching: str | None = None
 
 
 class _Bound:
@@ -219,6 +182,8 @@ class Engine:
         self._row_b: float | None = None
         self._row: list[torch.Tensor] | tuple[torch.Tensor, ...] = []
         self._batched: Any = None
+        self.batching = spec.batching
+        self.batching_used: str | None = None
         self._basis: torch.Tensor | None = None
         self._targets: Any = None
 
@@ -276,37 +241,66 @@ class Engine:
         return total, outs, {k: v / self.n for k, v in extra.items()}
 
     # -- several points per call --------------------------------------------------
-    def _vmapped(self) -> Any:
-        if self._batched is None:
-            net, names, keep = self.net, self.names, bool(self.metrics)
-            sup = self.sup
+    def _group_fn(self) -> Any:
+        """``fn(params, batch, coef) -> (losses (p,), [outputs])`` for a group of points, built once:
+        the plan's ``batching``, or the first that applies of a direct forward for plain stacks of
+        layers ("sequential"), points folded into the batch ("folded") and vmap ("vmap")."""
+        if self._batched is not None:
+            return self._batched
+        kinds = [self.batching] if self.batching is not None else list(BATCHINGS)
+        for kind in kinds:
+            fn = self._build_group_fn(kind)
+            if fn is not None:
+                self._batched, self.batching_used = fn, kind
+                return fn
+        raise ValueError(f"batching {self.batching!r} does not apply to this network and task")
+
+    def _build_group_fn(self, kind: str) -> Any:
+        net, names, keep, sup = self.net, self.names, bool(self.metrics), self.sup
+        if kind == "sequential":
             fwd = sequential_forward(net, names, self.eval_mode, (self.c, self.v, self.w)) \
                 if sup is not None and sup.plain else None
-            if fwd is not None:  # plain stack of layers: baddbmm per layer, vmap only the loss
+            if fwd is None:
+                return None
+            assert sup is not None
+            loss_b = batched_loss(sup.loss_fn, mean_loss)
+
+            def direct(params: tuple, batch: Any, coef: torch.Tensor) -> Any:
+                x, y = sup.split(batch)
+                out = fwd(params, x, coef)
+                return (loss_b(out, y), out) if keep else (loss_b(out, y),)
+
+            return direct
+        if kind == "folded":
+            if sup is None or not self.eval_mode:
+                return None
+            folded = fold_network(net, names, self.c, self.v, self.w)
+            if folded is None:
+                return None
+            loss_f = batched_loss(sup.loss_fn, mean_loss)
+
+            def fold(params: tuple, batch: Any, coef: torch.Tensor) -> Any:
+                x, y = sup.split(batch)
+                folded.set_points(names, params, coef, batch_size(x))
+                out = sup.outputs(folded, x)
+                p = coef.shape[0]
+                out = out.reshape(p, out.shape[0] // p, *out.shape[1:])
+                return (loss_f(out, y), out) if keep else (loss_f(out, y),)
+
+            return fold
+        task = self.task
+
+        def one(params: tuple, batch: Any) -> Any:
+            model = _Bound(net, dict(zip(names, params)))
+            if keep:
                 assert sup is not None
-                loss_b = batched_loss(sup.loss_fn, mean_loss)
+                x, y = sup.split(batch)
+                out = sup.outputs(model, x)
+                return sup.loss(out, y), out
+            return (task(model, batch),)
 
-                def direct(params: tuple, batch: Any, coef: torch.Tensor) -> Any:
-                    x, y = sup.split(batch)
-                    out = fwd(params, x, coef)
-                    return (loss_b(out, y), out) if keep else (loss_b(out, y),)
-
-                self._batched = direct
-                return direct
-            task = self.task
-
-            def one(params: tuple, batch: Any) -> Any:
-                model = _Bound(net, dict(zip(names, params)))
-                if keep:
-                    assert sup is not None
-                    x, y = sup.split(batch)
-                    out = sup.outputs(model, x)
-                    return sup.loss(out, y), out
-                return (task(model, batch),)
-
-            mapped = vmap(one, in_dims=(0, None))
-            self._batched = lambda params, batch, coef: mapped(params, batch)
-        return self._batched
+        mapped = vmap(one, in_dims=(0, None))
+        return lambda params, batch, coef: mapped(params, batch)
 
     def _forward_group(self, a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, list]:
         p = a.shape[0]
@@ -320,7 +314,7 @@ class Engine:
         for c in self.c:
             params.append(flat[:, o:o + c.numel()].view(p, *c.shape))
             o += c.numel()
-        fn = self._vmapped()
+        fn = self._group_fn()
         total: Any = None
         outs = []
         single = len(self.batches) == 1

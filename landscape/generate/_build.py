@@ -14,7 +14,8 @@ import torch
 from torch import nn
 
 from collector.train import get_metric
-from landscape.engine import Engine, EngineSpec, Samples, activation_elements, batch_size, plan
+from landscape.engine import Engine, EngineSpec
+from landscape.engine._planner import choose_plan
 from landscape.execution._distributed import on_root
 from landscape.execution._pool import Pool
 from landscape.execution._run import run_points, start_pool, stop_pool
@@ -26,21 +27,6 @@ from landscape.result._landscape import Landscape, LossPath
 
 __all__: list[str] = []
 _log = logging.getLogger("landscape")
-
-
-def _vmappable(network: nn.Module, task: Any, names: list[str], centre: Mapping[str, torch.Tensor],
-               samples: Samples) -> bool:
-    """Whether two points evaluate through vmap (tried on two samples, on the CPU)."""
-    try:
-        ref = flat_float(centre, names)
-        probe = samples.first(2)
-        two = Samples([probe], [batch_size(probe, task)])
-        eng = Engine(EngineSpec(network, task, {}, two, names, centre, ref, ref, points_per_call=2), "cpu")
-        eng.evaluate(np.zeros((2, 2)))
-        return True
-    except Exception as exc:  # any failure: evaluate one point per call
-        _log.info("batched evaluation unavailable (%s: %s); one point per call", type(exc).__name__, exc)
-        return False
 
 
 def build_landscape(problem: Problem, plan_: LandscapePlan, execution: Execution,
@@ -68,7 +54,8 @@ def build_landscape(problem: Problem, plan_: LandscapePlan, execution: Execution
         raise
 
 
-def _prepare(problem: Problem, plan_: LandscapePlan, names: list[str]) -> tuple[Partial, Mapping[str, torch.Tensor]]:
+def _prepare(problem: Problem, plan_: LandscapePlan, names: list[str],
+             device: str) -> tuple[Partial, Mapping[str, torch.Tensor]]:
     """The landscape's definition (metadata, axes, points, directions) and its centre."""
     geo, label = plan_.geometry, plan_.label
     network, samples, task, eval_mode = problem.network, problem.samples, problem.task, problem.eval_mode
@@ -90,13 +77,12 @@ def _prepare(problem: Problem, plan_: LandscapePlan, names: list[str]) -> tuple[
     if plan_.intervals is not None:
         md["checkpoint_steps"] = list(plan_.intervals)
     points = view.points
-    n_params = sum(p.numel() for p in network.parameters())
-    probe = samples.first(2)
-    act = activation_elements(_copy_with(network, centre), task, probe, batch_size(probe, task))
-    p, eval_batch = plan(n_params, samples.n, act, eval_mode=eval_mode, vmappable=True)
-    if p > 1 and not _vmappable(network, task, names, centre, samples):
-        p, eval_batch = plan(n_params, samples.n, act, eval_mode=eval_mode, vmappable=False)
-    md.update(points_per_call=p, eval_batch=eval_batch)
+    # a line's w is zero (not stored); the planner's probe evaluates with it
+    w = view.w if len(view.w) == len(view.v) else [torch.zeros_like(t) for t in view.v]
+    spec = EngineSpec(network=network, task=task, metrics={}, samples=samples, names=names, centre=centre,
+                      v=view.v, w=w, eval_mode=eval_mode, seed=int(geo.seed))
+    md.update(choose_plan(spec, n_points=len(points), device=device, mode=problem.plan,
+                          cache=problem.plan_cache).metadata())
     m = len(points)
     part = Partial(md=jsonable(md), x=view.x, y=view.y, points=points, n_path=view.n_path,
                    intervals=view.intervals, v=_flat(view.v), w=_flat(view.w), values={},
@@ -207,7 +193,8 @@ def _build(problem: Problem, plan_: LandscapePlan, execution: Execution, *, pool
             c = centre_state(network, geo, names, label)
             _log.info("%s: resuming, %d of %d points done", label, int(part.done.sum()), len(part.done))
             return part, c
-        part, c = _prepare(problem, plan_, names)
+        device = dist.device if dist is not None else execution.devices[0]
+        part, c = _prepare(problem, plan_, names, device)
         part.values = {k: np.full(len(part.points), np.nan) for k in ["loss", *metrics]}
         if store is not None:
             store.begin(tag or "landscape", fingerprint or {}, part)
@@ -225,11 +212,13 @@ def _build(problem: Problem, plan_: LandscapePlan, execution: Execution, *, pool
     ref = flat_float(c, names)
     v, w = _unflat(part.v, ref), _unflat(part.w, ref)
     p, eval_batch = int(part.md["points_per_call"]), int(part.md["eval_batch"])
+    batching = part.md.get("batching")
     values = part.values
     n_workers = dist.world if dist is not None else len(execution.devices)
     chunks = chunk_bounds(part.done, p, n_workers)
     spec = EngineSpec(network=network, task=problem.task, metrics=metrics, samples=problem.samples.rebatch(eval_batch),
-                      names=names, centre=c, v=v, w=w, eval_mode=problem.eval_mode, points_per_call=p, seed=geo.seed)
+                      names=names, centre=c, v=v, w=w, eval_mode=problem.eval_mode, points_per_call=p, seed=geo.seed,
+                      batching=batching if p > 1 else None)
     todo = sum(hi - lo for _, lo, hi in chunks)
     _log.info("%s: %d of %d points to evaluate, %d per call, %d chunk(s)", label, todo, len(part.points), p,
               len(chunks))

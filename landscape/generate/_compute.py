@@ -16,6 +16,7 @@ from collector.common import (
     unwrap_module,
 )
 from landscape.engine import as_task, collect
+from landscape.engine._engine import BATCHINGS
 from landscape.execution._devices import resolve_devices
 from landscape.execution._distributed import check_devices_for_dist, detect
 from landscape.generate._build import build_landscape, metric_dict
@@ -30,10 +31,29 @@ from landscape.generate._options import (
 from landscape.generate._plan import Execution, Geometry, Kind, LandscapePlan, Problem
 from landscape.result._landscape import Landscape
 
-__all__ = ["compute_landscape", "check_common", "check_metrics"]
+__all__ = ["compute_landscape", "check_common", "check_metrics", "check_plan"]
 _CALLER = "compute_landscape"
 
 Normalization = Literal["layer", "filter", "dfilter", "dlayer", "weight", "none"]
+
+
+def check_plan(plan: Any, caller: str) -> None:
+    """``"auto"``, ``"heuristic"`` or a dict with points_per_call, batching and eval_batch."""
+    if isinstance(plan, Mapping):
+        unknown = sorted(set(plan) - {"points_per_call", "batching", "eval_batch"})
+        if unknown or "points_per_call" not in plan:
+            raise InvalidParameterError(
+                f"The 'plan' parameter of {caller} must be 'auto', 'heuristic' or a dict with the keys "
+                f"'points_per_call' (required), 'batching' and 'eval_batch'. Got {dict(plan)!r} instead.")
+        check_param("plan['points_per_call']", plan["points_per_call"], [Interval(int, 1, None)], caller=caller)
+        check_param("plan['batching']", plan.get("batching"), [None, Options(BATCHINGS)], caller=caller)
+        check_param("plan['eval_batch']", plan.get("eval_batch"), [None, Interval(int, 1, None)], caller=caller)
+        if plan["points_per_call"] > 1 and plan.get("batching") is None:
+            raise InvalidParameterError(f"The 'plan' parameter of {caller}: points_per_call > 1 needs a 'batching' "
+                                        f"({', '.join(BATCHINGS)}). Got {dict(plan)!r} instead.")
+        return
+    check_param("plan", plan, [Options(("auto", "heuristic"))], caller=caller,
+                hint="or a dict {'points_per_call': 4, 'batching': 'folded', 'eval_batch': 256}.")
 
 
 def compute_landscape(
@@ -61,6 +81,7 @@ def compute_landscape(
     pca_method: Literal["mindspore", "li"] = "mindspore",
     tag: str | None = None,
     distributed: bool | None = None,
+    plan: Literal["auto", "heuristic"] | Mapping[str, Any] = "auto",
 ) -> Landscape:
     """Compute a loss landscape: a plane or a line around a network's weights, through models,
     or along a training trajectory.
@@ -143,6 +164,15 @@ def compute_landscape(
         device each): None uses an initialised group or torchrun's environment when there
         is one, True requires one, False computes everything here. Every rank returns the
         whole landscape.
+    plan : {"auto", "heuristic"} or dict, default="auto"
+        How points are evaluated: points per call, how a group runs (``"sequential"``,
+        ``"folded"``, ``"vmap"``) and samples per batch. "auto" sizes it from the model
+        and, for a landscape of more than a few seconds, times the candidates and keeps the
+        fastest (never a batched plan slower than one point per call); "heuristic" never
+        times; a dict ``{"points_per_call": 4, "batching": "folded", "eval_batch": 256}``
+        imposes one. The plan is recorded in ``metadata``; for the same inputs and plan the
+        values are identical bit for bit on the CPU, while two "auto" runs may choose
+        other plans whose values differ by float rounding.
 
     Returns
     -------
@@ -171,6 +201,7 @@ def compute_landscape(
     check_param("tag", tag, [None, str], caller=_CALLER)
     check_param("distributed", distributed, [None, "boolean"], caller=_CALLER)
     check_devices_for_dist(distributed, device_ids, _CALLER)
+    check_plan(plan, _CALLER)
     check_common(normalization=view.normalization, ignore=ignore, seed=seed, eval_mode=eval_mode,
                  device_ids=device_ids, caller=_CALLER, include=include, biasbn=biasbn)
     check_selection(network, ignore, include, _CALLER)
@@ -184,7 +215,7 @@ def compute_landscape(
     ignore_ = check_patterns("ignore", ignore, _CALLER, keyword="biasbn")
     dist = detect(distributed, _CALLER)
     try:
-        problem = Problem(network, task_, samples, metrics=metric_map, eval_mode=eval_mode)
+        problem = Problem(network, task_, samples, metrics=metric_map, eval_mode=eval_mode, plan=plan)
         geometry = Geometry(kind=cast(Kind, view.kind), size=size, normalization=view.normalization,
                             ignore=ignore_[0] if ignore_ is not None and len(ignore_) == 1 else ignore_, seed=seed,
                             trajectory=trajectory, given=view.given, pca_method=pca_method, dims=view.dims,

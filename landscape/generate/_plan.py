@@ -39,6 +39,8 @@ class Problem:
     metrics : dict of str to metric
         Extra surfaces.
     eval_mode : bool
+    plan : {"auto", "heuristic"} or dict
+        How the evaluation plan is chosen (:func:`landscape.engine._planner.choose_plan`).
     """
 
     network: nn.Module
@@ -46,6 +48,9 @@ class Problem:
     samples: Samples
     metrics: Mapping[str, Any] = field(default_factory=dict)
     eval_mode: bool = True
+    plan: Any = "auto"
+    #: what the planner learned of this problem (probes), kept for its next landscapes
+    plan_cache: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
 @dataclass(frozen=True)

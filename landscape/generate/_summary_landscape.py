@@ -11,9 +11,10 @@ import stat
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import torch
 from torch import nn
 
-from collector.common import InvalidParameterError, Options, check_param, unwrap_module
+from collector.common import InstanceOf, InvalidParameterError, Options, check_param, unwrap_module
 from collector.summary import SummaryRecord
 from collector.trajectory import (
     CKPT_DIR,
@@ -28,6 +29,7 @@ from landscape.execution._devices import resolve_devices
 from landscape.execution._distributed import check_devices_for_dist, detect, on_root
 from landscape.execution._run import start_pool, stop_pool
 from landscape.generate._build import build_landscape, metric_dict
+from landscape.generate._compute import check_plan
 from landscape.generate._options import (
     check_common,
     check_metrics,
@@ -45,6 +47,8 @@ __all__ = ["SummaryLandscape"]
 _log = logging.getLogger("landscape")
 _GEN = "SummaryLandscape.gen_landscapes_with_multi_process"
 VIEWS = ("line", "interpolation", "plane", "target")
+#: Bytes of checkpoint states kept in memory during a generation (each file is then read once).
+KEEP_CHECKPOINT_BYTES = 1 << 30
 
 
 def _validate_override(value: Any) -> dict[str, Any]:
@@ -80,12 +84,57 @@ class SummaryLandscape:
     def _read_metadata(self) -> TrainMetadata:
         return read_train_metadata(self.metadata_path)
 
+    @property
+    def intervals(self) -> list[list[int]]:
+        """The complete intervals of step or epoch numbers ``train_metadata.json`` records."""
+        return [list(iv) for iv in self._read_metadata().intervals]
+
+    def checkpoints(self, interval: int | Sequence[int] | None = None) -> list[str]:
+        """Paths of collected checkpoints, in order, checked to exist.
+
+        Parameters
+        ----------
+        interval : int, sequence of int or None, default=None
+            The index of an interval (``0`` is the first of :attr:`intervals`), or the step
+            or epoch numbers themselves, or None for every collected checkpoint.
+
+        Returns
+        -------
+        list of str
+            For ``compute_landscape(..., directions="pca", checkpoints=...)`` (the last one
+            is the centre).
+
+        Examples
+        --------
+        >>> sl = SummaryLandscape("runs/mlp")                            # doctest: +SKIP
+        >>> compute_landscape(net, loss_fn, data, directions="pca",       # doctest: +SKIP
+        ...                   checkpoints=sl.checkpoints(0))
+        """
+        md = self._read_metadata()
+        if interval is None:
+            numbers = sorted(md.files)
+        elif isinstance(interval, bool):
+            raise InvalidParameterError("The 'interval' parameter of SummaryLandscape.checkpoints must be an "
+                                        f"interval index, step/epoch numbers or None. Got {interval!r} instead.")
+        elif isinstance(interval, int):
+            if not 0 <= interval < len(md.intervals):
+                raise InvalidParameterError(
+                    f"The 'interval' parameter of SummaryLandscape.checkpoints must be an index in [0, "
+                    f"{len(md.intervals) - 1}] (the run has {len(md.intervals)} complete interval(s): "
+                    f"{md.intervals}). Got {interval!r} instead.")
+            numbers = list(md.intervals[interval])
+        else:
+            check_param("interval", interval, [InstanceOf(list, tuple, range)],
+                        caller="SummaryLandscape.checkpoints", hint="an interval index, or step/epoch numbers.")
+            numbers = [int(k) for k in interval]
+        return [md.checkpoint_path(self.ckpt_dir, k) for k in numbers]
+
     # -- public -------------------------------------------------------------------
     def gen_landscapes_with_multi_process(
         self, callback_fn: Callable[[], tuple], collect_landscape: dict | None = None,
         device_ids: list[int] | None = None, output: str | os.PathLike | None = None, *,
         normalization: str | None = None, ignore: str | Sequence[str] | None = None, seed: int = 0,
-        eval_mode: bool = True, restart: bool = False, distributed: bool | None = None,
+        eval_mode: bool = True, restart: bool = False, distributed: bool | None = None, plan: Any = "auto",
         view: str | None = None, between: Sequence[int | str | os.PathLike] | None = None, second: str = "random",
         x: tuple[float, float, int] | None = None, y: tuple[float, float, int] | None = None,
         include: str | Sequence[str] | None = None, biasbn: str = "normalize",
@@ -140,6 +189,9 @@ class SummaryLandscape:
             torchrun's environment when there is one, True requires one, False computes
             everything in this process. Rank 0 writes the files; every rank returns the
             landscapes.
+        plan : {"auto", "heuristic"} or dict, default="auto"
+            How points are evaluated (see :func:`landscape.compute_landscape`); a resumed
+            landscape keeps the plan it started with.
         view : {"line", "interpolation", "plane", "target"}, optional
             Instead of MindSpore's landscapes, one other view of the collected checkpoints:
             a random line around the last checkpoint (tag ``line_[n]``), the interpolation
@@ -177,6 +229,7 @@ class SummaryLandscape:
             raise InvalidParameterError(f"The 'y' parameter of {_GEN} must be None for view='line'. Got {y!r} instead.")
         check_param("restart", restart, ["boolean"], caller=_GEN)
         check_param("distributed", distributed, [None, "boolean"], caller=_GEN)
+        check_plan(plan, _GEN)
         override = {} if collect_landscape is None else _validate_override(collect_landscape)
         metadata = self._read_metadata()
         cfg: dict[str, Any] = dict(vars(metadata))
@@ -220,9 +273,18 @@ class SummaryLandscape:
                              f"got {type(metrics).__name__}.")
         metric_map = metric_dict(metrics)
         check_metrics(metric_map, task, f"{_GEN} (callback_fn)")
-        for n, path in paths.items():  # every checkpoint matches the network before any work
-            check_keys(network, fit_state(network, load_checkpoint(path, what=f"{unit} {n}")),
-                       what=f"the checkpoint of {unit} {n} ({os.path.basename(path)})")
+        # Every checkpoint matches the network before any work; each is read once: the states are
+        # kept (up to KEEP_CHECKPOINT_BYTES) for the PCA and the centres, else read again there.
+        loaded: dict[int, Any] = {}
+        kept = 0
+        for n, path in paths.items():
+            state = fit_state(network, load_checkpoint(path, what=f"{unit} {n}"))
+            check_keys(network, state, what=f"the checkpoint of {unit} {n} ({os.path.basename(path)})")
+            size = sum(t.nbytes for t in state.values() if isinstance(t, torch.Tensor))
+            if kept + size <= KEEP_CHECKPOINT_BYTES:
+                loaded[n] = state
+                kept += size
+        source = {n: loaded.get(n, path) for n, path in paths.items()}
         samples = collect(dataset, cfg["num_samples"], task, caller=_GEN)
         out_dir = os.fspath(output) if output is not None else self.summary_dir
         check_selection(network, ignore, include, _GEN)
@@ -232,33 +294,34 @@ class SummaryLandscape:
                                    include=check_patterns("include", include, _GEN))
         plans: list[LandscapePlan] = []
         step_per_epoch = cfg["step_per_epoch"]
-        if view is not None:
+        if view is not None:  # views read their checkpoints by path (two or three, read again there)
             plans.append(self._view_plan(view, numbers, second, paths, intervals, normalization, geo, unit,
                                          step_per_epoch))
         else:
             geo["normalization"] = normalization or "layer"
             if create["train"]:
-                plans += [LandscapePlan(Geometry("pca", trajectory=[paths[n] for n in iv], **geo), intervals=iv,
+                plans += [LandscapePlan(Geometry("pca", trajectory=[source[n] for n in iv], **geo), intervals=iv,
                                         tag=f"landscape_{[iv[0], iv[-1]]}", unit=unit,
                                         step_per_epoch=step_per_epoch) for iv in intervals]
             if create["result"]:
                 last = intervals[-1][-1]
-                plans.append(LandscapePlan(Geometry("random", trajectory=[paths[last]], **geo), intervals=[last],
+                plans.append(LandscapePlan(Geometry("random", trajectory=[source[last]], **geo), intervals=[last],
                                            tag=f"landscape_{[last]}", unit=unit, step_per_epoch=step_per_epoch))
-        problem = Problem(network, task, samples, metrics=metric_map, eval_mode=eval_mode)
+        problem = Problem(network, task, samples, metrics=metric_map, eval_mode=eval_mode, plan=plan)
         dist = detect(distributed, _GEN)
         # one set of worker processes for every landscape of this call (none in a distributed run)
         pool = start_pool(devices, threads) if dist is None else None
         held = contextlib.ExitStack()  # the output folder's lock, on rank 0
+        store: Store | None = None
+        fps: dict[str, dict[str, Any]] = {}
         try:
-            store, fps = None, {}
 
             def open_store() -> None:  # rank 0 only: the others neither read nor write files
                 nonlocal store, fps
                 os.makedirs(out_dir, exist_ok=True)
                 store = Store(os.path.join(out_dir, "landscapes.h5"))
                 held.enter_context(store.lock())
-                fps = self._fingerprints(plans, cfg, problem)
+                fps = self._fingerprints(plans, cfg, problem, paths)
                 if restart:
                     store.forget([pl.tag or "" for pl in plans])
                 for pl in plans:  # refuse other inputs' landscapes before any work
@@ -273,11 +336,18 @@ class SummaryLandscape:
                 pl = dataclasses.replace(pl, fingerprint=fps.get(pl.tag or ""))
                 results.append(build_landscape(problem, pl, execution, stats=stats))
                 self.last_stats[pl.tag or ""] = {"evaluated": stats["evaluated"], "points": stats["points"]}
+            if store is not None:
+                store.flush()
             if dist is None or dist.root:
                 self._write(out_dir, results)
             return results
         except BaseException:
             stop_pool(pool, ok=False)
+            if store is not None:  # the landscapes finished before the failure are kept
+                try:
+                    store.flush()
+                except Exception:  # the original error is the one to report
+                    _log.exception("could not write the finished landscapes to %s", store.path)
             raise
         finally:
             stop_pool(pool)  # after a failure, a no-op: the pool was killed above
@@ -286,7 +356,8 @@ class SummaryLandscape:
                 dist.close()
 
     @staticmethod
-    def _fingerprints(plans: list[LandscapePlan], cfg: dict[str, Any], problem: Problem) -> dict[str, dict[str, Any]]:
+    def _fingerprints(plans: list[LandscapePlan], cfg: dict[str, Any], problem: Problem,
+                      paths: dict[int, str]) -> dict[str, dict[str, Any]]:
         """Everything that defines each landscape, digests for files, network and data."""
         digests: dict[str, str] = {}
         common = {"landscape_size": cfg["landscape_size"], "num_samples": problem.samples.n,
@@ -296,6 +367,7 @@ class SummaryLandscape:
                   "metrics": sorted(str(k) for k in problem.metrics),
                   "data": tensor_digest(*problem.samples.tensors())}
         out = {}
+
         def digest(path: Any) -> str:
             if path not in digests:
                 digests[path] = file_digest(path)
@@ -318,8 +390,8 @@ class SummaryLandscape:
             elif geo.kind == "pca":
                 fp["pca_method"] = geo.pca_method
             if geo.kind == "pca" or geo.second == "pca" or geo.kind == "random":
-                for n, path in zip(pl.intervals or [], geo.trajectory or []):
-                    fp[f"checkpoint {cfg['unit']} {n}"] = digest(path)
+                for n in pl.intervals or []:
+                    fp[f"checkpoint {cfg['unit']} {n}"] = digest(paths[n])
             for k, path in enumerate(geo.models or []):
                 fp[f"model {'ABC'[k]}"] = digest(path)
             out[pl.tag or ""] = fp

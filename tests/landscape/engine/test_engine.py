@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 import landscape
-from landscape.engine import _engine as _evaluate
+from landscape.engine import _planner as _evaluate
 from landscape.geometry._directions import random_directions
 from landscape.geometry._state import moved_names
 from tests.landscape._helpers import TinyMLP, plain_loss, point_state

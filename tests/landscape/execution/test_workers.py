@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 import landscape
-from landscape.engine import _engine as _evaluate
+from landscape.engine import _planner as _evaluate
 from tests.landscape._helpers import alive as _alive
 from tests.landscape._helpers import children as _children
 
@@ -106,6 +106,7 @@ def test_killed_worker_fails_fast_naming_chunk_and_device_and_rerun_completes(su
 
     monkeypatch.setattr(_evaluate, "TARGET_WORK", 0)
     monkeypatch.setenv("LANDSCAPE_TEST_SLOW", "0.02")  # inherited by the workers
+    monkeypatch.setenv("LANDSCAPE_FLUSH_SECONDS", "0")  # every chunk on disk at once
     out = tmp_path / "out"
     h5 = out / "landscapes.h5"
     killed = {}
@@ -159,7 +160,7 @@ def test_ctrl_c_stops_workers_and_keeps_finished_points(summary_dir, tmp_path):
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     out = tmp_path / "out"
     h5 = out / "landscapes.h5"
-    env = dict(os.environ, LANDSCAPE_TEST_SLOW="0.02", LANDSCAPE_TEST_ONE_POINT="1")
+    env = dict(os.environ, LANDSCAPE_TEST_SLOW="0.02", LANDSCAPE_TEST_ONE_POINT="1", LANDSCAPE_FLUSH_SECONDS="0")
     proc = subprocess.Popen([sys.executable, "-m", "landscape", "gen", str(summary_dir), "--task",
                              "tests.landscape._gen_task:task", "--output", str(out), "--size", "12",
                              "--devices", "0,1"], cwd=root, env=env, stderr=subprocess.PIPE, text=True)

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from landscape import SummaryLandscape, read_h5
-from landscape.engine import _engine as _evaluate
+from landscape.engine import _planner as _evaluate
 from landscape.engine._engine import Engine
 from tests.landscape import _gen_task
 
@@ -39,7 +39,7 @@ def test_sigkill_midway_then_rerun_equals_uninterrupted(summary_dir, tmp_path, m
     reference = read_h5(ref_dir / "landscapes.h5")[tag]
     out = tmp_path / "out"
     h5 = out / "landscapes.h5"
-    env = dict(os.environ, LANDSCAPE_TEST_SLOW="0.02", LANDSCAPE_TEST_ONE_POINT="1")
+    env = dict(os.environ, LANDSCAPE_TEST_SLOW="0.02", LANDSCAPE_TEST_ONE_POINT="1", LANDSCAPE_FLUSH_SECONDS="0")
     cmd = [sys.executable, "-m", "landscape", "gen", str(summary_dir), "--task", "tests.landscape._gen_task:task",
            "--output", str(out), *args]
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -12,7 +12,7 @@ from torch import nn
 
 import landscape
 from collector import InvalidParameterError
-from landscape.engine import _engine as _evaluate
+from landscape.engine import _planner as _evaluate
 from landscape.geometry._state import moved_names
 from tests.landscape._helpers import TinyMLP, plain_loss
 
