@@ -1,43 +1,47 @@
-"""Side by side with ``loss-landscapes`` 3.0.6 on the same trained digits MLP and data.
+"""Side by side with the field's tools: loss-landscapes 3.0.6 and Li et al.'s per-point loop.
 
-``loss-landscapes`` is a benchmark-only peer, never a project dependency:
+In one process, alternating, for each model and sample count (the same trained weights and
+the same samples for all three):
 
-    pip install loss-landscapes==3.0.6
-    python benchmarks/bench_peers.py [--repeats 5] [--only views]
+* ``loss_landscapes.random_plane(model, Loss(loss_fn, x, y), steps=G, normalization="filter")``
+  (the pip package; a benchmark-only dependency: ``pip install loss-landscapes==3.0.6``);
+* a faithful port of Li et al.'s loop (github.com/tomgoldstein/loss-landscape,
+  ``net_plotter.set_weights`` + ``evaluation.eval_loss`` over a DataLoader of batch 128, as
+  their ``plot_surface.py`` does per point);
+* ``landscape.compute_landscape(..., size=G, normalization="filter")``, end to end.
 
-One process; every case alternates ours and theirs ``--repeats`` times and prints one JSON
-line with the medians and ranges (min, max) of points per second, the ratio of the
-medians, and how the values compare. The model is the demo's 64-128-128-10 MLP
-(``landscape.examples.MLP``) trained three epochs on scikit-learn's digits; the loss is
-the mean cross-entropy over the first 512 digits (theirs: ``Loss(CrossEntropyLoss(),
-x[:512], y[:512])`` on the model in eval mode, ours: ``num_samples=512``). Their functions
-move the model they are given in place, so each of their calls gets a copy made before its
-timer starts.
+Values are compared too: every point loss-landscapes evaluated is evaluated again by our
+engine at the same parameters. Their grid is built by moving in place along the second
+direction up and down alternate columns ("zig-zag"): even columns hold positions 1..G and
+odd ones 0..G-1 along it, so the rows are reconstructed, not assumed. Their directions
+are uniform (``rand_u_like``), filter-normalised, and rescaled by the model's norm; ours
+differ (normal, per-filter ``||θ||``), so speed is compared on each tool's own grid and
+values on theirs. Li et al.'s values are checked the same way on their directions.
 
-Sections:
+    python benchmarks/bench_peers.py --repeats 3
+    python benchmarks/bench_peers.py --models mlp --samples 512,64
 
-* 2D ``random_plane`` (the engine on a 40x40 grid against theirs): the lead's section,
-  :func:`plane_cases` (a placeholder until it lands); our 2D 40x40 random landscape's
-  points/s is also measured in :func:`view_cases` as the reference the views are held to.
-* views (:func:`view_cases`):
+Views (``--section views``; issue 18), on the digits MLP of the 2D section (``workload("mlp",
+512)``) trained three epochs, and two more trained from seeds 1 and 2 (an untrained one from
+seed 10 starts the interpolation, Goodfellow et al.), each alternating ours and theirs
+``--repeats`` times, medians and ranges of points/s, our 2D engine's 40x40 random grid
+measured alongside as the reference the views are held to:
 
-  - ``random_line``: our 51-point random line (``dims=1``) against their
-    ``random_line(steps=51)``. Their directions are uniform on [0, 1) (``rand_u_like``),
-    not Gaussian, so the lines differ by construction; the values are compared on their
-    own points instead: their direction, rebuilt with their code from the same seed, given
-    to us (``directions=d, normalization="none"``, ``x=(1, 51, 51)``: their point k is
-    ``start + k*d``).
-  - ``linear_interpolation``: our 101-point interpolation ``x=(0, 1, 101)`` against their
-    ``steps=100`` (their points are alpha = 1/100 .. 1: they never evaluate alpha = 0);
-    values compared at their 100 points.
-  - ``planar_interpolation``: our 40x40 plane through three models (orthonormal axes) against
-    their ``steps=40``. Their axes are ``B - A`` and ``C - A`` as they are (not
-    orthogonalised) and their rows zig-zag (even rows at ``j = 1..40``, odd rows at
-    ``j = 0..39``); the values are compared on their points through our given directions
-    ``(B - A, C - A)`` with ``x=(0, 39/40, 40)``, ``y=(0, 1, 41)``, row ``i`` against our
-    ``y`` index ``j + 1`` (even) or ``j`` (odd).
+* ``random_line``: our 51-point random line (``dims=1``) against their
+  ``random_line(steps=51)``. Their directions are uniform on [0, 1) (``rand_u_like``), so
+  the lines differ by construction; values are compared on their own points: their
+  direction, rebuilt with their code from the same seed, given to us
+  (``directions=d, normalization="none"``, ``x=(1, 51, 51)``: their point k is ``start + k*d``).
+* ``linear_interpolation``: our 101-point interpolation ``between=(init, A), x=(0, 1, 101)``
+  against their ``steps=100`` (their points are alpha = 1/100 .. 1: they never evaluate
+  alpha = 0); values compared at their 100 points.
+* ``planar_interpolation``: our 40x40 plane through three models (orthonormal axes) against
+  their ``steps=40``. Their axes are ``B - A`` and ``C - A`` as they are (not orthogonalised)
+  and their rows zig-zag; values are compared on their points through our given directions
+  ``(B - A, C - A)``, ``x=(0, 39/40, 40)``, ``y=(0, 1, 41)``, their row ``i`` against our
+  ``y`` index ``j + 1`` (even ``i``) or ``j`` (odd).
 
-The machine is shared: run it alone and read the ranges.
+    python benchmarks/bench_peers.py --section views --repeats 7
 """
 
 from __future__ import annotations
@@ -45,7 +49,9 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import os
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -53,21 +59,159 @@ from typing import Any
 import numpy as np
 import torch
 from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
 
-from landscape import compute_landscape
-from landscape.examples import MLP, digits_tensors
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-SAMPLES = 512
+from _models import workload  # noqa: E402
+
+from landscape import compute_landscape  # noqa: E402
+from landscape.engine import Engine, EngineSpec, Samples, Supervised  # noqa: E402
+from landscape.examples import MLP, digits_tensors  # noqa: E402
 
 
-# -- shared set-up ----------------------------------------------------------------------
-def data() -> tuple[torch.Tensor, torch.Tensor]:
-    x, y = digits_tensors()
-    return x, y
+# -- Li et al.'s per-point loop (a port of net_plotter.py and evaluation.py) -----------------
+def li_directions(net: nn.Module, seed: int) -> list[torch.Tensor]:
+    """``net_plotter.create_random_direction(net, 'weights', ignore='biasbn', norm='filter')``."""
+    g = torch.Generator().manual_seed(seed)
+    weights = [p.data for p in net.parameters()]
+    direction = [torch.randn(w.size(), generator=g) for w in weights]
+    for d, w in zip(direction, weights):  # normalize_directions_for_weights(..., 'filter', 'biasbn')
+        if d.dim() <= 1:
+            d.fill_(0)  # ignore='biasbn'
+        else:
+            for df, wf in zip(d, w):
+                df.mul_(wf.norm() / (df.norm() + 1e-10))
+    return direction
+
+
+def li_set_weights(net: nn.Module, weights: list[torch.Tensor], directions: list[list[torch.Tensor]],
+                   step: tuple[float, float]) -> None:
+    """``net_plotter.set_weights`` for two directions."""
+    dx, dy = directions
+    changes = [d0 * step[0] + d1 * step[1] for d0, d1 in zip(dx, dy)]
+    for p, w, d in zip(net.parameters(), weights, changes):
+        p.data = w + d.type(type(w))
+
+
+def li_eval_loss(net: nn.Module, criterion: nn.Module, loader: DataLoader) -> float:
+    """``evaluation.eval_loss`` (loss part; the accuracy count costs the same argmax)."""
+    correct, total_loss, total = 0, 0.0, 0
+    net.eval()
+    with torch.no_grad():
+        for inputs, targets in loader:
+            batch_size = inputs.size(0)
+            total += batch_size
+            outputs = net(inputs)
+            loss = criterion(outputs, targets)
+            total_loss += loss.item() * batch_size
+            _, predicted = torch.max(outputs.data, 1)
+            correct += predicted.eq(targets).sum().item()
+    return total_loss / total
+
+
+def li_plane(net: nn.Module, criterion: nn.Module, loader: DataLoader, coords: np.ndarray, seed: int = 0,
+             points: int | None = None) -> tuple[np.ndarray, float, list]:
+    """Li et al.'s surface at ``coords`` (x, y); returns values, seconds, directions."""
+    net = copy.deepcopy(net)
+    weights = [p.data.clone() for p in net.parameters()]
+    directions = [li_directions(net, seed), li_directions(net, seed + 1)]
+    todo = coords if points is None else coords[:points]
+    out = np.empty(len(todo))
+    t0 = time.perf_counter()
+    for k, (a, b) in enumerate(todo):
+        li_set_weights(net, weights, directions, (float(a), float(b)))
+        out[k] = li_eval_loss(net, criterion, loader)
+    return out, time.perf_counter() - t0, directions
+
+
+# -- loss-landscapes -----------------------------------------------------------------------
+def ll_plane(net: nn.Module, criterion: nn.Module, x: torch.Tensor, y: torch.Tensor, steps: int,
+             seed: int) -> tuple[np.ndarray, float, Any]:
+    import loss_landscapes
+    from loss_landscapes.metrics import Loss
+
+    torch.manual_seed(seed)  # rand_u_like draws from torch's global generator
+    model = copy.deepcopy(net).eval()
+    captured: dict[str, Any] = {}
+    original = loss_landscapes.main.orthogonal_to
+
+    def capture(vector: Any) -> Any:  # record their first direction and the start point they move
+        captured["one"] = vector
+        return original(vector)
+
+    loss_landscapes.main.orthogonal_to = capture
+    try:
+        t0 = time.perf_counter()
+        with torch.no_grad():
+            values = loss_landscapes.random_plane(model, Loss(criterion, x, y), distance=1, steps=steps,
+                                                  normalization="filter", deepcopy_model=False)
+        dt = time.perf_counter() - t0
+    finally:
+        loss_landscapes.main.orthogonal_to = original
+    return np.asarray(values), dt, captured
+
+
+def ll_points(steps: int) -> np.ndarray:
+    """Where loss-landscapes evaluated value (i, j): (i, position along the second direction)."""
+    pos = np.empty((steps, steps, 2))
+    for i in range(steps):
+        for j in range(steps):
+            pos[i, j] = (i, j + 1 if i % 2 == 0 else j)  # even columns 1..steps, odd 0..steps-1
+    return pos
+
+
+def _stats(values: list[float]) -> dict[str, float]:
+    return {"median": round(statistics.median(values), 3), "min": round(min(values), 3),
+            "max": round(max(values), 3)}
+
+
+def check_ll_values(net: nn.Module, criterion: nn.Module, x: torch.Tensor, y: torch.Tensor, steps: int,
+                    seed: int) -> float:
+    """Largest relative difference between loss-landscapes' values and our engine at their points."""
+    torch.manual_seed(seed)
+    from loss_landscapes.model_interface.model_parameters import orthogonal_to, rand_u_like
+    from loss_landscapes.model_interface.model_wrapper import wrap_model
+
+    model = copy.deepcopy(net).eval()
+    start = wrap_model(model).get_module_parameters()
+    one = rand_u_like(start)
+    two = orthogonal_to(one)
+    one.filter_normalize_(start)
+    two.filter_normalize_(start)
+    one.mul_(((start.model_norm() / 1) / steps) / one.model_norm())
+    two.mul_(((start.model_norm() / 1) / steps) / two.model_norm())
+    values, _, _ = ll_plane(net, criterion, x, y, steps, seed)
+    names = [k for k, _ in net.named_parameters()]
+    centre = {k: v.detach().clone() for k, v in net.state_dict().items()}
+    v = [t.detach().clone() for t in one.parameters]
+    w = [t.detach().clone() for t in two.parameters]
+    samples = Samples([(x, y)], [x.shape[0]], merged=True, _whole=(x, y))
+    eng = Engine(EngineSpec(net, Supervised(criterion), {}, samples, names, centre, v, w))
+    pos = ll_points(steps).reshape(-1, 2) - steps / 2  # relative to the original weights
+    ours = eng.evaluate(pos)["loss"].reshape(steps, steps)
+    return float(np.max(np.abs(ours - values) / np.maximum(np.abs(values), 1e-12)))
+
+
+def check_li_values(net: nn.Module, criterion: nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
+    coords = np.random.default_rng(0).uniform(-1, 1, (6, 2))
+    loader = DataLoader(TensorDataset(x, y), batch_size=128)
+    li, _, (dx, dy) = li_plane(net, criterion, loader, coords)
+    names = [k for k, _ in net.named_parameters()]
+    centre = {k: v.detach().clone() for k, v in net.state_dict().items()}
+    samples = Samples([(x, y)], [x.shape[0]], merged=True, _whole=(x, y))
+    eng = Engine(EngineSpec(net, Supervised(criterion), {}, samples, names, centre, dx, dy))
+    ours = eng.evaluate(coords)["loss"]
+    return float(np.max(np.abs(ours - li) / np.maximum(np.abs(li), 1e-12)))
+
+
+# -- views (issue 18) ------------------------------------------------------------------------
+VIEW_SAMPLES = 512
 
 
 def trained_mlp(seed: int, x: torch.Tensor, y: torch.Tensor, epochs: int = 3) -> nn.Module:
-    """The demo's MLP, trained ``epochs`` epochs of SGD with momentum from seed ``seed``."""
+    """The workload's MLP (``landscape.examples.MLP``) trained ``epochs`` epochs of SGD with momentum
+    from ``seed`` (seed 0: the very weights ``workload("mlp", n)`` starts from)."""
     torch.manual_seed(seed)
     net = MLP()
     opt = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
@@ -82,12 +226,6 @@ def trained_mlp(seed: int, x: torch.Tensor, y: torch.Tensor, epochs: int = 3) ->
     return net.eval()
 
 
-def their_metric(x: torch.Tensor, y: torch.Tensor) -> Any:
-    from loss_landscapes.metrics import Loss
-
-    return Loss(nn.CrossEntropyLoss(), x[:SAMPLES], y[:SAMPLES])
-
-
 def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     t0 = time.perf_counter()
     out = fn()
@@ -97,28 +235,17 @@ def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
 def summary(points: int, ours: list[float], theirs: list[float]) -> dict[str, Any]:
     """Medians and ranges of points/s, and the ratio of the medians."""
     po, pt = [points / t for t in ours], [points / t for t in theirs]
-    return {"ours_points_per_s": round(statistics.median(po), 1),
-            "ours_range": [round(min(po), 1), round(max(po), 1)],
-            "ours_seconds_median": round(statistics.median(ours), 4),
-            "theirs_points_per_s": round(statistics.median(pt), 1),
-            "theirs_range": [round(min(pt), 1), round(max(pt), 1)],
-            "ours_over_theirs": round(statistics.median(po) / statistics.median(pt), 2)}
+    return {"ours_pts_s": _stats(po), "loss_landscapes_pts_s": _stats(pt),
+            "ours_seconds": _stats(ours), "ours_over_loss_landscapes": round(statistics.median(po)
+                                                                             / statistics.median(pt), 2)}
 
 
 def compare(ours: np.ndarray, theirs: np.ndarray) -> dict[str, Any]:
     ours, theirs = np.asarray(ours, dtype=np.float64), np.asarray(theirs, dtype=np.float64)
     rel = np.abs(ours - theirs) / np.maximum(np.abs(theirs), 1e-12)
-    return {"values_compared": int(theirs.size), "max_rel_diff": float(rel.max()),
-            "max_abs_diff": float(np.abs(ours - theirs).max())}
+    return {"values_compared": int(theirs.size), "max_rel_diff_vs_loss_landscapes": float(rel.max())}
 
 
-# -- 2D: the lead's section ---------------------------------------------------------------
-def plane_cases(args: argparse.Namespace) -> list[dict[str, Any]]:
-    """2D ``random_plane`` against ours on a 40x40 grid: written by the lead (issue 16)."""
-    return []
-
-
-# -- views ------------------------------------------------------------------------------------
 def _their_random_line_direction(model: nn.Module, seed: int, distance: float, steps: int) -> dict[str, torch.Tensor]:
     """The direction ``random_line`` steps along, rebuilt with their own code from the same seed."""
     from loss_landscapes.model_interface.model_parameters import ModelParameters, rand_u_like
@@ -131,33 +258,35 @@ def _their_random_line_direction(model: nn.Module, seed: int, distance: float, s
     return {name: t.clone() for (name, _), t in zip(model.named_parameters(), direction.parameters)}
 
 
-def view_cases(args: argparse.Namespace) -> list[dict[str, Any]]:
+def view_cases(repeats: int) -> list[dict[str, Any]]:
     import loss_landscapes as ll
+    from loss_landscapes.metrics import Loss
 
-    x, y = data()
+    _, (xs, ys), _, _ = workload("mlp", VIEW_SAMPLES)
+    x, y = digits_tensors()
     a, b, c = (trained_mlp(s, x, y) for s in (0, 1, 2))
     torch.manual_seed(10)
     init = MLP().eval()  # an untrained network: the interpolation runs from it to A (Goodfellow et al.)
-    metric = their_metric(x, y)
+    metric = Loss(nn.CrossEntropyLoss(), xs, ys)
     loss = nn.CrossEntropyLoss()
-    xy = (x, y)
+    xy = (xs, ys)
     out: list[dict[str, Any]] = []
     # warm-up of both (imports, first-call allocations)
-    compute_landscape(a, loss, xy, dims=1, x=(-1.0, 1.0, 5), num_samples=SAMPLES)
+    compute_landscape(a, loss, xy, dims=1, x=(-1.0, 1.0, 5), num_samples=VIEW_SAMPLES)
     ll.random_line(copy.deepcopy(a), metric, steps=3)
 
     # reference: our 2D engine, 40x40 random
-    two_d = [timed(lambda: compute_landscape(a, loss, xy, size=40, num_samples=SAMPLES))[0]
-             for _ in range(args.repeats)]
+    two_d = [timed(lambda: compute_landscape(a, loss, xy, size=40, num_samples=VIEW_SAMPLES))[0]
+             for _ in range(repeats)]
     ref_pps = 1600 / statistics.median(two_d)
-    out.append({"case": "ours_2d_reference", "points": 1600, "points_per_s": round(ref_pps, 1),
-                "range": [round(1600 / max(two_d), 1), round(1600 / min(two_d), 1)]})
+    out.append({"case": "ours_2d_reference", "grid": "40x40", "samples": VIEW_SAMPLES,
+                "ours_pts_s": _stats([1600 / t for t in two_d]), "threads": torch.get_num_threads()})
 
     # random line: 51 points
     ours_t, theirs_t = [], []
-    for _ in range(args.repeats):
+    for _ in range(repeats):
         ours_t.append(timed(lambda: compute_landscape(a, loss, xy, dims=1, x=(-1.0, 1.0, 51),
-                                                      normalization="filter", num_samples=SAMPLES))[0])
+                                                      normalization="filter", num_samples=VIEW_SAMPLES))[0])
         m = copy.deepcopy(a)
         torch.manual_seed(0)
         theirs_t.append(timed(lambda: ll.random_line(m, metric, distance=10.0, steps=51,
@@ -168,7 +297,7 @@ def view_cases(args: argparse.Namespace) -> list[dict[str, Any]]:
     d = _their_random_line_direction(a, 5, 10.0, 51)
     flat = torch.cat([t.reshape(-1) for t in d.values()])
     ours_on_theirs = compute_landscape(a, loss, xy, directions=d, x=(1.0, 51.0, 51), normalization="none",
-                                       num_samples=SAMPLES)
+                                       num_samples=VIEW_SAMPLES)
     res = {"case": "random_line", "points": 51, **summary(51, ours_t, theirs_t),
            "ours_over_2d_engine": round(51 / statistics.median(ours_t) / ref_pps, 2),
            "their_direction_all_positive": bool((flat > 0).all()),
@@ -178,12 +307,12 @@ def view_cases(args: argparse.Namespace) -> list[dict[str, Any]]:
 
     # linear interpolation: 101 points (theirs: 100, alpha = 1/100 .. 1)
     ours_t, theirs_t = [], []
-    for _ in range(args.repeats):
+    for _ in range(repeats):
         ours_t.append(timed(lambda: compute_landscape(a, loss, xy, between=(init, a), x=(0.0, 1.0, 101),
-                                                      num_samples=SAMPLES))[0])
+                                                      num_samples=VIEW_SAMPLES))[0])
         m = copy.deepcopy(init)
         theirs_t.append(timed(lambda: ll.linear_interpolation(m, a, metric, steps=100))[0])
-    ours_ls = compute_landscape(a, loss, xy, between=(init, a), x=(0.0, 1.0, 101), num_samples=SAMPLES)
+    ours_ls = compute_landscape(a, loss, xy, between=(init, a), x=(0.0, 1.0, 101), num_samples=VIEW_SAMPLES)
     theirs_vals = ll.linear_interpolation(copy.deepcopy(init), a, metric, steps=100)
     res = {"case": "linear_interpolation", "points": 101, "theirs_points": 100,
            **summary(101, ours_t, [t * 101 / 100 for t in theirs_t]),
@@ -194,9 +323,9 @@ def view_cases(args: argparse.Namespace) -> list[dict[str, Any]]:
 
     # plane through three models: 40 x 40
     ours_t, theirs_t = [], []
-    for _ in range(args.repeats):
+    for _ in range(repeats):
         ours_t.append(timed(lambda: compute_landscape(a, loss, xy, between=(a, b, c), size=40,
-                                                      num_samples=SAMPLES))[0])
+                                                      num_samples=VIEW_SAMPLES))[0])
         m = copy.deepcopy(a)
         theirs_t.append(timed(lambda: ll.planar_interpolation(m, b, c, metric, steps=40))[0])
     theirs_vals = np.asarray(ll.planar_interpolation(copy.deepcopy(a), b, c, metric, steps=40))
@@ -204,7 +333,7 @@ def view_cases(args: argparse.Namespace) -> list[dict[str, Any]]:
     ba = {k: sb[k] - sa[k] for k in sa}
     ca = {k: sc[k] - sa[k] for k in sa}
     given = compute_landscape(a, loss, xy, directions=(ba, ca), checkpoints=[sa], x=(0.0, 39 / 40, 40),
-                              y=(0.0, 1.0, 41), normalization="none", num_samples=SAMPLES)
+                              y=(0.0, 1.0, 41), normalization="none", num_samples=VIEW_SAMPLES)
     unzig = np.array([[given.z[j + (1 if i % 2 == 0 else 0), i] for j in range(40)] for i in range(40)])
     straight = np.array([[given.z[j, i] for j in range(40)] for i in range(40)])  # what their docstring says
     res = {"case": "planar_interpolation", "points": 1600, **summary(1600, ours_t, theirs_t),
@@ -217,23 +346,50 @@ def view_cases(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--only", choices=("plane", "views"), help="one section")
-    args = ap.parse_args()
-    print(json.dumps({"torch_threads": torch.get_num_threads(), "loss_landscapes": _their_version()}), flush=True)
-    if args.only in (None, "plane"):
-        for line in plane_cases(args):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default="mlp,resnet20")
+    parser.add_argument("--samples", default=None, help="default: 512,64 for mlp, 256,32 for resnet20")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=None, help="grid side (default: 20 for mlp, 8 for resnet20)")
+    parser.add_argument("--section", choices=("plane", "views", "all"), default="all",
+                        help="the 2D random_plane comparison, the views (lines, interpolation, planes through "
+                             "models), or both")
+    args = parser.parse_args()
+    if args.section in ("views", "all"):
+        for line in view_cases(args.repeats):
             print(json.dumps(line), flush=True)
-    if args.only in (None, "views"):
-        for line in view_cases(args):
-            print(json.dumps(line), flush=True)
-
-
-def _their_version() -> str:
-    from importlib.metadata import version
-
-    return version("loss-landscapes")
+    if args.section == "views":
+        return
+    criterion = nn.CrossEntropyLoss()
+    for name in args.models.split(","):
+        sample_list = args.samples or ("512,64" if name == "mlp" else "256,32")
+        steps = args.steps or (20 if name == "mlp" else 8)
+        for n in (int(s) for s in sample_list.split(",")):
+            net, (x, y), _, _ = workload(name, n)
+            net.eval()
+            loader = DataLoader(TensorDataset(x, y), batch_size=128)
+            grid = np.stack(np.meshgrid(np.linspace(-1, 1, steps), np.linspace(-1, 1, steps)), -1).reshape(-1, 2)
+            li_points = min(len(grid), max(8, steps))
+            ll_v = check_ll_values(net, criterion, x, y, min(steps, 8), seed=1)
+            li_v = check_li_values(net, criterion, x, y)
+            ours, theirs, li = [], [], []
+            for r in range(args.repeats):
+                _, dt, _ = ll_plane(net, criterion, x, y, steps, seed=r)
+                theirs.append(steps * steps / dt)
+                _, dt, _ = li_plane(net, criterion, loader, grid, seed=r, points=li_points)
+                li.append(li_points / dt)
+                t0 = time.perf_counter()
+                compute_landscape(net, criterion, (x, y), size=steps, num_samples=n, normalization="filter",
+                                  seed=r)
+                ours.append(steps * steps / (time.perf_counter() - t0))
+            print(json.dumps({
+                "model": name, "samples": n, "grid": f"{steps}x{steps}",
+                "ours_pts_s": _stats(ours), "loss_landscapes_pts_s": _stats(theirs), "li_et_al_pts_s": _stats(li),
+                "ours_over_loss_landscapes": _stats([a / b for a, b in zip(ours, theirs)]),
+                "ours_over_li_et_al": _stats([a / b for a, b in zip(ours, li)]),
+                "max_rel_diff_vs_loss_landscapes": ll_v, "max_rel_diff_vs_li_et_al": li_v,
+                "threads": torch.get_num_threads(),
+            }), flush=True)
 
 
 if __name__ == "__main__":

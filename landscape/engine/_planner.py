@@ -34,7 +34,7 @@ from torch import nn
 
 from landscape.engine._data import Samples
 from landscape.engine._engine import BATCHINGS, Engine, EngineSpec
-from landscape.engine._task import batch_size
+from landscape.engine._task import batch_size, slice_batch
 
 __all__ = ["Plan", "choose_plan", "plan", "activation_elements"]
 _log = logging.getLogger("landscape")
@@ -50,6 +50,11 @@ MAX_POINTS_PER_CALL = 64
 CALIBRATE_FROM_WORK = 2e10
 #: Share of the estimated evaluation time the calibration may take.
 CALIBRATE_SHARE = 0.05
+#: At most this long is spent calibrating, whatever the landscape's size.
+CALIBRATE_MAX_S = 30.0
+#: Samples the candidates are timed on: the plans' ranking does not depend on how many
+#: samples a point averages over, and a point of 50,000 images takes a minute on a CPU.
+CALIBRATE_SAMPLES = 4096
 #: A batched plan must be this much faster per point than one point per call.
 MARGIN = 1.1
 #: Relative agreement a batched way must reach with the one-point path on the probe.
@@ -216,10 +221,11 @@ def choose_plan(spec: EngineSpec, *, n_points: int, device: str = "cpu", mode: A
     work = float(n_points) * n * max(n_params, act)
     if mode == "heuristic" or (not samples.merged and p == 1) or work < CALIBRATE_FROM_WORK:
         return heuristic
-    # One point per call, timed on the real samples, sets the calibration's budget.
-    one = dataclasses.replace(spec, samples=samples.rebatch(eval_batch), points_per_call=1, batching=None)
+    # One point per call, timed on (at most CALIBRATE_SAMPLES of) the real samples, sets the budget.
+    timed = _head(samples, CALIBRATE_SAMPLES)
+    one = dataclasses.replace(spec, samples=timed.rebatch(eval_batch), points_per_call=1, batching=None)
     t1 = _time_per_point(one, device, 1)
-    budget = max(CALIBRATE_SHARE * t1 * n_points, 4 * t1)
+    budget = min(CALIBRATE_MAX_S, max(CALIBRATE_SHARE * t1 * n_points * n / timed.n, 4 * t1))
     spent = 2 * t1
     timings: dict[str, float] = {f"p=1 batch={eval_batch}": t1}
     best = (t1, Plan(1, None, eval_batch))
@@ -237,7 +243,7 @@ def choose_plan(spec: EngineSpec, *, n_points: int, device: str = "cpu", mode: A
     for q, kind, eb in candidates:
         if spent >= budget:
             break
-        trial = dataclasses.replace(spec, samples=samples.rebatch(eb), points_per_call=q, batching=kind)
+        trial = dataclasses.replace(spec, samples=timed.rebatch(eb), points_per_call=q, batching=kind)
         try:
             t0 = time.perf_counter()
             t = _time_per_point(trial, device, max(q, 2) if q > 1 else 2)
@@ -254,6 +260,23 @@ def choose_plan(spec: EngineSpec, *, n_points: int, device: str = "cpu", mode: A
               f" ({chosen.batching})" if chosen.batching else "", chosen.eval_batch, spent,
               ", ".join(f"{k}: {v * 1e3:.3g} ms/pt" for k, v in timings.items()))
     return dataclasses.replace(chosen, how="calibrated", timings=timings)
+
+
+def _head(samples: Samples, k: int) -> Samples:
+    """The first ``k`` samples (all when there are fewer): views of a merged block, else whole batches."""
+    if samples.n <= k:
+        return samples
+    if samples.merged and samples._whole is not None:
+        whole = slice_batch(samples._whole, k, size=samples.n)
+        return Samples([whole], [k], merged=True, _whole=whole)
+    batches, sizes, have = [], [], 0
+    for batch, size in zip(samples.batches, samples.sizes):
+        if have >= k:
+            break
+        batches.append(batch)
+        sizes.append(size)
+        have += size
+    return Samples(batches, sizes)
 
 
 def _eval_copy(spec: EngineSpec) -> nn.Module:

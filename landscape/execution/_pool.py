@@ -27,7 +27,8 @@ from typing import cast
 import numpy as np
 
 from landscape.engine import EngineSpec
-from landscape.execution._devices import Chunk, OnChunk, cloudpickle
+from landscape.execution._devices import Chunk, OnChunk
+from landscape.execution._payload import write_payload
 
 __all__ = ["Pool", "WorkerDied", "run_pool"]
 
@@ -117,9 +118,7 @@ def run_pool(payload: EngineSpec, points: np.ndarray, chunks: Sequence[Chunk], d
     ok = False
     try:
         with tempfile.TemporaryDirectory(prefix="landscape_") as tmp:
-            path = os.path.join(tmp, "payload.pkl")
-            with open(path, "wb") as fh:
-                cloudpickle.dump(payload, fh)
+            path = write_payload(payload, tmp)
             todo = collections.deque(chunks)
             # CPU workers get two chunks each, so a worker starts its next chunk while the
             # caller stores the last one; a GPU worker's device is busy with one

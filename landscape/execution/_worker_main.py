@@ -9,7 +9,6 @@ points)`` tasks, answered by ``("ok", chunk, results)`` or ``("error", chunk, me
 from __future__ import annotations
 
 import os
-import pickle
 import signal
 import sys
 from multiprocessing.connection import Connection
@@ -19,6 +18,7 @@ import torch
 
 from landscape.engine import Engine
 from landscape.execution._devices import fail_message
+from landscape.execution._payload import read_payload
 
 __all__: list[str] = []
 
@@ -66,9 +66,7 @@ def main(argv: list[str] | None = None) -> int:
             key = (path, device)
             if key not in engines:
                 engines.clear()
-                with open(path, "rb") as fh:  # our own payload, written by the parent
-                    payload = pickle.load(fh)
-                engines[key] = Engine(payload, device)
+                engines[key] = Engine(read_payload(path), device)
             reply: tuple = ("ok", chunk, engines[key].evaluate(points, lo))
         except Exception as exc:  # sent back; the parent raises it naming chunk and device
             reply = ("error", chunk, fail_message(label, chunk, lo, hi, device, exc))
