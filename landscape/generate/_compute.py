@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, cast
 
@@ -29,12 +30,32 @@ from landscape.generate._options import (
     resolve_view,
 )
 from landscape.generate._plan import Execution, Geometry, Kind, LandscapePlan, Problem
+from landscape.io._store import model_digest
 from landscape.result._landscape import Landscape
 
 __all__ = ["compute_landscape", "check_common", "check_metrics", "check_plan"]
 _CALLER = "compute_landscape"
 
 Normalization = Literal["layer", "filter", "dfilter", "dlayer", "weight", "none"]
+
+#: What the planner learns of a problem by probing it (the activations' size, which batched
+#: ways give the one-point values) depends on the architecture, the task, the samples' shapes
+#: and which tensors move, not on the weights or the directions. It is kept between calls so
+#: that a small landscape (a 51-point line) does not pay the probes again each time; the
+#: least recently used of PLAN_CACHES_KEPT is dropped.
+_PLAN_CACHES: OrderedDict[tuple, dict[Any, Any]] = OrderedDict()
+PLAN_CACHES_KEPT = 8
+
+
+def _plan_cache(network: nn.Module, task: Any, samples: Any, eval_mode: bool, selection: tuple) -> dict[Any, Any]:
+    """The planner's cache for this problem (see :data:`_PLAN_CACHES`)."""
+    shapes = tuple((tuple(t.shape), str(t.dtype)) for t in samples.tensors()[:8])
+    key = (model_digest(network), repr(task), samples.n, len(samples.batches), shapes, eval_mode, selection)
+    cache = _PLAN_CACHES.pop(key, None)
+    _PLAN_CACHES[key] = cache if cache is not None else {}
+    while len(_PLAN_CACHES) > PLAN_CACHES_KEPT:
+        _PLAN_CACHES.popitem(last=False)
+    return _PLAN_CACHES[key]
 
 
 def check_plan(plan: Any, caller: str) -> None:
@@ -215,7 +236,10 @@ def compute_landscape(
     ignore_ = check_patterns("ignore", ignore, _CALLER, keyword="biasbn")
     dist = detect(distributed, _CALLER)
     try:
-        problem = Problem(network, task_, samples, metrics=metric_map, eval_mode=eval_mode, plan=plan)
+        # views through models also move buffers: another selection, another probe
+        selection = (repr(ignore_), repr(include), view.kind in ("line", "plane", "target"))
+        problem = Problem(network, task_, samples, metrics=metric_map, eval_mode=eval_mode, plan=plan,
+                          plan_cache=_plan_cache(network, task_, samples, eval_mode, selection))
         geometry = Geometry(kind=cast(Kind, view.kind), size=size, normalization=view.normalization,
                             ignore=ignore_[0] if ignore_ is not None and len(ignore_) == 1 else ignore_, seed=seed,
                             trajectory=trajectory, given=view.given, pca_method=pca_method, dims=view.dims,
