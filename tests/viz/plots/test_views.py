@@ -61,3 +61,10 @@ def test_plane_plots_mark_the_three_models(kind):
     marks = sorted(ln.get_label() for ln in ax.lines if ln.get_gid() == "marker")
     assert marks == ["model A (loss 1)", "model B (loss 1)", "model C (loss 0.5)"]
     assert not [ln for ln in ax.lines if ln.get_gid() == "convergence"]  # the markers show the models
+
+
+def test_overview_draws_lines_as_lines_and_compare_refuses_them():
+    fig = viz.plot_overview([line(), plane()], kind="surface")
+    assert [getattr(ax, "name", "") for ax in fig.axes if ax.get_label() != "<colorbar>"][:2] == ["rectilinear", "3d"]
+    with pytest.raises(ValueError, match="is a line"):
+        viz.compare([line(), plane()])
