@@ -20,6 +20,28 @@ values on theirs. Li et al.'s values are checked the same way on their direction
 
     python benchmarks/bench_peers.py --repeats 3
     python benchmarks/bench_peers.py --models mlp --samples 512,64
+
+Views (``--section views``; issue 18), on the digits MLP of the 2D section (``workload("mlp",
+512)``) trained three epochs, and two more trained from seeds 1 and 2 (an untrained one from
+seed 10 starts the interpolation, Goodfellow et al.), each alternating ours and theirs
+``--repeats`` times, medians and ranges of points/s, our 2D engine's 40x40 random grid
+measured alongside as the reference the views are held to:
+
+* ``random_line``: our 51-point random line (``dims=1``) against their
+  ``random_line(steps=51)``. Their directions are uniform on [0, 1) (``rand_u_like``), so
+  the lines differ by construction; values are compared on their own points: their
+  direction, rebuilt with their code from the same seed, given to us
+  (``directions=d, normalization="none"``, ``x=(1, 51, 51)``: their point k is ``start + k*d``).
+* ``linear_interpolation``: our 101-point interpolation ``between=(init, A), x=(0, 1, 101)``
+  against their ``steps=100`` (their points are alpha = 1/100 .. 1: they never evaluate
+  alpha = 0); values compared at their 100 points.
+* ``planar_interpolation``: our 40x40 plane through three models (orthonormal axes) against
+  their ``steps=40``. Their axes are ``B - A`` and ``C - A`` as they are (not orthogonalised)
+  and their rows zig-zag; values are compared on their points through our given directions
+  ``(B - A, C - A)``, ``x=(0, 39/40, 40)``, ``y=(0, 1, 41)``, their row ``i`` against our
+  ``y`` index ``j + 1`` (even ``i``) or ``j`` (odd).
+
+    python benchmarks/bench_peers.py --section views --repeats 7
 """
 
 from __future__ import annotations
@@ -31,6 +53,7 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -44,6 +67,7 @@ from _models import workload  # noqa: E402
 
 from landscape import compute_landscape  # noqa: E402
 from landscape.engine import Engine, EngineSpec, Samples, Supervised  # noqa: E402
+from landscape.examples import MLP, digits_tensors  # noqa: E402
 
 
 # -- Li et al.'s per-point loop (a port of net_plotter.py and evaluation.py) -----------------
@@ -181,13 +205,161 @@ def check_li_values(net: nn.Module, criterion: nn.Module, x: torch.Tensor, y: to
     return float(np.max(np.abs(ours - li) / np.maximum(np.abs(li), 1e-12)))
 
 
+# -- views (issue 18) ------------------------------------------------------------------------
+VIEW_SAMPLES = 512
+
+
+def trained_mlp(seed: int, x: torch.Tensor, y: torch.Tensor, epochs: int = 3) -> nn.Module:
+    """The workload's MLP (``landscape.examples.MLP``) trained ``epochs`` epochs of SGD with momentum
+    from ``seed`` (seed 0: the very weights ``workload("mlp", n)`` starts from)."""
+    torch.manual_seed(seed)
+    net = MLP()
+    opt = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
+    g = torch.Generator().manual_seed(seed)
+    for _ in range(epochs):
+        order = torch.randperm(len(x), generator=g)
+        for i in range(0, len(x), 64):
+            idx = order[i:i + 64]
+            opt.zero_grad()
+            nn.functional.cross_entropy(net(x[idx]), y[idx]).backward()
+            opt.step()
+    return net.eval()
+
+
+def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    t0 = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - t0, out
+
+
+def summary(points: int, ours: list[float], theirs: list[float]) -> dict[str, Any]:
+    """Medians and ranges of points/s, and the ratio of the medians."""
+    po, pt = [points / t for t in ours], [points / t for t in theirs]
+    return {"ours_pts_s": _stats(po), "loss_landscapes_pts_s": _stats(pt),
+            "ours_seconds": _stats(ours), "ours_over_loss_landscapes": round(statistics.median(po)
+                                                                             / statistics.median(pt), 2)}
+
+
+def compare(ours: np.ndarray, theirs: np.ndarray) -> dict[str, Any]:
+    ours, theirs = np.asarray(ours, dtype=np.float64), np.asarray(theirs, dtype=np.float64)
+    rel = np.abs(ours - theirs) / np.maximum(np.abs(theirs), 1e-12)
+    return {"values_compared": int(theirs.size), "max_rel_diff_vs_loss_landscapes": float(rel.max())}
+
+
+def _their_random_line_direction(model: nn.Module, seed: int, distance: float, steps: int) -> dict[str, torch.Tensor]:
+    """The direction ``random_line`` steps along, rebuilt with their own code from the same seed."""
+    from loss_landscapes.model_interface.model_parameters import ModelParameters, rand_u_like
+
+    start = ModelParameters([p.detach().clone() for p in model.parameters()])
+    torch.manual_seed(seed)
+    direction = rand_u_like(start)
+    direction.filter_normalize_(start)
+    direction.mul_(((start.model_norm() / distance) / steps) / direction.model_norm())
+    return {name: t.clone() for (name, _), t in zip(model.named_parameters(), direction.parameters)}
+
+
+def view_cases(repeats: int) -> list[dict[str, Any]]:
+    import loss_landscapes as ll
+    from loss_landscapes.metrics import Loss
+
+    _, (xs, ys), _, _ = workload("mlp", VIEW_SAMPLES)
+    x, y = digits_tensors()
+    a, b, c = (trained_mlp(s, x, y) for s in (0, 1, 2))
+    torch.manual_seed(10)
+    init = MLP().eval()  # an untrained network: the interpolation runs from it to A (Goodfellow et al.)
+    metric = Loss(nn.CrossEntropyLoss(), xs, ys)
+    loss = nn.CrossEntropyLoss()
+    xy = (xs, ys)
+    out: list[dict[str, Any]] = []
+    # warm-up of both (imports, first-call allocations)
+    compute_landscape(a, loss, xy, dims=1, x=(-1.0, 1.0, 5), num_samples=VIEW_SAMPLES)
+    ll.random_line(copy.deepcopy(a), metric, steps=3)
+
+    # reference: our 2D engine, 40x40 random
+    two_d = [timed(lambda: compute_landscape(a, loss, xy, size=40, num_samples=VIEW_SAMPLES))[0]
+             for _ in range(repeats)]
+    ref_pps = 1600 / statistics.median(two_d)
+    out.append({"case": "ours_2d_reference", "grid": "40x40", "samples": VIEW_SAMPLES,
+                "ours_pts_s": _stats([1600 / t for t in two_d]), "threads": torch.get_num_threads()})
+
+    # random line: 51 points
+    ours_t, theirs_t = [], []
+    for _ in range(repeats):
+        ours_t.append(timed(lambda: compute_landscape(a, loss, xy, dims=1, x=(-1.0, 1.0, 51),
+                                                      normalization="filter", num_samples=VIEW_SAMPLES))[0])
+        m = copy.deepcopy(a)
+        torch.manual_seed(0)
+        theirs_t.append(timed(lambda: ll.random_line(m, metric, distance=10.0, steps=51,
+                                                     normalization="filter"))[0])
+    m = copy.deepcopy(a)
+    torch.manual_seed(5)
+    theirs_vals = ll.random_line(m, metric, distance=10.0, steps=51, normalization="filter")
+    d = _their_random_line_direction(a, 5, 10.0, 51)
+    flat = torch.cat([t.reshape(-1) for t in d.values()])
+    ours_on_theirs = compute_landscape(a, loss, xy, directions=d, x=(1.0, 51.0, 51), normalization="none",
+                                       num_samples=VIEW_SAMPLES)
+    res = {"case": "random_line", "points": 51, **summary(51, ours_t, theirs_t),
+           "ours_over_2d_engine": round(51 / statistics.median(ours_t) / ref_pps, 2),
+           "their_direction_all_positive": bool((flat > 0).all()),
+           "their_direction_cosine_with_ones": round(float(flat.sum() / (flat.norm() * flat.numel() ** 0.5)), 3),
+           **compare(ours_on_theirs.z, theirs_vals)}
+    out.append(res)
+
+    # linear interpolation: 101 points (theirs: 100, alpha = 1/100 .. 1)
+    ours_t, theirs_t = [], []
+    for _ in range(repeats):
+        ours_t.append(timed(lambda: compute_landscape(a, loss, xy, between=(init, a), x=(0.0, 1.0, 101),
+                                                      num_samples=VIEW_SAMPLES))[0])
+        m = copy.deepcopy(init)
+        theirs_t.append(timed(lambda: ll.linear_interpolation(m, a, metric, steps=100))[0])
+    ours_ls = compute_landscape(a, loss, xy, between=(init, a), x=(0.0, 1.0, 101), num_samples=VIEW_SAMPLES)
+    theirs_vals = ll.linear_interpolation(copy.deepcopy(init), a, metric, steps=100)
+    res = {"case": "linear_interpolation", "points": 101, "theirs_points": 100,
+           **summary(101, ours_t, [t * 101 / 100 for t in theirs_t]),
+           "ours_over_2d_engine": round(101 / statistics.median(ours_t) / ref_pps, 2),
+           **compare(ours_ls.z[1:], theirs_vals),
+           "ours_at_alpha_0_equals_A": bool(ours_ls.z[0] == ours_ls.markers["A"][2])}
+    out.append(res)
+
+    # plane through three models: 40 x 40
+    ours_t, theirs_t = [], []
+    for _ in range(repeats):
+        ours_t.append(timed(lambda: compute_landscape(a, loss, xy, between=(a, b, c), size=40,
+                                                      num_samples=VIEW_SAMPLES))[0])
+        m = copy.deepcopy(a)
+        theirs_t.append(timed(lambda: ll.planar_interpolation(m, b, c, metric, steps=40))[0])
+    theirs_vals = np.asarray(ll.planar_interpolation(copy.deepcopy(a), b, c, metric, steps=40))
+    sa, sb, sc = (dict(m.state_dict()) for m in (a, b, c))
+    ba = {k: sb[k] - sa[k] for k in sa}
+    ca = {k: sc[k] - sa[k] for k in sa}
+    given = compute_landscape(a, loss, xy, directions=(ba, ca), checkpoints=[sa], x=(0.0, 39 / 40, 40),
+                              y=(0.0, 1.0, 41), normalization="none", num_samples=VIEW_SAMPLES)
+    unzig = np.array([[given.z[j + (1 if i % 2 == 0 else 0), i] for j in range(40)] for i in range(40)])
+    straight = np.array([[given.z[j, i] for j in range(40)] for i in range(40)])  # what their docstring says
+    res = {"case": "planar_interpolation", "points": 1600, **summary(1600, ours_t, theirs_t),
+           "ours_over_2d_engine": round(1600 / statistics.median(ours_t) / ref_pps, 2),
+           **compare(unzig, theirs_vals),
+           "zigzag_max_rel_diff_if_read_as_documented": float(
+               np.max(np.abs(straight - theirs_vals) / np.abs(theirs_vals)))}
+    out.append(res)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default="mlp,resnet20")
     parser.add_argument("--samples", default=None, help="default: 512,64 for mlp, 256,32 for resnet20")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--steps", type=int, default=None, help="grid side (default: 20 for mlp, 8 for resnet20)")
+    parser.add_argument("--section", choices=("plane", "views", "all"), default="all",
+                        help="the 2D random_plane comparison, the views (lines, interpolation, planes through "
+                             "models), or both")
     args = parser.parse_args()
+    if args.section in ("views", "all"):
+        for line in view_cases(args.repeats):
+            print(json.dumps(line), flush=True)
+    if args.section == "views":
+        return
     criterion = nn.CrossEntropyLoss()
     for name in args.models.split(","):
         sample_list = args.samples or ("512,64" if name == "mlp" else "256,32")

@@ -79,7 +79,8 @@ def run_gen(args: argparse.Namespace) -> int:
         callback_fn, collect_landscape=override or None, device_ids=args.devices,
         output=str(args.output) if args.output else None,
         normalization=args.normalization, ignore=args.ignore, seed=args.seed,
-        restart=args.restart, distributed=args.distributed,
+        restart=args.restart, distributed=args.distributed, view=args.view, between=args.between,
+        second=args.second, x=args.x, y=args.y, include=args.include, biasbn=args.biasbn,
     )
     if int(os.environ.get("RANK", "0")) != 0:  # under torchrun, rank 0 reports
         return 0
@@ -87,7 +88,9 @@ def run_gen(args: argparse.Namespace) -> int:
     for ls in landscapes:
         st = sl.last_stats.get(ls.tag or "", {})
         kept = st.get("points", 0) - st.get("evaluated", 0)
-        print(f"{ls.tag}: {ls.z.shape[0]}x{ls.z.shape[1]}, min loss {_nanmin(ls.z):.6g}, "
+        shape = "x".join(str(n) for n in ls.z.shape[::-1])  # points along x, then y
+        marks = "".join(f", {k} {v[2]:.6g}" for k, v in ls.markers.items())
+        print(f"{ls.tag}: {shape}, min loss {_nanmin(ls.z):.6g}{marks}, "
               f"evaluated {st.get('evaluated', 0)} of {st.get('points', 0)} points"
               + (f" ({kept} already in landscapes.h5)" if kept else ""))
     print(f"Wrote {len(landscapes)} landscape(s) to {out} (summary events and landscapes.h5) "

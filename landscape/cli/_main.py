@@ -48,6 +48,26 @@ def _positive(text: str) -> int:
     return value
 
 
+def _axis(text: str) -> tuple[float, float, int]:
+    """``MIN:MAX:NUM`` (Li et al.'s ``--x=-1:1:51``) as ``(min, max, num)``."""
+    parts = text.split(":")
+    try:
+        if len(parts) != 3:
+            raise ValueError
+        lo, hi, num = float(parts[0]), float(parts[1]), int(parts[2])
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected MIN:MAX:NUM like -0.5:1.5:101; got {text!r}") from None
+    return lo, hi, num
+
+
+def _checkpoints(text: str) -> list[int | str]:
+    """``1,10`` (step or epoch numbers) or checkpoint files, comma-separated."""
+    items = [t.strip() for t in text.split(",") if t.strip()]
+    if len(items) not in (2, 3):
+        raise argparse.ArgumentTypeError(f"expected 2 or 3 comma-separated checkpoints like 1,10; got {text!r}")
+    return [int(t) if t.lstrip("-").isdigit() else t for t in items]
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand (argparse only: building it imports nothing heavy)."""
     parser = _Parser(prog="landscape", description="Loss landscapes for PyTorch: train, collect, generate, look.")
@@ -69,12 +89,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--num-samples", type=_positive, help="override num_samples")
     p.add_argument("--devices", type=_int_list, help="device ids, e.g. 0,1 (CPU: that many worker processes)")
     p.add_argument("--output", type=Path, help="where to write the landscapes (default: SUMMARY_DIR)")
-    p.add_argument("--normalization", choices=("layer", "filter", "none"), default="layer")
-    p.add_argument("--ignore", choices=("biasbn",), default=None)
+    p.add_argument("--normalization", choices=("layer", "filter", "dfilter", "dlayer", "weight", "none"),
+                   help="direction normalization (default: layer for random and PCA directions)")
+    p.add_argument("--biasbn", choices=("normalize", "li"), default="normalize",
+                   help="li: a bias or norm-layer tensor's direction is the tensor itself (Li et al.)")
+    p.add_argument("--ignore", action="append", metavar="GLOB",
+                   help="parameters that do not move (fnmatch glob on names; 'biasbn': every tensor with at most "
+                        "one dimension); repeatable")
+    p.add_argument("--include", action="append", metavar="GLOB",
+                   help="only parameters matching this glob move; repeatable")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--eigen-ratio", action="store_true",
                    help="also map the Hessian's |lambda_min/lambda_max| at every point (Li et al.; one Lanczos "
                         "run per point: use a small --size); stored as the surface 'eigen_ratio'")
+    p.add_argument("--view", choices=("line", "interpolation", "plane", "target"),
+                   help="instead of MindSpore's landscapes: a random line around the last checkpoint, the "
+                        "interpolation between two checkpoints, the plane through three, or the target direction")
+    p.add_argument("--between", type=_checkpoints, metavar="A,B[,C]",
+                   help="the view's checkpoints: step/epoch numbers or checkpoint files (default: first, last)")
+    p.add_argument("--second", choices=("random", "pca"), default="random",
+                   help="second axis of --view target: random, or the trajectory's top direction")
+    p.add_argument("--x", type=_axis, metavar="MIN:MAX:NUM", help="the first axis, e.g. -0.5:1.5:101")
+    p.add_argument("--y", type=_axis, metavar="MIN:MAX:NUM", help="the second axis (not for lines)")
     p.add_argument("--restart", action="store_true",
                    help="start the landscapes over instead of resuming what landscapes.h5 holds of them")
     p.add_argument("--distributed", action=argparse.BooleanOptionalAction, default=None,
@@ -83,8 +119,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("plot", help="draw the landscapes of a summary directory, events file or landscapes.h5")
     p.add_argument("path", type=Path)
     p.add_argument("-o", "--output", type=Path, help="PNG file, or a folder when several figures are drawn")
-    p.add_argument("--kind", choices=("contour", "filled", "surface", "heatmap", "eigen-ratio", "all"),
-                   default="filled", help="eigen-ratio: the Hessian's |lambda_min/lambda_max| map (gen --eigen-ratio)")
+    p.add_argument("--kind", choices=("contour", "filled", "surface", "heatmap", "line", "eigen-ratio", "all"),
+                   help="how planes are drawn (default filled); lines are drawn as lines, and --kind line "
+                        "draws only them; eigen-ratio: the Hessian's |lambda_min/lambda_max| map (gen --eigen-ratio)")
+    p.add_argument("--metric", help="the surface on a line plot's second y axis (default: an accuracy if any)")
     p.add_argument("--tag", help="only this landscape, e.g. 'landscape_[1, 5]'")
     p.add_argument("--log", action="store_true", help="log-scaled loss")
 

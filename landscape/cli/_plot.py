@@ -28,19 +28,32 @@ def select_landscapes(path: Path, tag: str | None) -> list[Landscape]:
     return landscapes
 
 
+def _kinds(ls: Landscape, kind: str | None) -> list[str]:
+    """What to draw of ``ls``: a line is drawn as a line whatever ``--kind`` says of planes;
+    ``--kind line`` draws only the lines."""
+    if ls.dims == 1:
+        return ["line"]
+    if kind == "line":
+        return []
+    if kind == "all":
+        return ["contour", "filled", "surface", "heatmap"]
+    return [kind or "filled"]
+
+
 def run_plot(args: argparse.Namespace) -> int:
     landscapes = select_landscapes(args.path, args.tag)
-    kinds = ["contour", "filled", "surface", "heatmap"] if args.kind == "all" else [args.kind]
-    single = len(landscapes) * len(kinds) == 1
-    if args.output is not None and single and args.output.suffix:
+    pairs = [(ls, k) for ls in landscapes for k in _kinds(ls, args.kind)]
+    if not pairs:
+        raise UsageError(f"--kind line: {str(args.path)!r} holds no line (only planes); leave --kind out")
+    if args.output is not None and len(pairs) == 1 and args.output.suffix:
         targets = [args.output]
     else:
         folder = args.output or (args.path if args.path.is_dir() else args.path.parent) / "plots"
         folder.mkdir(parents=True, exist_ok=True)
-        targets = [folder / f"{safe_name(ls.tag or 'landscape')}_{k}.png" for ls in landscapes for k in kinds]
-    pairs = [(ls, k) for ls in landscapes for k in kinds]
+        targets = [folder / f"{safe_name(ls.tag or 'landscape')}_{k}.png" for ls, k in pairs]
     for (ls, kind), target in zip(pairs, targets):
-        fig = cast(Figure, viz.plot(ls, kind=kind, log=True if args.log else "auto").figure)
+        extra = {"metric": args.metric} if kind == "line" and args.metric else {}
+        fig = cast(Figure, viz.plot(ls, kind=kind, log=True if args.log else "auto", **extra).figure)
         fig.savefig(target, dpi=120, bbox_inches="tight")
         plt.close(fig)
         print(target)

@@ -187,7 +187,9 @@ class Engine:
         self.offsets = [int(sum(self.sizes[:i])) for i in range(len(self.sizes))]
         self.n = samples.n
         self.p = int(spec.points_per_call) if spec.eval_mode else 1
-        named = dict(net.named_parameters())
+        # moved tensors are parameters, and on an interpolation also floating-point buffers
+        # (batch-norm statistics), so that its ends are the two models exactly
+        named = {**dict(net.named_buffers()), **dict(net.named_parameters())}
         self.names = list(spec.names)
         self.params: list[torch.Tensor] = [named[k] for k in self.names]
         self.c = [t.detach().clone() for t in self.params]

@@ -13,9 +13,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from collector.common import strip_wrapper_prefixes
 from collector.train import get_metric
-from collector.trajectory import load_checkpoint
 from landscape.curvature import hessian_directions
 from landscape.engine import Engine, EngineSpec
 from landscape.engine._planner import choose_plan
@@ -23,9 +21,8 @@ from landscape.execution._distributed import on_root
 from landscape.execution._pool import Pool
 from landscape.execution._run import run_points, start_pool, stop_pool
 from landscape.generate._plan import Execution, LandscapePlan, Problem
-from landscape.geometry._directions import grid_axes, normalize_directions, random_directions
-from landscape.geometry._pca import pca_trajectory
-from landscape.geometry._state import check_keys, fit_state, flat_float, moved_names
+from landscape.generate._views import centre_state, view_geometry
+from landscape.geometry._state import check_keys, flat_float, moved_names
 from landscape.io._store import Partial, jsonable
 from landscape.result._landscape import Landscape, LossPath
 
@@ -63,79 +60,50 @@ def _prepare(problem: Problem, plan_: LandscapePlan, names: list[str],
     """The landscape's definition (metadata, axes, points, directions) and its centre."""
     geo, label = plan_.geometry, plan_.label
     network, samples, task, eval_mode = problem.network, problem.samples, problem.task, problem.eval_mode
-    kind, trajectory, size, normalization, seed = geo.kind, geo.trajectory, geo.size, geo.normalization, geo.seed
-    intervals = plan_.intervals
-    centre = _centre(network, trajectory, geo.centre, label)
+    centre = centre_state(network, geo, names, label)
     check_keys(network, centre, what=f"the centre of {label}")
-    ref = flat_float(centre, names)
-    md: dict[str, Any] = {"decomposition": {"pca": "PCA", "random": "Random", "hessian": "Hessian"}.get(kind, "Given"),
-                          "unit": plan_.unit, "step_per_epoch": plan_.step_per_epoch,
-                          "normalization": normalization if kind != "given" else "none",
-                          "ignore": geo.ignore or "none", "seed": int(seed), "num_samples": samples.n,
-                          "landscape_size": int(size), "eval_mode": bool(eval_mode),
-                          "moved_parameters": names}
-    coords = None
-    if kind == "pca":
-        assert trajectory is not None
-        n = len(trajectory)
-
-        def load(k: int) -> list[torch.Tensor]:
-            if k == n - 1:
-                return ref
-            sd = fit_state(network, load_checkpoint(trajectory[k], what=f"checkpoint {k} of {label}"))
-            check_keys(network, sd, what=f"checkpoint {k} of {label}")
-            return flat_float(sd, names)
-
-        res = pca_trajectory(load, n, method=geo.pca_method, solver=geo.pca_solver, normalization=normalization)
-        v, w, coords = res["v"], res["w"], res["coords"]
-        coords[-1] = 0.0
-        md.update(pca_method=geo.pca_method, explained_variance_ratio=res["explained_variance_ratio"][:2],
-                  singular_values=res["singular_values"][:2])
-        del md["seed"]
-    elif kind == "random":
-        v, w = random_directions(ref, seed, normalization)
-    elif kind == "hessian":  # the top two eigenvectors at the centre, in the landscape's mode, on its device
+    md: dict[str, Any] = {"unit": plan_.unit, "step_per_epoch": plan_.step_per_epoch,
+                          "normalization": geo.normalization, "ignore": _patterns_text(geo.ignore),
+                          "seed": int(geo.seed), "num_samples": samples.n, "landscape_size": int(geo.size),
+                          "eval_mode": bool(eval_mode), "moved_parameters": names}
+    if geo.biasbn != "normalize":
+        md["biasbn"] = geo.biasbn
+    if geo.include is not None:
+        md["include"] = list(geo.include)
+    def hessian() -> tuple[list[torch.Tensor], list[torch.Tensor], dict[str, Any]]:
+        # on the landscape's device, in its mode (Lanczos seeded by the landscape's seed)
         net = _copy_with(network, centre).train(not eval_mode).to(device)
-        v, w, eig = hessian_directions(net, task, samples, names, seed=seed)
-        v, w = normalize_directions(v, ref, normalization), normalize_directions(w, ref, normalization)
-        md.update(hessian_eigenvalues=[float(e) for e in eig.eigenvalues],
-                  hessian_residuals=[float(r) for r in eig.residuals])
-    else:
-        assert geo.given is not None
-        dv, dw = strip_wrapper_prefixes(dict(geo.given[0])), strip_wrapper_prefixes(dict(geo.given[1]))
-        missing = [k for k in names if k not in dv or k not in dw]
-        if missing:
-            raise ValueError(f"The 'directions' dicts lack the parameters {missing}.")
-        v = [dv[k].detach().to("cpu", torch.float32).reshape(r.shape) for k, r in zip(names, ref)]
-        w = [dw[k].detach().to("cpu", torch.float32).reshape(r.shape) for k, r in zip(names, ref)]
-    if intervals is not None:
-        md["checkpoint_steps"] = list(intervals)
-    x, y = grid_axes(coords, size)
-    gy, gx = np.meshgrid(y, x, indexing="ij")
-    points = np.stack([gx.reshape(-1), gy.reshape(-1)], axis=1)
-    if coords is not None:
-        points = np.concatenate([points, coords])
+        v, w, eig = hessian_directions(net, task, samples, names, seed=geo.seed)
+        return v, w, {"hessian_eigenvalues": [float(e) for e in eig.eigenvalues],
+                      "hessian_residuals": [float(r) for r in eig.residuals]}
+
+    view = view_geometry(network, geo, names, centre, label, plan_.intervals,
+                         hessian=hessian if geo.kind == "hessian" else None)
+    if "seed" not in view.md:  # only random directions have one
+        del md["seed"]
+    md.update(view.md)
+    md = {"decomposition": md.pop("decomposition"), **md}
+    if plan_.intervals is not None:
+        md["checkpoint_steps"] = list(plan_.intervals)
+    points = view.points
+    # a line's w is zero (not stored); the planner's probe evaluates with it
+    w = view.w if len(view.w) == len(view.v) else [torch.zeros_like(t) for t in view.v]
     spec = EngineSpec(network=network, task=task, metrics={}, samples=samples, names=names, centre=centre,
-                      v=v, w=w, eval_mode=eval_mode, seed=int(seed))
+                      v=view.v, w=w, eval_mode=eval_mode, seed=int(geo.seed))
     md.update(choose_plan(spec, n_points=len(points), device=device, mode=problem.plan,
                           cache=problem.plan_cache).metadata())
     m = len(points)
-    path_intervals = None
-    if coords is not None:
-        path_intervals = list(intervals) if intervals is not None else list(range(1, len(coords) + 1))
-    part = Partial(md=jsonable(md), x=x, y=y, points=points, n_path=0 if coords is None else len(coords),
-                   intervals=path_intervals, v=_flat(v), w=_flat(w), values={}, done=np.zeros(m, dtype=bool))
+    part = Partial(md=jsonable(md), x=view.x, y=view.y, points=points, n_path=view.n_path,
+                   intervals=view.intervals, v=_flat(view.v), w=_flat(view.w), values={},
+                   done=np.zeros(m, dtype=bool))
     return part, centre
 
 
-def _centre(network: nn.Module, trajectory: Sequence[Any] | None, centre: Mapping[str, torch.Tensor] | None,
-            label: str) -> Mapping[str, torch.Tensor]:
-    """The trajectory's last checkpoint, else ``centre``, else the network's own state."""
-    if trajectory is not None:
-        return fit_state(network, load_checkpoint(trajectory[-1], what=f"checkpoint {len(trajectory) - 1} of {label}"))
-    if centre is not None:
-        return fit_state(network, centre)
-    return {k: v.detach().cpu() for k, v in network.state_dict().items()}
+def _patterns_text(ignore: str | Sequence[str] | None) -> str | list[str]:
+    """How the metadata records ``ignore``: "none", one pattern, or the list."""
+    if ignore is None:
+        return "none"
+    return ignore if isinstance(ignore, str) else list(ignore)
 
 
 def _flat(ts: Sequence[torch.Tensor]) -> np.ndarray:
@@ -145,6 +113,9 @@ def _flat(ts: Sequence[torch.Tensor]) -> np.ndarray:
 
 
 def _unflat(flat: np.ndarray, like: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    """Split a stored flat direction like ``like``; an empty one (a line's ``w``) is zero."""
+    if np.size(flat) == 0:
+        return [torch.zeros_like(r, dtype=torch.float32) for r in like]
     t = torch.from_numpy(np.ascontiguousarray(flat, dtype=np.float32))
     out, o = [], 0
     for r in like:
@@ -178,21 +149,34 @@ def chunk_bounds(done: np.ndarray, p: int, workers: int) -> list[tuple[int, int,
 
 
 def _assemble(part: Partial, values: Mapping[str, np.ndarray], tag: str | None) -> Landscape:
-    size = len(part.x)
-    s2 = size * size
+    """The Landscape from the points' values: the grid, the path, the markers (``md["layout"]``)."""
+    md = dict(part.md)
+    layout = md.pop("layout", None) or {}
+    x, y = np.asarray(part.x), np.asarray(part.y)
+    line = y.size == 0
+    n_grid = x.size if line else x.size * y.size
+    shape = (x.size,) if line else (y.size, x.size)
     loss = values["loss"]
-    z = loss[:s2].reshape(size, size)
-    surfaces = {k: a[:s2].reshape(size, size) for k, a in values.items() if k != "loss"}
+    z = loss[:n_grid].reshape(shape)
+    surfaces = {k: a[:n_grid].reshape(shape) for k, a in values.items() if k != "loss"}
     path = None
     if part.n_path:
-        pts = part.points[s2:]
-        path = LossPath(pts[:, 0].copy(), pts[:, 1].copy(), loss[s2:].copy(), list(part.intervals or []))
+        pts = part.points[n_grid:n_grid + part.n_path]
+        path = LossPath(pts[:, 0].copy(), pts[:, 1].copy(), loss[n_grid:n_grid + part.n_path].copy(),
+                        list(part.intervals or []))
+    markers = {str(k): (float(px), float(py), float(loss[int(i)]))
+               for k, (px, py, i) in (layout.get("markers") or {}).items()}
+    rule = layout.get("convergence", "path" if part.n_path else "mindspore")
+    if isinstance(rule, list):
+        conv = (float(rule[0]), float(rule[1]), float(loss[int(rule[2])]))
+    elif rule == "path":
+        assert path is not None
         conv = (0.0, 0.0, float(path.z[-1]))
-    else:
-        h = size // 2
-        conv = (float(part.x[h]), float(part.y[h]), float(z[h, h]))
-    return Landscape(x=np.asarray(part.x), y=np.asarray(part.y), z=z, path=path, convergence_point=conv,
-                     metadata=dict(part.md), surfaces=surfaces, tag=tag)
+    else:  # MindSpore's Random landscape: the grid point at index size // 2 of both axes
+        h = x.size // 2
+        conv = (float(x[h]), float(y[h]), float(z[h, h]))
+    return Landscape(x=x, y=y, z=z, path=path, convergence_point=conv, metadata=md, surfaces=surfaces, tag=tag,
+                     markers=markers)
 
 
 def _build(problem: Problem, plan_: LandscapePlan, execution: Execution, *, pool: Pool | None,
@@ -201,7 +185,7 @@ def _build(problem: Problem, plan_: LandscapePlan, execution: Execution, *, pool
     label, tag, geo = plan_.label, plan_.tag, plan_.geometry
     store, dist, fingerprint = execution.store, execution.dist, plan_.fingerprint
     network = problem.network
-    names, _still = moved_names(network, geo.ignore)
+    names, _still = moved_names(network, geo.ignore, geo.include, buffers=geo.kind in ("line", "plane", "target"))
     metrics = _usable_metrics(problem.metrics)
     root = dist is None or dist.root
 
@@ -215,7 +199,7 @@ def _build(problem: Problem, plan_: LandscapePlan, execution: Execution, *, pool
         if state == "partial":
             assert store is not None
             part = store.load_partial(tag or "landscape")
-            c = _centre(network, geo.trajectory, geo.centre, label)
+            c = centre_state(network, geo, names, label)
             _log.info("%s: resuming, %d of %d points done", label, int(part.done.sum()), len(part.done))
             return part, c
         device = dist.device if dist is not None else execution.devices[0]

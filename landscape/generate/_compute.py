@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, cast
 
@@ -15,33 +16,46 @@ from collector.common import (
     check_param,
     unwrap_module,
 )
-from landscape.engine import Supervised, as_task, collect, is_batch_metric, is_point_metric
+from landscape.engine import as_task, collect
 from landscape.engine._engine import BATCHINGS
 from landscape.execution._devices import resolve_devices
 from landscape.execution._distributed import check_devices_for_dist, detect
 from landscape.generate._build import build_landscape, metric_dict
+from landscape.generate._options import (
+    check_common,
+    check_metrics,
+    check_patterns,
+    check_range,
+    check_selection,
+    resolve_view,
+)
 from landscape.generate._plan import Execution, Geometry, Kind, LandscapePlan, Problem
+from landscape.io._store import model_digest
 from landscape.result._landscape import Landscape
 
-__all__ = ["compute_landscape"]
+__all__ = ["compute_landscape", "check_common", "check_metrics", "check_plan"]
 _CALLER = "compute_landscape"
 
+Normalization = Literal["layer", "filter", "dfilter", "dlayer", "weight", "none"]
 
-def check_common(*, normalization: Any, ignore: Any, seed: Any, eval_mode: Any, device_ids: Any,
-                 caller: str) -> None:
-    """Validate the options shared by compute_landscape and SummaryLandscape."""
-    check_param("normalization", normalization, [Options(("layer", "filter", "none"))], caller=caller)
-    check_param("ignore", ignore, [None, Options(("biasbn",))], caller=caller)
-    check_param("seed", seed, [Interval(int, 0, None)], caller=caller)
-    check_param("eval_mode", eval_mode, ["boolean"], caller=caller)
-    ids_ok = (device_ids is None or (isinstance(device_ids, (list, tuple)) and len(device_ids) > 0
-              and all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in device_ids)
-              and len(set(device_ids)) == len(device_ids)))
-    if not ids_ok:
-        raise InvalidParameterError(
-            f"The 'device_ids' parameter of {caller} must be None or a non-empty list of distinct "
-            f"ints >= 0. Got {device_ids!r} instead. HINT: [0, 1] uses CUDA devices 0 and 1, or two "
-            "CPU worker processes when no CUDA device is visible.")
+#: What the planner learns of a problem by probing it (the activations' size, which batched
+#: ways give the one-point values) depends on the architecture, the task, the samples' shapes
+#: and which tensors move, not on the weights or the directions. It is kept between calls so
+#: that a small landscape (a 51-point line) does not pay the probes again each time; the
+#: least recently used of PLAN_CACHES_KEPT is dropped.
+_PLAN_CACHES: OrderedDict[tuple, dict[Any, Any]] = OrderedDict()
+PLAN_CACHES_KEPT = 8
+
+
+def _plan_cache(network: nn.Module, task: Any, samples: Any, eval_mode: bool, selection: tuple) -> dict[Any, Any]:
+    """The planner's cache for this problem (see :data:`_PLAN_CACHES`)."""
+    shapes = tuple((tuple(t.shape), str(t.dtype)) for t in samples.tensors()[:8])
+    key = (model_digest(network), repr(task), samples.n, len(samples.batches), shapes, eval_mode, selection)
+    cache = _PLAN_CACHES.pop(key, None)
+    _PLAN_CACHES[key] = cache if cache is not None else {}
+    while len(_PLAN_CACHES) > PLAN_CACHES_KEPT:
+        _PLAN_CACHES.popitem(last=False)
+    return _PLAN_CACHES[key]
 
 
 def check_plan(plan: Any, caller: str) -> None:
@@ -63,28 +77,24 @@ def check_plan(plan: Any, caller: str) -> None:
                 hint="or a dict {'points_per_call': 4, 'batching': 'folded', 'eval_batch': 256}.")
 
 
-def check_metrics(metrics: Mapping[str, Any], task: Any, caller: str) -> None:
-    """Metrics on (outputs, targets) need a Supervised task (a loss_fn); refuse them otherwise."""
-    legacy = sorted(k for k, m in metrics.items() if not (is_batch_metric(m) or is_point_metric(m)))
-    if legacy and not isinstance(task, Supervised):
-        raise InvalidParameterError(
-            f"The 'metrics' parameter of {caller}: {legacy} are computed on (outputs, targets), which only a "
-            f"loss_fn or a Supervised task gives; the task here is {task!r}. HINT: write them as "
-            "metric(model, batch) and set metric.metric_inputs = 'batch'.")
-
-
 def compute_landscape(
     network: nn.Module,
     loss_fn: Any = None,
     data: Any = None,
     *,
     task: Any = None,
-    directions: Literal["random", "pca", "hessian"] | tuple[Mapping, Mapping] = "random",
+    directions: Any = None,
     checkpoints: Sequence[Any] | None = None,
+    between: Sequence[Any] | None = None,
+    dims: Literal[1, 2] | None = None,
     size: int = 40,
+    x: tuple[float, float, int] | None = None,
+    y: tuple[float, float, int] | None = None,
     num_samples: int | None = 2048,
-    normalization: Literal["layer", "filter", "none"] = "layer",
-    ignore: Literal["biasbn"] | None = None,
+    normalization: Normalization | None = None,
+    biasbn: Literal["normalize", "li"] = "normalize",
+    ignore: str | Sequence[str] | None = None,
+    include: str | Sequence[str] | None = None,
     seed: int = 0,
     eval_mode: bool = True,
     device_ids: list[int] | None = None,
@@ -94,7 +104,8 @@ def compute_landscape(
     distributed: bool | None = None,
     plan: Literal["auto", "heuristic"] | Mapping[str, Any] = "auto",
 ) -> Landscape:
-    """Compute a loss landscape around a network's weights or a trajectory's last checkpoint.
+    """Compute a loss landscape: a plane or a line around a network's weights, through models,
+    or along a training trajectory.
 
     Parameters
     ----------
@@ -112,23 +123,54 @@ def compute_landscape(
         instead of ``loss_fn``: ``landscape.tasks.HuggingFace()`` for a Hugging Face model
         given its labels, ``Supervised(loss_fn, inputs=..., targets=..., output=...)`` for
         other batch layouts, or your own function.
-    directions : {"random", "pca", "hessian"} or (dict, dict), default="random"
-        Seeded normal directions, PCA of ``checkpoints`` (MindSpore's by default), the
-        top two eigenvectors of the loss's Hessian at the centre (Lanczos, seeded by
-        ``seed``; unit vectors with ``normalization="none"``, else rescaled like random
-        directions; the eigenvalues go to the metadata as ``hessian_eigenvalues``), or
-        two state-dict-shaped direction dicts used as given.
+    directions : {"random", "pca", "hessian", "target"}, ("target", "random" | "pca"), (dict, dict) or dict, optional
+        Seeded normal directions (the default), PCA of ``checkpoints`` (MindSpore's by
+        default), the top two eigenvectors of the loss's Hessian at the centre (Lanczos,
+        seeded by ``seed``; unit vectors with ``normalization="none"``, else rescaled like
+        random directions; the eigenvalues go to the metadata as ``hessian_eigenvalues``;
+        ``dims=1`` keeps the top one), the target direction ``B - A`` of ``between=(A, B)``
+        with a random second axis or the trajectory's top direction away from it (``checkpoints``),
+        two state-dict-shaped direction dicts, or one for a line.
     checkpoints : list of state dicts or paths, default=None
         The trajectory (the last is the centre); without it the centre is ``network``.
+    between : (A, B) or (A, B, C), optional
+        Models (state dicts, checkpoint paths or nn.Modules of ``network``'s architecture).
+        Two: the line ``(1 - alpha) A + alpha B`` (an interpolation, Goodfellow et al.),
+        ``x`` being ``alpha`` (default ``(-0.5, 1.5, size)``); with ``directions="target"``
+        the plane of ``B - A`` (x, A at 0 and B at 1) and a second axis (y). Three: the
+        plane through the three models (Garipov et al.): origin A, orthonormal axes from
+        ``B - A`` and ``C - A``, coordinates in parameter-space distance. The models are
+        the result's ``markers`` ("A", "B", "C"), evaluated at exactly their coordinates;
+        on an interpolation their parameters are A's and B's bit for bit. Buffers
+        (batch-norm statistics) are A's.
+    dims : {1, 2}, optional
+        1 for a line along the first direction (``directions="random"`` or one given
+        dict), 2 for a plane; by default what the view is (see ``between``).
     size : int, default=40
-        Grid resolution (``size`` x ``size``).
+        Points per axis not given by ``x`` / ``y`` (MindSpore's ``landscape_size``).
+    x, y : (min, max, num), optional
+        The axes, ``np.linspace(min, max, num)``: any range, not centred, not square.
+        By default ``linspace(-1, 1, size)`` (random and given directions), the path's
+        extent with 0.2 margins (PCA), ``(-0.5, 1.5, size)`` along ``B - A``, the three
+        models with 0.2 margins (planes through models). ``y`` is None for a line.
     num_samples : int or None, default=2048
         Samples the loss is averaged over; None takes the whole dataset. Samples that
         do not fit the device's share of memory are streamed from host memory, one
         batch at a time, with the same result.
-    normalization : {"layer", "filter", "none"}, default="layer"
-    ignore : {"biasbn"} or None, default=None
-        Zero the direction of every tensor with at most one dimension.
+    normalization : {"layer", "filter", "dfilter", "dlayer", "weight", "none"}, optional
+        How random, PCA and given directions are scaled to the centre's weights (see
+        the README): "layer" (MindSpore's) by default for random and PCA directions,
+        "none" for given ones. Given directions are normalized as asked. Axes between
+        models are used as they are (only None or "none").
+    biasbn : {"normalize", "li"}, default="normalize"
+        Directions of tensors with at most one dimension (biases, norm layers):
+        normalized like the others, or, as Li et al. do, the tensor itself.
+    ignore : str or list of str, optional
+        Parameters that do not move: fnmatch globs on parameter names or their modules'
+        names (``"fc1"``, ``"*.bias"``), and the keyword ``"biasbn"`` for every tensor
+        with at most one dimension (Li et al.).
+    include : str or list of str, optional
+        Only the parameters matching one of these globs move.
     seed : int, default=0
         Seed of the random directions.
     eval_mode : bool, default=True
@@ -140,7 +182,7 @@ def compute_landscape(
         (with ``loss_fn`` or a ``Supervised`` task), ``m(model, batch)`` with
         ``m.metric_inputs = "batch"`` (any task), or point metrics such as
         ``landscape.curvature.EigenRatio()`` (the Hessian's ``|lambda_min/lambda_max|``
-        at every point).
+        at every point); a list of names (``["accuracy"]``) too.
     pca_method : {"mindspore", "li"}, default="mindspore"
     tag : str, default=None
     distributed : bool or None, default=None
@@ -161,6 +203,7 @@ def compute_landscape(
     Returns
     -------
     Landscape
+        ``z`` of shape (len(y), len(x)), or (len(x),) for a line.
     """
     check_param("network", network, [InstanceOf(nn.Module)], caller=_CALLER)
     task_ = as_task(loss_fn, task, caller=_CALLER)
@@ -168,43 +211,45 @@ def compute_landscape(
     if data is None:
         raise InvalidParameterError(f"The 'data' parameter of {_CALLER} is required: a DataLoader, an iterable of "
                                     "batches, a Dataset or an (inputs, labels) pair of tensors.")
-    pair = (isinstance(directions, (tuple, list)) and len(directions) == 2
-            and all(isinstance(d, Mapping) for d in directions))
-    if not pair:
-        check_param("directions", directions, [Options(("random", "pca", "hessian"))], caller=_CALLER,
-                    hint="or pass a pair of state-dict-shaped direction dicts.")
     check_param("checkpoints", checkpoints, [None, InstanceOf(list, tuple)], caller=_CALLER)
-    if directions == "pca" and (checkpoints is None or len(checkpoints) < 3):
-        raise InvalidParameterError(
-            f"The 'checkpoints' parameter of {_CALLER} must hold at least 3 checkpoints for "
-            f"directions='pca'. Got {None if checkpoints is None else len(checkpoints)} instead.")
     if checkpoints is not None and len(checkpoints) == 0:
         raise InvalidParameterError(f"The 'checkpoints' parameter of {_CALLER} must not be empty.")
+    view = resolve_view(directions=directions, between=between, dims=dims, checkpoints=checkpoints,
+                        normalization=normalization, caller=_CALLER)
     check_param("size", size, [Interval(int, 2, None)], caller=_CALLER)
+    x_range, y_range = check_range("x", x, _CALLER), check_range("y", y, _CALLER)
+    if view.dims == 1 and y_range is not None:
+        raise InvalidParameterError(f"The 'y' parameter of {_CALLER} must be None for a line (dims=1). Got {y!r} "
+                                    "instead.")
     check_param("num_samples", num_samples, [Interval(int, 1, None), None], caller=_CALLER,
                 hint="None uses the whole dataset.")
     check_param("pca_method", pca_method, [Options(("mindspore", "li"))], caller=_CALLER)
     check_param("tag", tag, [None, str], caller=_CALLER)
     check_param("distributed", distributed, [None, "boolean"], caller=_CALLER)
-    check_plan(plan, _CALLER)
     check_devices_for_dist(distributed, device_ids, _CALLER)
-    check_common(normalization=normalization, ignore=ignore, seed=seed, eval_mode=eval_mode,
-                 device_ids=device_ids, caller=_CALLER)
+    check_plan(plan, _CALLER)
+    check_common(normalization=view.normalization, ignore=ignore, seed=seed, eval_mode=eval_mode,
+                 device_ids=device_ids, caller=_CALLER, include=include, biasbn=biasbn)
+    check_selection(network, ignore, include, _CALLER)
     devices, threads = resolve_devices(None if device_ids is None else list(device_ids), _CALLER)
     metric_map = metric_dict(metrics)
     check_metrics(metric_map, task_, _CALLER)
     samples = collect(data, num_samples, task_, caller=_CALLER)
-    kind: Kind = "given" if pair else cast(Kind, directions)
     trajectory = list(checkpoints) if checkpoints is not None else None
-    if kind != "pca" and trajectory is not None:
+    if view.kind in ("random", "given") and trajectory is not None:
         trajectory = trajectory[-1:]
+    ignore_ = check_patterns("ignore", ignore, _CALLER, keyword="biasbn")
     dist = detect(distributed, _CALLER)
     try:
-        problem = Problem(network, task_, samples, metrics=metric_map, eval_mode=eval_mode, plan=plan)
-        geometry = Geometry(kind=kind, size=size, normalization=normalization, ignore=ignore, seed=seed,
-                            trajectory=trajectory,
-                            given=(cast(Mapping, directions[0]), cast(Mapping, directions[1])) if pair else None,
-                            pca_method=pca_method)
+        # views through models also move buffers: another selection, another probe
+        selection = (repr(ignore_), repr(include), view.kind in ("line", "plane", "target"))
+        problem = Problem(network, task_, samples, metrics=metric_map, eval_mode=eval_mode, plan=plan,
+                          plan_cache=_plan_cache(network, task_, samples, eval_mode, selection))
+        geometry = Geometry(kind=cast(Kind, view.kind), size=size, normalization=view.normalization,
+                            ignore=ignore_[0] if ignore_ is not None and len(ignore_) == 1 else ignore_, seed=seed,
+                            trajectory=trajectory, given=view.given, pca_method=pca_method, dims=view.dims,
+                            x=x_range, y=y_range, models=list(between) if between is not None else None,
+                            second=view.second, biasbn=biasbn, include=check_patterns("include", include, _CALLER))
         return build_landscape(problem, LandscapePlan(geometry, tag=tag),
                                Execution(devices=devices, threads=threads, dist=dist))
     finally:

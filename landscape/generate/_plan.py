@@ -20,7 +20,8 @@ from landscape.io._store import Store
 
 __all__ = ["Problem", "Geometry", "LandscapePlan", "Execution"]
 
-Kind = Literal["pca", "random", "given", "hessian"]
+Kind = Literal["pca", "random", "given", "hessian", "line", "plane", "target"]
+AxisRange = tuple[float, float, int]
 
 
 @dataclass(frozen=True)
@@ -58,35 +59,60 @@ class Geometry:
 
     Attributes
     ----------
-    kind : {"pca", "random", "given", "hessian"}
-        PCA of ``trajectory``, seeded random directions, the ``given`` pair, or the
-        Hessian's top two eigenvectors at the centre.
+    kind : {"pca", "random", "given", "hessian", "line", "plane", "target"}
+        PCA of ``trajectory``, seeded random directions, the ``given`` directions, the
+        Hessian's top two eigenvectors at the centre, the line between two ``models`` (an
+        interpolation), the plane through three ``models``, or the target direction
+        ``models[1] - models[0]`` with a ``second`` axis.
     size : int
-        Grid points per side.
-    normalization : {"layer", "filter", "none"}
-    ignore : {"biasbn"} or None
+        Grid points per side (of each axis not given by ``x`` / ``y``).
+    normalization : {"layer", "filter", "dfilter", "dlayer", "weight", "none"}
+    ignore : str, sequence of str or None
+        Glob patterns of parameters that do not move; ``"biasbn"``: every tensor with at
+        most one dimension.
     seed : int
         Seed of random directions.
     trajectory : sequence of state dicts or paths, optional
         The checkpoints (the last one is the centre).
-    given : (dict, dict), optional
-        Direction dicts for ``kind="given"``.
+    given : (dict, dict) or (dict, None), optional
+        Direction dicts for ``kind="given"`` (one for a line).
     centre : dict, optional
         The centre when there is no trajectory (default: the network's own state).
     pca_method : {"mindspore", "li"}
     pca_solver : {"auto", "full", "gram", "lowrank"}
+    dims : {1, 2}
+        A line (``x`` only) or a plane.
+    x, y : (float, float, int), optional
+        The axes as ``(min, max, num)`` (``np.linspace``); None: the view's default.
+    models : sequence of state dicts or paths, optional
+        The models of ``kind`` "line" (A, B), "plane" (A, B, C) and "target" (A, B).
+    second : {"random", "pca"}
+        The second axis of ``kind="target"``: random, or the trajectory's top principal
+        direction orthogonal to B - A.
+    biasbn : {"normalize", "li"}
+        Directions of tensors with at most one dimension: normalized like the others, or
+        (Li et al.) the tensor itself.
+    include : sequence of str, optional
+        Glob patterns: only the parameters matching one of them move.
     """
 
     kind: Kind
     size: int = 40
     normalization: str = "layer"
-    ignore: str | None = None
+    ignore: str | Sequence[str] | None = None
     seed: int = 0
     trajectory: Sequence[Any] | None = None
-    given: tuple[Mapping[str, torch.Tensor], Mapping[str, torch.Tensor]] | None = None
+    given: tuple[Mapping[str, torch.Tensor], Mapping[str, torch.Tensor] | None] | None = None
     centre: Mapping[str, torch.Tensor] | None = None
     pca_method: str = "mindspore"
     pca_solver: str = "auto"
+    dims: int = 2
+    x: AxisRange | None = None
+    y: AxisRange | None = None
+    models: Sequence[Any] | None = None
+    second: str = "random"
+    biasbn: str = "normalize"
+    include: Sequence[str] | None = None
 
 
 @dataclass(frozen=True)

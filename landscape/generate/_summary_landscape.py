@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from collector.common import InstanceOf, InvalidParameterError, check_param, unwrap_module
+from collector.common import InstanceOf, InvalidParameterError, Options, check_param, unwrap_module
 from collector.summary import SummaryRecord
 from collector.trajectory import (
     CKPT_DIR,
@@ -29,7 +29,15 @@ from landscape.execution._devices import resolve_devices
 from landscape.execution._distributed import check_devices_for_dist, detect, on_root
 from landscape.execution._run import start_pool, stop_pool
 from landscape.generate._build import build_landscape, metric_dict
-from landscape.generate._compute import check_common, check_metrics, check_plan
+from landscape.generate._compute import check_plan
+from landscape.generate._options import (
+    check_common,
+    check_metrics,
+    check_patterns,
+    check_range,
+    check_selection,
+    resolve_view,
+)
 from landscape.generate._plan import Execution, Geometry, LandscapePlan, Problem
 from landscape.geometry._state import check_keys, fit_state
 from landscape.io._store import Store, file_digest, model_digest, tensor_digest
@@ -38,6 +46,7 @@ from landscape.result._landscape import Landscape
 __all__ = ["SummaryLandscape"]
 _log = logging.getLogger("landscape")
 _GEN = "SummaryLandscape.gen_landscapes_with_multi_process"
+VIEWS = ("line", "interpolation", "plane", "target")
 #: Bytes of checkpoint states kept in memory during a generation (each file is then read once).
 KEEP_CHECKPOINT_BYTES = 1 << 30
 
@@ -124,8 +133,11 @@ class SummaryLandscape:
     def gen_landscapes_with_multi_process(
         self, callback_fn: Callable[[], tuple], collect_landscape: dict | None = None,
         device_ids: list[int] | None = None, output: str | os.PathLike | None = None, *,
-        normalization: str = "layer", ignore: str | None = None, seed: int = 0, eval_mode: bool = True,
-        restart: bool = False, distributed: bool | None = None, plan: Any = "auto",
+        normalization: str | None = None, ignore: str | Sequence[str] | None = None, seed: int = 0,
+        eval_mode: bool = True, restart: bool = False, distributed: bool | None = None, plan: Any = "auto",
+        view: str | None = None, between: Sequence[int | str | os.PathLike] | None = None, second: str = "random",
+        x: tuple[float, float, int] | None = None, y: tuple[float, float, int] | None = None,
+        include: str | Sequence[str] | None = None, biasbn: str = "normalize",
     ) -> list[Landscape]:
         """Compute every landscape the metadata asks for and write them to ``output``.
 
@@ -159,8 +171,12 @@ class SummaryLandscape:
             CUDA devices to use, or that many CPU worker processes without CUDA.
         output : str or os.PathLike, default=None
             Where the summary file and ``landscapes.h5`` go (default ``summary_dir``).
-        normalization : {"layer", "filter", "none"}, default="layer"
-        ignore : {"biasbn"} or None, default=None
+        normalization : {"layer", "filter", "dfilter", "dlayer", "weight", "none"}, optional
+            Normalization of random and PCA directions ("layer", MindSpore's, by default);
+            views between checkpoints use their differences as they are.
+        ignore : str or list of str, optional
+            Parameters that do not move: glob patterns, or "biasbn" (every tensor with at
+            most one dimension); see ``compute_landscape``.
         seed : int, default=0
             Seed of the random directions of the result landscape.
         eval_mode : bool, default=True
@@ -176,6 +192,26 @@ class SummaryLandscape:
         plan : {"auto", "heuristic"} or dict, default="auto"
             How points are evaluated (see :func:`landscape.compute_landscape`); a resumed
             landscape keeps the plan it started with.
+        view : {"line", "interpolation", "plane", "target"}, optional
+            Instead of MindSpore's landscapes, one other view of the collected checkpoints:
+            a random line around the last checkpoint (tag ``line_[n]``), the interpolation
+            between two checkpoints (``interpolation_[a, b]``), the plane through three
+            (``plane_[a, b, c]``), or the target direction from one to another with a
+            ``second`` axis (``target_[a, b]``).
+        between : sequence of int or path, optional
+            The checkpoints of the view, by step or epoch number (or a checkpoint file):
+            two for an interpolation or a target, three for a plane. By default the first
+            and last checkpoints of the intervals (and, for a plane, the middle one).
+        second : {"random", "pca"}, default="random"
+            The second axis of ``view="target"``: random, or the top direction of the
+            checkpoints between the two away from their difference (the path is drawn).
+        x, y : (min, max, num), optional
+            The axes (see ``compute_landscape``); they apply to every landscape of the call.
+        include : str or list of str, optional
+            Only the parameters matching one of these glob patterns move.
+        biasbn : {"normalize", "li"}, default="normalize"
+            Directions of tensors with at most one dimension: normalized like the others,
+            or (Li et al.) the tensor itself.
 
         Returns
         -------
@@ -183,8 +219,14 @@ class SummaryLandscape:
         """
         check_param("callback_fn", callback_fn, ["callable"], caller=_GEN)
         check_param("output", output, [None, "path"], caller=_GEN)
-        check_common(normalization=normalization, ignore=ignore, seed=seed, eval_mode=eval_mode,
-                     device_ids=device_ids, caller=_GEN)
+        check_common(normalization=normalization or "layer", ignore=ignore, seed=seed, eval_mode=eval_mode,
+                      device_ids=device_ids, caller=_GEN, include=include, biasbn=biasbn)
+        check_param("view", view, [None, Options(VIEWS)], caller=_GEN,
+                    hint="None gives MindSpore's PCA and Random landscapes.")
+        check_param("second", second, [Options(("random", "pca"))], caller=_GEN)
+        x_range, y_range = check_range("x", x, _GEN), check_range("y", y, _GEN)
+        if view == "line" and y_range is not None:
+            raise InvalidParameterError(f"The 'y' parameter of {_GEN} must be None for view='line'. Got {y!r} instead.")
         check_param("restart", restart, ["boolean"], caller=_GEN)
         check_param("distributed", distributed, [None, "boolean"], caller=_GEN)
         check_plan(plan, _GEN)
@@ -198,8 +240,15 @@ class SummaryLandscape:
         if (create["train"] or create["result"]) and not intervals:
             raise ValueError(f"No interval to make a landscape of: epoch_group in {self.metadata_path!r} "
                              "is empty and collect_landscape gives no 'intervals'.")
-        needed = sorted({n for iv in intervals for n in iv}) if create["train"] else (
-            [intervals[-1][-1]] if create["result"] else [])
+        if view is not None:
+            numbers = self._view_numbers(view, between, second, intervals)
+            needed = sorted({n for n in numbers if isinstance(n, int)})
+        else:
+            if between is not None:
+                raise InvalidParameterError(f"The 'between' parameter of {_GEN} needs a view ('interpolation', "
+                                            "'plane' or 'target'). HINT: pass view=... as well.")
+            needed = sorted({n for iv in intervals for n in iv}) if create["train"] else (
+                [intervals[-1][-1]] if create["result"] else [])
         paths = {n: metadata.checkpoint_path(self.ckpt_dir, n) for n in needed}
         check_devices_for_dist(distributed, device_ids, _GEN)
         devices, threads = resolve_devices(None if device_ids is None else list(device_ids), _GEN)
@@ -238,16 +287,26 @@ class SummaryLandscape:
         source = {n: loaded.get(n, path) for n, path in paths.items()}
         samples = collect(dataset, cfg["num_samples"], task, caller=_GEN)
         out_dir = os.fspath(output) if output is not None else self.summary_dir
-        geo = dict(size=cfg["landscape_size"], normalization=normalization, ignore=ignore, seed=seed)
+        check_selection(network, ignore, include, _GEN)
+        ignores = check_patterns("ignore", ignore, _GEN, keyword="biasbn")
+        geo: dict[str, Any] = dict(size=cfg["landscape_size"], ignore=ignores[0] if ignores and len(ignores) == 1
+                                   else ignores, seed=seed, x=x_range, y=y_range, biasbn=biasbn,
+                                   include=check_patterns("include", include, _GEN))
         plans: list[LandscapePlan] = []
-        if create["train"]:
-            plans += [LandscapePlan(Geometry("pca", trajectory=[source[n] for n in iv], **geo), intervals=iv,
-                                    tag=f"landscape_{[iv[0], iv[-1]]}", unit=unit,
-                                    step_per_epoch=cfg["step_per_epoch"]) for iv in intervals]
-        if create["result"]:
-            last = intervals[-1][-1]
-            plans.append(LandscapePlan(Geometry("random", trajectory=[source[last]], **geo), intervals=[last],
-                                       tag=f"landscape_{[last]}", unit=unit, step_per_epoch=cfg["step_per_epoch"]))
+        step_per_epoch = cfg["step_per_epoch"]
+        if view is not None:  # views read their checkpoints by path (two or three, read again there)
+            plans.append(self._view_plan(view, numbers, second, paths, intervals, normalization, geo, unit,
+                                         step_per_epoch))
+        else:
+            geo["normalization"] = normalization or "layer"
+            if create["train"]:
+                plans += [LandscapePlan(Geometry("pca", trajectory=[source[n] for n in iv], **geo), intervals=iv,
+                                        tag=f"landscape_{[iv[0], iv[-1]]}", unit=unit,
+                                        step_per_epoch=step_per_epoch) for iv in intervals]
+            if create["result"]:
+                last = intervals[-1][-1]
+                plans.append(LandscapePlan(Geometry("random", trajectory=[source[last]], **geo), intervals=[last],
+                                           tag=f"landscape_{[last]}", unit=unit, step_per_epoch=step_per_epoch))
         problem = Problem(network, task, samples, metrics=metric_map, eval_mode=eval_mode, plan=plan)
         dist = detect(distributed, _GEN)
         # one set of worker processes for every landscape of this call (none in a distributed run)
@@ -301,10 +360,8 @@ class SummaryLandscape:
                       paths: dict[int, str]) -> dict[str, dict[str, Any]]:
         """Everything that defines each landscape, digests for files, network and data."""
         digests: dict[str, str] = {}
-        geo0 = plans[0].geometry if plans else None
         common = {"landscape_size": cfg["landscape_size"], "num_samples": problem.samples.n,
-                  "normalization": geo0.normalization if geo0 else None,
-                  "ignore": (geo0.ignore if geo0 else None) or "none", "eval_mode": problem.eval_mode,
+                  "eval_mode": problem.eval_mode,
                   "unit": cfg["unit"], "step_per_epoch": cfg["step_per_epoch"],
                   "model": model_digest(problem.network), "loss_fn": _task_name(problem.task),
                   "metrics": sorted(str(k) for k in problem.metrics),
@@ -313,20 +370,100 @@ class SummaryLandscape:
         if points:  # their settings (an EigenRatio's tolerance) define the surface; absent otherwise, as before
             common["point_metrics"] = points
         out = {}
+
+        def digest(path: Any) -> str:
+            if path not in digests:
+                digests[path] = file_digest(path)
+            return digests[path]
+
         for pl in plans:
             geo = pl.geometry
-            fp = dict(common, kind=geo.kind, intervals=list(pl.intervals or []))
-            if geo.kind == "random":
+            ignore = geo.ignore if geo.ignore is None or isinstance(geo.ignore, str) else list(geo.ignore)
+            fp = dict(common, normalization=geo.normalization, ignore=ignore or "none", kind=geo.kind,
+                      intervals=list(pl.intervals or []))
+            # options added with the views are recorded only when set, so that a landscapes.h5
+            # written before them still resumes
+            for key, value, default in (("dims", geo.dims, 2), ("x", geo.x, None), ("y", geo.y, None),
+                                        ("biasbn", geo.biasbn, "normalize"), ("second", geo.second, "random"),
+                                        ("include", None if geo.include is None else list(geo.include), None)):
+                if value != default:
+                    fp[key] = list(value) if isinstance(value, tuple) else value
+            if geo.kind == "random" or (geo.kind == "target" and geo.second == "random"):
                 fp["seed"] = int(geo.seed)
-            else:
+            elif geo.kind == "pca":
                 fp["pca_method"] = geo.pca_method
-            for n in pl.intervals or []:
-                path = paths[n]
-                if path not in digests:
-                    digests[path] = file_digest(path)
-                fp[f"checkpoint {cfg['unit']} {n}"] = digests[path]
+            if geo.kind == "pca" or geo.second == "pca" or geo.kind == "random":
+                for n in pl.intervals or []:
+                    fp[f"checkpoint {cfg['unit']} {n}"] = digest(paths[n])
+            for k, path in enumerate(geo.models or []):
+                fp[f"model {'ABC'[k]}"] = digest(path)
             out[pl.tag or ""] = fp
         return out
+
+    def _view_numbers(self, view: str, between: Any, second: str, intervals: list[list[int]]) -> list[Any]:
+        """The checkpoints of a view: ``between`` (numbers or paths), or the default ones from the
+        intervals; for ``("target", "pca")`` every collected number between the two as well."""
+        union = sorted({n for iv in intervals for n in iv})
+        want = {"line": 0, "interpolation": 2, "plane": 3, "target": 2}[view]
+        if view == "line":
+            if between is not None:
+                raise InvalidParameterError(f"The 'between' parameter of {_GEN} must be None with view='line' "
+                                            "(a random line around the last checkpoint).")
+            if not union:
+                raise ValueError(f"No interval in {self.metadata_path!r} to take the last checkpoint from.")
+            return [union[-1]]
+        if between is None:
+            if len(union) < want:
+                raise ValueError(f"view={view!r} needs {want} checkpoints; the intervals hold {union}.")
+            between = [union[0], union[len(union) // 2], union[-1]] if want == 3 else [union[0], union[-1]]
+        ok = (isinstance(between, (list, tuple)) and len(between) == want and all(
+            (isinstance(b, int) and not isinstance(b, bool)) or isinstance(b, (str, os.PathLike)) for b in between))
+        if not ok:
+            raise InvalidParameterError(
+                f"The 'between' parameter of {_GEN} must be {want} checkpoints (step or epoch numbers, or "
+                f"checkpoint files) for view={view!r}. Got {between!r} instead.")
+        numbers = list(between)
+        if view == "target" and second == "pca":
+            ends = [b for b in numbers if isinstance(b, int)]
+            if len(ends) != 2:
+                raise InvalidParameterError(f"The 'between' parameter of {_GEN} must be two checkpoint numbers "
+                                            "with second='pca' (the trajectory runs from one to the other).")
+            lo, hi = sorted(ends)
+            numbers += [n for n in union if lo <= n <= hi and n not in ends]
+        return numbers
+
+    @staticmethod
+    def _view_plan(view: str, numbers: list[Any], second: str, paths: dict[int, str], intervals: list[list[int]],
+                   normalization: str | None, geo: dict[str, Any], unit: str,
+                   step_per_epoch: int) -> LandscapePlan:
+        def where(item: Any) -> str:
+            return paths[item] if isinstance(item, int) else os.fspath(item)
+
+        def name(item: Any) -> Any:
+            return item if isinstance(item, int) else os.path.splitext(os.path.basename(os.fspath(item)))[0]
+
+        if view == "line":
+            v = resolve_view(directions="random", between=None, dims=1, checkpoints=None,
+                             normalization=normalization, caller=_GEN)
+            return LandscapePlan(Geometry("random", trajectory=[where(numbers[0])], dims=1,
+                                          normalization=v.normalization, **geo),
+                                 intervals=[numbers[0]], tag=f"line_{[numbers[0]]}", unit=unit,
+                                 step_per_epoch=step_per_epoch)
+        k = 3 if view == "plane" else 2
+        models = [where(b) for b in numbers[:k]]
+        trajectory = None
+        steps = [name(b) for b in numbers[:k]]
+        if view == "target" and second == "pca":
+            lo, hi = sorted(b for b in numbers[:2])
+            traj_numbers = sorted(numbers)
+            trajectory = [paths[n] for n in traj_numbers]
+            steps = [n for n in traj_numbers if lo <= n <= hi]
+        v = resolve_view(directions=("target", second) if view == "target" else None, between=models,
+                         dims=None, checkpoints=trajectory, normalization=normalization, caller=_GEN)
+        return LandscapePlan(Geometry(v.kind, models=models, trajectory=trajectory, dims=v.dims,  # type: ignore[arg-type]
+                                      normalization=v.normalization, second=v.second, **geo),
+                             intervals=steps, tag=f"{view}_{[name(b) for b in numbers[:k]]}", unit=unit,
+                             step_per_epoch=step_per_epoch)
 
     @staticmethod
     def _write(out_dir: str, results: list[Landscape]) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -10,27 +11,72 @@ from torch import nn
 
 from collector.common import strip_wrapper_prefixes
 
-__all__ = ["moved_names", "fit_state", "check_keys", "flat_float"]
+__all__ = ["moved_names", "matches", "as_patterns", "fit_state", "check_keys", "flat_float"]
 
 
-def moved_names(network: nn.Module, ignore: str | None) -> tuple[list[str], list[str]]:
+def _prefixes(name: str) -> list[str]:
+    """``"a.b.weight"`` -> ``["a.b.weight", "a", "a.b"]``: the name and its modules' names."""
+    parts = name.split(".")
+    return [name] + [".".join(parts[:k]) for k in range(1, len(parts))]
+
+
+def matches(name: str, pattern: str) -> bool:
+    """Whether parameter ``name`` matches the glob ``pattern`` (:func:`fnmatch.fnmatchcase`),
+    itself or through one of its modules: ``"fc1"`` and ``"fc*"`` match ``"fc1.weight"``,
+    ``"*.bias"`` every bias, ``"layers.0.*"`` everything under ``layers.0``."""
+    return any(fnmatch.fnmatchcase(n, pattern) for n in _prefixes(name))
+
+
+def as_patterns(value: str | Sequence[str] | None) -> list[str]:
+    """``None``, one pattern or a sequence of patterns, as a list."""
+    if value is None:
+        return []
+    return [value] if isinstance(value, str) else list(value)
+
+
+def moved_names(network: nn.Module, ignore: str | Sequence[str] | None,
+                include: str | Sequence[str] | None = None, *, buffers: bool = False) -> tuple[list[str], list[str]]:
     """Return ``(moved, still)``: every floating-point parameter, by its first name.
 
     Every parameter moves, whatever it is called (a learned positional embedding, a cls
     token and a layer-scale gamma as much as weights and biases); buffers (batch-norm
     statistics) never do; a parameter shared by two modules (tied embeddings) is listed
-    once, under the first name ``named_parameters`` gives it, so it moves once. With
-    ``ignore="biasbn"`` every tensor with at most one dimension is put in ``still``
-    instead (its direction is zero, Li et al.).
+    once, under the first name ``named_parameters`` gives it, so it moves once.
+
+    ``include`` (glob patterns, see :func:`matches`) keeps only the parameters matching
+    one of them; ``ignore`` puts those matching one of its patterns in ``still``, and
+    its keyword ``"biasbn"`` every tensor with at most one dimension (Li et al.: their
+    direction is zero). A pattern that matches no parameter is refused (a typo would
+    otherwise silently move everything), and so is a selection that moves nothing.
+
+    With ``buffers=True`` (an interpolation between models) the floating-point buffers
+    (batch-norm running statistics) follow the same rules and come after the parameters,
+    as Li et al.'s ``dir_type='states'`` moves them.
     """
-    moved, still = [], []
-    for name, p in network.named_parameters():  # remove_duplicate: tied parameters once
-        if not p.is_floating_point():
-            continue
-        if ignore == "biasbn" and p.dim() <= 1:
-            still.append(name)
-        else:
-            moved.append(name)
+    ignores = as_patterns(ignore)
+    biasbn = "biasbn" in ignores
+    globs = [g for g in ignores if g != "biasbn"]
+    includes = as_patterns(include)
+    named: list[tuple[str, torch.Tensor]] = [(n, p) for n, p in network.named_parameters()
+                                             if p.is_floating_point()]  # tied ones once
+    if buffers:
+        named += [(n, b) for n, b in network.named_buffers() if b.is_floating_point()]
+    for what, patterns in (("include", includes), ("ignore", globs)):
+        for pat in patterns:
+            if not any(matches(n, pat) for n, _ in named):
+                shown = [n for n, _ in named]
+                listing = ", ".join(shown[:12]) + (f", ... ({len(shown)} in all)" if len(shown) > 12 else "")
+                raise ValueError(f"The {what!r} pattern {pat!r} matches no parameter of the network. "
+                                 f"HINT: patterns are fnmatch globs on parameter or module names: {listing}.")
+    moved: list[str] = []
+    still: list[str] = []
+    for name, p in named:
+        keep = (not includes or any(matches(name, g) for g in includes)) and \
+            not any(matches(name, g) for g in globs) and not (biasbn and p.dim() <= 1)
+        (moved if keep else still).append(name)
+    if not moved and named:
+        raise ValueError(f"No parameter moves with include={include!r} and ignore={ignore!r}. "
+                         "HINT: loosen the patterns.")
     return moved, still
 
 

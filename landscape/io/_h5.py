@@ -4,11 +4,15 @@ One layout everywhere, Li et al.'s (``h52vtp.py`` and ``plot_2D.py`` read it), i
 group per tag of ``landscapes.h5`` or at the root of a one-landscape file
 (``viz.export(ls, "x.h5")``):
 
-* ``xcoordinates`` (nx,), ``ycoordinates`` (ny,), ``train_loss`` (ny, nx);
+* ``xcoordinates`` (nx,), ``ycoordinates`` (ny,), ``train_loss`` (ny, nx); a line (a
+  random line, an interpolation between models) has no ``ycoordinates`` and a
+  ``train_loss`` of shape (nx,), as Li et al.'s 1-D files (``plot_1D.py`` reads them);
 * each extra surface under its own name (``train_acc``), or ``surface_{name}`` when the
   name is one of the layout's (``surface_path``); files written before this layout kept
   every surface as ``surface_{name}``, which still reads;
 * ``convergence_point`` (3,), the group ``path`` (``x``, ``y``, ``z``, ``intervals``);
+* the markers (the models a view passes through) as the attribute ``markers``, JSON text
+  ``{"A": [x, y, loss], ...}``;
 * the metadata as attributes: numbers and numeric lists as they are, strings, and
   dicts and lists holding strings as JSON text (``moved_parameters``); at the root,
   also ``tag``.
@@ -47,7 +51,7 @@ H5_NAME = "landscapes.h5"
 PROGRESS = "_in_progress"
 SCHEMA_VERSION = 3
 _LAYOUT = ("xcoordinates", "ycoordinates", "train_loss", "convergence_point", "path")
-_NOT_METADATA = ("fingerprint", "tag", "convergence_point")
+_NOT_METADATA = ("fingerprint", "tag", "convergence_point", "markers")
 _SIGNATURE = b"\x89HDF\r\n\x1a\n"
 
 
@@ -79,7 +83,8 @@ def write_group(target: Any, ls: Landscape, *, name: str | None = None) -> None:
     else:
         g = target.create_group(name or ls.tag or "landscape")
     g.create_dataset("xcoordinates", data=np.asarray(ls.x, dtype=np.float64))
-    g.create_dataset("ycoordinates", data=np.asarray(ls.y, dtype=np.float64))
+    if ls.dims == 2:  # a line has no y axis (Li et al.'s 1-D layout)
+        g.create_dataset("ycoordinates", data=np.asarray(ls.y, dtype=np.float64))
     g.create_dataset("train_loss", data=np.asarray(ls.z, dtype=np.float64))
     g.create_dataset("convergence_point", data=np.asarray(ls.convergence_point, dtype=np.float64))
     for surface, values in ls.surfaces.items():
@@ -90,6 +95,8 @@ def write_group(target: Any, ls: Landscape, *, name: str | None = None) -> None:
         p.create_dataset("y", data=np.asarray(ls.path.y, dtype=np.float64))
         p.create_dataset("z", data=np.asarray(ls.path.z, dtype=np.float64))
         p.create_dataset("intervals", data=np.asarray(ls.path.intervals, dtype=np.int64))
+    if ls.markers:
+        g.attrs["markers"] = json.dumps({str(k): [float(c) for c in v] for k, v in ls.markers.items()})
     for key, val in ls.metadata.items():
         if val is not None and key not in _NOT_METADATA:
             g.attrs[key] = _attr_value(val)
@@ -113,12 +120,14 @@ def _attr(v: Any) -> Any:
 def read_group(g: Any, tag: str) -> Landscape:
     """A Landscape from a group (or a file's root) in the layout above, ours or Li et al.'s."""
     x = np.asarray(g["xcoordinates"][()], dtype=np.float64).reshape(-1)
-    y = np.asarray(g["ycoordinates"][()], dtype=np.float64).reshape(-1)
+    line = "ycoordinates" not in g  # Li et al.'s 1-D layout
+    y = np.zeros(0) if line else np.asarray(g["ycoordinates"][()], dtype=np.float64).reshape(-1)
 
     def grid(dataset: str) -> np.ndarray:
         # Li et al. allocate (len(x), len(y)) but fill it in meshgrid(x, y).ravel() order,
         # which is (len(y), len(x)) row-major: the flat order is what counts.
-        return np.asarray(g[dataset][()], dtype=np.float64).reshape(y.size, x.size)
+        values = np.asarray(g[dataset][()], dtype=np.float64)
+        return values.reshape(x.size) if line else values.reshape(y.size, x.size)
 
     z = grid("train_loss")
     surfaces = {}
@@ -127,6 +136,9 @@ def read_group(g: Any, tag: str) -> Landscape:
             continue
         surfaces[dataset[len("surface_"):] if dataset.startswith("surface_") else dataset] = grid(dataset)
     md = {k: _attr(v) for k, v in g.attrs.items() if k not in _NOT_METADATA}
+    markers = {}
+    if "markers" in g.attrs:
+        markers = {str(k): (float(v[0]), float(v[1]), float(v[2])) for k, v in _attr(g.attrs["markers"]).items()}
     path = None
     if "path" in g and isinstance(g["path"], h5py.Group):
         p = g["path"]
@@ -135,11 +147,14 @@ def read_group(g: Any, tag: str) -> Landscape:
         cp = tuple(float(c) for c in np.ravel(g["convergence_point"][()])[:3])
     elif "convergence_point" in g.attrs:  # one-landscape files written before SCHEMA_VERSION 3
         cp = tuple(float(c) for c in np.ravel(g.attrs["convergence_point"])[:3])
+    elif line:  # Li et al.: the trained model sits at 0; take the point nearest it
+        j = int(np.argmin(np.abs(x)))
+        cp = (float(x[j]), 0.0, float(z[j]))
     else:  # Li et al.: the trained model sits at (0, 0); take the grid point nearest it
         i, j = int(np.argmin(np.abs(y))), int(np.argmin(np.abs(x)))
         cp = (float(x[j]), float(y[i]), float(z[i, j]))
     return Landscape(x=x, y=y, z=z, path=path, convergence_point=(cp[0], cp[1], cp[2]), metadata=md,
-                     surfaces=surfaces, tag=tag)
+                     surfaces=surfaces, tag=tag, markers=markers)
 
 
 def read_h5(path: str | os.PathLike) -> dict[str, Landscape]:

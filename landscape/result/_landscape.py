@@ -25,25 +25,36 @@ class LossPath:
 
 @dataclass
 class Landscape:
-    """A loss landscape: ``z[i, j]`` is the loss at ``(x[j], y[i])``.
+    """A loss landscape: ``z[i, j]`` is the loss at ``(x[j], y[i])``; a line: ``z[j]`` at ``x[j]``.
+
+    One type holds both the planes (``z`` of shape (len(y), len(x)), square or not) and
+    the lines (random lines, interpolations between models: ``z`` of shape (len(x),) and
+    ``y`` empty), so that loading, writing, exporting and plotting take either; ``dims``
+    tells them apart.
 
     Attributes
     ----------
-    x, y : ndarray of shape (size,)
-        The axes.
-    z : ndarray of shape (size, size)
-        The loss grid (NaN/inf kept).
+    x : ndarray of shape (nx,)
+        The first axis.
+    y : ndarray of shape (ny,)
+        The second axis; empty (shape (0,)) for a line.
+    z : ndarray of shape (ny, nx), or (nx,) for a line
+        The loss (NaN/inf kept).
     path : LossPath or None
         The training path (PCA landscapes).
     convergence_point : tuple of float
-        ``(x, y, z)`` of the convergence point.
+        ``(x, y, z)`` of the convergence point (``y`` is 0 on a line).
     metadata : dict
-        ``decomposition`` ("PCA"/"Random"), ``unit``, ``step_per_epoch``,
-        ``normalization``, ``seed``, ``num_samples`` and more.
+        ``decomposition`` ("PCA", "Random", "Given", "Interpolation", "Plane", "Target"),
+        ``unit``, ``step_per_epoch``, ``normalization``, ``seed``, ``num_samples`` and more.
     surfaces : dict of str to ndarray
-        Extra metrics on the same grid.
+        Extra metrics, shaped like ``z``.
     tag : str or None
         The summary tag, e.g. ``"landscape_[1, 5]"``.
+    markers : dict of str to (float, float, float)
+        Named points of the view, ``label -> (x, y, loss)``: the models an interpolation
+        or a plane passes through (``"A"``, ``"B"``, ``"C"``), each evaluated at exactly
+        its coordinates.
     """
 
     x: np.ndarray
@@ -54,9 +65,22 @@ class Landscape:
     metadata: dict[str, Any] = field(default_factory=dict)
     surfaces: dict[str, np.ndarray] = field(default_factory=dict)
     tag: str | None = None
+    markers: dict[str, tuple[float, float, float]] = field(default_factory=dict)
+
+    @property
+    def dims(self) -> int:
+        """1 for a line (``z`` of shape (len(x),)), 2 for a plane."""
+        return 1 if np.ndim(self.z) == 1 else 2
 
     def to_proto(self) -> Any:
-        """The ``proto.LossLandscape`` message, filled as MindSpore 2.10 fills it."""
+        """The ``proto.LossLandscape`` message, filled as MindSpore 2.10 fills it.
+
+        A plane of any shape keeps MindSpore's layout (``z`` of dims ``[len(y), len(x)]``);
+        a line has an empty ``y`` (dims ``[0]``) and ``z`` of dims ``[len(x)]``. MindSpore's
+        message has no place for markers: they follow the convergence point in its ``x``,
+        ``y`` and ``z`` tensors (MindInsight reads the first value of each), and read back
+        labelled "A", "B", "C", ... in order.
+        """
         def tensor(values: Any, dtype: int, dims: list[int] | None = None) -> Any:
             arr = np.asarray(values, dtype=np.float64)
             return proto.TensorProto(dims=list(arr.shape) if dims is None else dims, data_type=dtype,
@@ -72,12 +96,14 @@ class Landscape:
             msg.loss_path.points.x.CopyFrom(tensor(self.path.x, proto.DT_FLOAT32))
             msg.loss_path.points.y.CopyFrom(tensor(self.path.y, proto.DT_FLOAT32))
             msg.loss_path.points.z.CopyFrom(tensor(self.path.z, proto.DT_FLOAT64))
-            xy_type = proto.DT_INT64  # MindSpore writes the PCA origin (0, 0) as int64
+            # MindSpore writes the PCA origin (0, 0) as int64; markers' coordinates are not integers
+            xy_type = proto.DT_FLOAT64 if self.markers else proto.DT_INT64
         else:
             xy_type = proto.DT_FLOAT64
-        msg.convergence_point.x.CopyFrom(tensor([cx], xy_type))
-        msg.convergence_point.y.CopyFrom(tensor([cy], xy_type))
-        msg.convergence_point.z.CopyFrom(tensor([cz], proto.DT_FLOAT64))
+        marks = list(self.markers.values())
+        msg.convergence_point.x.CopyFrom(tensor([cx, *(m[0] for m in marks)], xy_type))
+        msg.convergence_point.y.CopyFrom(tensor([cy, *(m[1] for m in marks)], xy_type))
+        msg.convergence_point.z.CopyFrom(tensor([cz, *(m[2] for m in marks)], proto.DT_FLOAT64))
         md = self.metadata
         if md.get("decomposition"):
             msg.metadata.decomposition = str(md["decomposition"])
@@ -106,7 +132,7 @@ class Landscape:
 
         x, y = arr(msg.landscape.x), arr(msg.landscape.y)
         z = arr(msg.landscape.z)
-        if z.ndim != 2 and z.size == x.size * y.size:
+        if y.size and z.ndim != 2 and z.size == x.size * y.size:
             z = z.reshape(y.size, x.size)
         path = None
         if msg.HasField("loss_path") and len(msg.loss_path.intervals):
@@ -118,6 +144,11 @@ class Landscape:
             a = arr(t).reshape(-1)
             return float(a[0]) if a.size else float("nan")
 
+        cps = [arr(t).reshape(-1) for t in (cp.x, cp.y, cp.z)]
+        n_marks = min(a.size for a in cps) - 1
+        markers = {_label(k): (float(cps[0][k + 1]), float(cps[1][k + 1]), float(cps[2][k + 1]))
+                   for k in range(max(0, n_marks))}
+
         md: dict[str, Any] = {}
         if msg.metadata.HasField("decomposition"):
             md["decomposition"] = msg.metadata.decomposition
@@ -126,4 +157,9 @@ class Landscape:
         if msg.metadata.HasField("step_per_epoch"):
             md["step_per_epoch"] = int(msg.metadata.step_per_epoch)
         return cls(x=x, y=y, z=z, path=path, convergence_point=(first(cp.x), first(cp.y), first(cp.z)),
-                   metadata=md, tag=tag)
+                   metadata=md, tag=tag, markers=markers)
+
+
+def _label(k: int) -> str:
+    """The k-th marker's label when read back from a message: "A", "B", ..., "Z", "M26", ..."""
+    return chr(ord("A") + k) if k < 26 else f"M{k}"

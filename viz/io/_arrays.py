@@ -9,7 +9,7 @@ import numpy as np
 from collector.common import InstanceOf, Options, check_param
 from landscape.result import Landscape
 
-__all__ = ["check_landscape", "surface_values"]
+__all__ = ["check_landscape", "surface_values", "line_values"]
 
 
 def check_landscape(value: Any, caller: str, name: str = "landscape") -> Landscape:
@@ -25,7 +25,22 @@ def surface_values(ls: Landscape, surface: str, caller: str) -> np.ndarray:
     z = ls.z if surface == "loss" else ls.surfaces[surface]
     z = np.asarray(z, dtype=np.float64)
     x, y = np.asarray(ls.x), np.asarray(ls.y)
+    if ls.dims == 1:
+        raise ValueError(f"{caller} draws planes; {ls.tag or 'this landscape'!r} is a line (z of shape "
+                         f"{np.shape(ls.z)}). HINT: viz.plot_line(landscape), or viz.plot(landscape).")
     if z.shape != (y.size, x.size):
         raise ValueError(f"The landscape's {surface!r} grid has shape {z.shape}; expected (len(y), len(x)) = "
                          f"({y.size}, {x.size}).")
+    return z
+
+
+def line_values(ls: Landscape, surface: str, caller: str) -> np.ndarray:
+    """The values along a line: ``ls.z`` for "loss", else ``ls.surfaces[surface]`` (shape (len(x),))."""
+    names = ["loss", *ls.surfaces]
+    check_param("surface", surface, [Options(names)], caller=caller)
+    z = np.asarray(ls.z if surface == "loss" else ls.surfaces[surface], dtype=np.float64)
+    x = np.asarray(ls.x)
+    if z.shape != (x.size,):
+        raise ValueError(f"{caller} draws lines; {ls.tag or 'this landscape'!r} has {surface!r} of shape {z.shape} "
+                         "(a plane). HINT: viz.plot(landscape) draws planes; viz.plot_slices cuts one.")
     return z

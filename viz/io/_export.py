@@ -11,7 +11,7 @@ import numpy as np
 from collector.common import Options, check_param
 from landscape.io import write_h5_single
 from landscape.result import Landscape
-from viz.io._arrays import check_landscape, surface_values
+from viz.io._arrays import check_landscape, line_values, surface_values
 
 __all__ = ["export", "FORMATS"]
 
@@ -34,13 +34,16 @@ def export(landscape: Landscape, path: str | os.PathLike, format: str | None = N
         - "vtp": VTK XML PolyData (ASCII): one point per grid cell at
           ``(x[j], y[i], loss)``, a "loss" point-data array (plus one per extra surface
           and a "finite" 0/1 array), quads as polys. NaN/inf points are lifted to the
-          largest finite loss and the quads touching them are left out.
+          largest finite loss and the quads touching them are left out. A line is one
+          polyline through ``(x[j], 0, loss)`` (broken at NaN/inf points).
         - "csv": columns x, y, loss, then one per extra surface; one row per grid point
-          (row-major over y, then x).
+          (row-major over y, then x). A line has columns x, loss and its surfaces.
         - "h5": ``xcoordinates``, ``ycoordinates``, ``train_loss`` (shape (len(y), len(x)))
           and one dataset per extra surface at the top level, as Li et al.'s
           ``plot_2D.py``/``h52vtp.py`` read them; the tag, the metadata and the
-          convergence point as attributes, the path (if any) in a ``path`` group.
+          convergence point as attributes, the path (if any) in a ``path`` group, the
+          markers as the attribute ``markers``. A line has no ``ycoordinates`` and a
+          ``train_loss`` of shape (len(x),), as Li et al.'s ``plot_1D.py`` reads it.
 
     Returns
     -------
@@ -67,7 +70,7 @@ def export(landscape: Landscape, path: str | os.PathLike, format: str | None = N
 def _arrays(ls: Landscape) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     x = np.asarray(ls.x, dtype=np.float64).reshape(-1)
     y = np.asarray(ls.y, dtype=np.float64).reshape(-1)
-    z = surface_values(ls, "loss", "export")
+    z = line_values(ls, "loss", "export") if ls.dims == 1 else surface_values(ls, "loss", "export")
     return x, y, z
 
 
@@ -76,6 +79,9 @@ def _fmt(values: np.ndarray) -> str:
 
 
 def _write_vtp(ls: Landscape, out: Path, x: np.ndarray, y: np.ndarray, z: np.ndarray) -> None:
+    if ls.dims == 1:
+        _write_vtp_line(ls, out, x, z)
+        return
     nx, ny = x.size, y.size
     finite = np.isfinite(z)
     top = float(z[finite].max()) if finite.any() else 0.0
@@ -120,6 +126,50 @@ def _write_vtp(ls: Landscape, out: Path, x: np.ndarray, y: np.ndarray, z: np.nda
     out.write_text("\n".join(lines), encoding="utf-8")
 
 
+def _write_vtp_line(ls: Landscape, out: Path, x: np.ndarray, z: np.ndarray) -> None:
+    """A line as VTK PolyData: its points at ``(x, 0, loss)``, one polyline per finite run."""
+    finite = np.isfinite(z)
+    top = float(z[finite].max()) if finite.any() else 0.0
+    zf = np.where(finite, z, top)
+    points = np.column_stack([x, np.zeros_like(x), zf])
+    runs, start = [], None
+    for k in range(x.size + 1):
+        if k < x.size and finite[k]:
+            start = k if start is None else start
+        elif start is not None:
+            if k - start >= 2:
+                runs.append(list(range(start, k)))
+            start = None
+    conn = [i for run in runs for i in run]
+    offsets = np.cumsum([len(r) for r in runs]).astype(np.int64)
+    arrays = [("loss", zf)]
+    for name, surf in ls.surfaces.items():
+        sv = np.asarray(surf, dtype=np.float64)
+        if sv.shape == z.shape:
+            fin = np.isfinite(sv)
+            arrays.append((str(name), np.where(fin, sv, sv[fin].max() if fin.any() else 0.0)))
+    lines = ['<?xml version="1.0"?>',
+             '<VTKFile type="PolyData" version="1.0" byte_order="LittleEndian">',
+             "  <PolyData>",
+             f'    <Piece NumberOfPoints="{x.size}" NumberOfVerts="0" NumberOfLines="{len(runs)}" '
+             'NumberOfStrips="0" NumberOfPolys="0">',
+             '      <PointData Scalars="loss">']
+    for name, vals in arrays:
+        lines.append(f'        <DataArray type="Float64" Name="{_xml_attr(name)}" format="ascii">{_fmt(vals)}'
+                     "</DataArray>")
+    lines.append('        <DataArray type="UInt8" Name="finite" format="ascii">'
+                 + " ".join("1" if v else "0" for v in finite) + "</DataArray>")
+    lines += ["      </PointData>", "      <Points>",
+              f'        <DataArray type="Float64" NumberOfComponents="3" format="ascii">{_fmt(points)}</DataArray>',
+              "      </Points>", "      <Lines>",
+              '        <DataArray type="Int64" Name="connectivity" format="ascii">'
+              + " ".join(map(str, conn)) + "</DataArray>",
+              '        <DataArray type="Int64" Name="offsets" format="ascii">'
+              + " ".join(map(str, offsets.tolist())) + "</DataArray>",
+              "      </Lines>", "    </Piece>", "  </PolyData>", "</VTKFile>", ""]
+    out.write_text("\n".join(lines), encoding="utf-8")
+
+
 def _xml_attr(text: str) -> str:
     return (text.replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;").replace(">", "&gt;"))
 
@@ -129,6 +179,11 @@ def _write_csv(ls: Landscape, out: Path, x: np.ndarray, y: np.ndarray, z: np.nda
              if np.shape(s) == z.shape]
     with open(out, "w", newline="", encoding="utf-8") as fh:
         w = csv.writer(fh)
+        if ls.dims == 1:
+            w.writerow(["x", "loss", *(n for n, _ in extra)])
+            for j in range(x.size):
+                w.writerow([repr(float(x[j])), repr(float(z[j])), *(repr(float(s[j])) for _, s in extra)])
+            return
         w.writerow(["x", "y", "loss", *(n for n, _ in extra)])
         for i in range(y.size):
             for j in range(x.size):

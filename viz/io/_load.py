@@ -50,7 +50,10 @@ def load_landscapes(path: str | os.PathLike) -> list[Landscape]:
     ----------
     path : str or os.PathLike
         - a summary directory: the landscapes of all its summary files (MindSpore's or
-          ours); when they hold none, its ``landscapes.h5``;
+          ours); when they hold none, its ``landscapes.h5``. A tag that is in both takes
+          the ``landscapes.h5`` version (written by the same generation): the summary
+          message holds only what MindSpore's does (the loss in float32), the file also
+          the extra surfaces (accuracy), the metadata and the models' labels;
         - one summary (events) file;
         - an HDF5 file: ours (one group per tag, as ``landscape.write_h5`` writes it) or
           Li et al.'s layout (``xcoordinates``, ``ycoordinates``, ``train_loss`` at the top,
@@ -78,8 +81,9 @@ def load_landscapes(path: str | os.PathLike) -> list[Landscape]:
         found = _load_h5(p) if is_hdf5(p) else _load_summary(p)
     else:
         found = _load_summary(p) if any(_SUMMARY_RE.search(f.name) for f in p.iterdir() if f.is_file()) else []
-        if not found and (p / H5_NAME).is_file():
-            found = _load_h5(p / H5_NAME)
+        if (p / H5_NAME).is_file():
+            richer = {ls.tag: ls for ls in _load_h5(p / H5_NAME)}
+            found = [richer.get(ls.tag, ls) for ls in found] if found else list(richer.values())
     if not found:
         raise ValueError(f"No loss landscape found in {os.fspath(p)!r}. HINT: pass a summary directory or "
                          f"events file written with collect_landscape / SummaryLandscape, or a {H5_NAME}; "

@@ -37,6 +37,7 @@ def _finish(fig: Figure, ax: Axes, ls: Landscape, mappable: Any, scale: _style.C
                             scale=scale)
     if path:
         _path.draw_path(ax, ls)
+        _path.draw_markers(ax, ls)
         _path.draw_convergence(ax, ls)
         _path.add_legend(ax)
 

@@ -35,14 +35,16 @@ def _as_landscapes(value: Any, name: str, caller: str) -> list[Landscape]:
 
 
 def _draw_panel(ls: Landscape, ax: Any, kind: str, **kw: Any) -> Any:
-
+    if ls.dims == 1:  # a line (an interpolation, a random line) is drawn as one, whatever kind says
+        return plot(ls, "line", ax=ax, log=kw.get("log", "auto"))
     return plot(ls, kind, ax=ax, **kw)
 
 
 def plot_overview(landscapes: Any, kind: str = "filled", *, fig: Figure | None = None, ncols: int | None = None,
                   levels: int | Any = 20, log: _style.LogOption = "auto", path: bool = True,
                   title: str | None = None) -> Figure:
-    """Every landscape of a run, one panel each, with its own colour scale and its path.
+    """Every landscape of a run, one panel each, with its own colour scale and its path (a line
+    is drawn as a line).
 
     Parameters
     ----------
@@ -73,11 +75,11 @@ def plot_overview(landscapes: Any, kind: str = "filled", *, fig: Figure | None =
     nrows = math.ceil(n / ncols)
     if fig is None:
         fig = Figure(figsize=(5.4 * ncols, 4.5 * nrows), layout="constrained")
-    projection = "3d" if kind == "surface" else None
     kw: dict[str, Any] = {"log": log, "path": path}
     if kind in ("contour", "filled"):
         kw["levels"] = levels
     for k, ls in enumerate(items):
+        projection = "3d" if kind == "surface" and ls.dims == 2 else None
         ax = fig.add_subplot(nrows, ncols, k + 1, projection=projection)
         _draw_panel(ls, ax, kind, **kw)
     if title is None and isinstance(landscapes, (str, os.PathLike)):
@@ -130,6 +132,10 @@ def compare(runs: Any, kind: str = "filled", *, tag: str | None = None, labels: 
         names = [os.path.basename(os.path.normpath(os.fspath(v))) if isinstance(v, (str, os.PathLike))
                  else f"run {k + 1}" for k, v in enumerate(values)]
     chosen = [_pick(_as_landscapes(v, "runs", caller), tag, str(nm)) for v, nm in zip(values, names)]
+    lines = [nm for ls, nm in zip(chosen, names) if ls.dims == 1]
+    if lines:
+        raise ValueError(f"compare draws planes on one colour scale; the landscape of {lines} is a line. HINT: "
+                         "pass tag= to pick a plane, or draw lines with viz.plot_line(ls, ax=...) side by side.")
     grids = [np.asarray(ls.z, dtype=float) for ls in chosen]
     scale = _style.color_scale(grids, log=log)
     n = len(chosen)

@@ -13,7 +13,7 @@ from landscape.result import Landscape
 from viz.io._arrays import check_landscape, surface_values
 from viz.plots import _style
 
-__all__ = ["plot_path", "plot_slices"]
+__all__ = ["plot_path", "plot_slices", "draw_markers"]
 
 MAX_LABELS = 10
 
@@ -84,8 +84,29 @@ def _surface_z(z: np.ndarray, scale: _style.ColorScale | None) -> np.ndarray:
     return np.clip(z, scale.vmin, scale.vmax)
 
 
+def draw_markers(ax: Axes, ls: Landscape, *, scale: _style.ColorScale | None = None) -> list:
+    """Mark ``ls.markers`` (the models a plane passes through) with labelled dots, 2-D or 3-D."""
+    out = []
+    for label, (mx, my, mz) in ls.markers.items():
+        style: dict[str, Any] = dict(marker="o", ms=9, color="white", mec="black", mew=1.6, ls="none", zorder=9,
+                                     gid="marker", label=f"model {label} (loss {mz:.4g})")
+        if _is_3d(ax):
+            h = _surface_z(np.array([mz]), scale)
+            (mark,) = ax.plot([mx], [my], h, **style)
+            cast(Any, ax).text(mx, my, float(h[0]), "  " + label, fontsize=10, fontweight="bold", zorder=10)
+        else:
+            (mark,) = ax.plot([mx], [my], path_effects=_style.halo(3.0), **style)
+            ax.annotate(label, (mx, my), xytext=(6, 6), textcoords="offset points", fontsize=11, fontweight="bold",
+                        path_effects=_style.halo(2.5), zorder=10, gid="marker-label", annotation_clip=False)
+            include_in_view(ax, np.array([mx]), np.array([my]))
+        out.append(mark)
+    return out
+
+
 def draw_convergence(ax: Axes, ls: Landscape, *, scale: _style.ColorScale | None = None) -> Any:
-    """Mark ``ls.convergence_point`` with a star."""
+    """Mark ``ls.convergence_point`` with a star (not on views through models: the markers show them)."""
+    if ls.markers:
+        return None
     cx, cy, cz = (float(v) for v in ls.convergence_point)
     if not (np.isfinite(cx) and np.isfinite(cy)):
         return None
@@ -130,6 +151,7 @@ def plot_path(landscape: Landscape, ax: Axes | None = None, *, labels: bool = Tr
         ax.set_xlabel(_style.axis_labels(ls)[0])
         ax.set_ylabel(_style.axis_labels(ls)[1])
     draw_path(ax, ls, labels=labels)
+    draw_markers(ax, ls)
     if convergence:
         draw_convergence(ax, ls)
     if legend:

@@ -8,23 +8,25 @@ from typing import Any, Literal, cast, overload
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from collector.common import Interval, Options, check_param
+from collector.common import Interval, InvalidParameterError, Options, check_param
 from landscape.result import Landscape
 from viz.io._arrays import check_landscape
 from viz.plots import _style
 from viz.plots._contour import plot_contour, plot_filled_contour, plot_heatmap
 from viz.plots._curvature import plot_eigen_ratio
+from viz.plots._line import plot_line
 from viz.plots._path import plot_slices
 from viz.plots._surface import plot_surface
 
 __all__ = ["plot", "repr_png", "KINDS"]
 
-KINDS = ("contour", "filled", "surface", "heatmap", "eigen-ratio", "all")
-Kind = Literal["contour", "filled", "surface", "heatmap", "eigen-ratio"]
+KINDS = ("contour", "filled", "surface", "heatmap", "line", "eigen-ratio", "all")
+Kind = Literal["contour", "filled", "surface", "heatmap", "line", "eigen-ratio"]
+_PLANE_KINDS = ("contour", "filled", "surface", "heatmap", "eigen-ratio")
 
 
 @overload
-def plot(landscape: Landscape, kind: Kind = ..., *, ax: Axes | None = ..., fig: Figure | None = ...,
+def plot(landscape: Landscape, kind: Kind | None = ..., *, ax: Axes | None = ..., fig: Figure | None = ...,
          **kwargs: Any) -> Axes: ...
 
 
@@ -38,17 +40,20 @@ def plot(landscape: Landscape, kind: str, *, ax: Axes | None = ..., fig: Figure 
          **kwargs: Any) -> Axes | Figure: ...
 
 
-def plot(landscape: Landscape, kind: str = "filled", *, ax: Axes | None = None, fig: Figure | None = None,
+def plot(landscape: Landscape, kind: str | None = None, *, ax: Axes | None = None, fig: Figure | None = None,
          **kwargs: Any) -> Axes | Figure:
-    """Draw a landscape as contour lines, filled contours, a 3-D surface, a heatmap, or all of them.
+    """Draw a landscape as contour lines, filled contours, a 3-D surface, a heatmap, all of them,
+    or, for a line, the loss along it.
 
     Parameters
     ----------
     landscape : Landscape
         The landscape to draw.
-    kind : {"contour", "filled", "surface", "heatmap", "eigen-ratio", "all"}, default="filled"
-        "all" draws a 2x3 Figure: contour, filled contour, heatmap, surface and the two
-        1-D slices through the convergence point. "eigen-ratio" draws the Hessian's
+    kind : {"contour", "filled", "surface", "heatmap", "line", "eigen-ratio", "all"}, optional
+        By default "filled" for a plane and "line" for a line (:func:`plot_line`: loss and
+        accuracy on two y axes, the models marked). "all" draws a 2x3 Figure for a plane:
+        contour, filled contour, heatmap, surface and the two 1-D slices through the
+        convergence point (for a line, the line). "eigen-ratio" draws the Hessian's
         ``|lambda_min/lambda_max|`` map (:func:`plot_eigen_ratio`).
     ax : Axes, optional
         Axes to draw on (not with kind="all"; a 3-D axes for "surface").
@@ -68,8 +73,18 @@ def plot(landscape: Landscape, kind: str = "filled", *, ax: Axes | None = None, 
     >>> ax = viz.plot(landscape, "contour", log=True)       # doctest: +SKIP
     >>> ax.figure.savefig("landscape.png", dpi=150)          # doctest: +SKIP
     """
-    check_param("kind", kind, [Options(KINDS)], caller="plot")
+    check_param("kind", kind, [Options(KINDS), None], caller="plot")
     check_landscape(landscape, "plot")
+    line = landscape.dims == 1
+    if kind is None or (line and kind == "all"):
+        kind = "line" if line else "filled"
+    if line != (kind == "line"):
+        raise InvalidParameterError(
+            f"The 'kind' parameter of plot must be {'line' if line else 'one of ' + repr(_PLANE_KINDS) + ' or all'} "
+            f"for {'a line' if line else 'a plane'}. Got {kind!r} instead. HINT: "
+            + ("a line has one axis; leave kind None." if line else "viz.plot_slices cuts 1-D slices out of a plane."))
+    if kind == "line":
+        return plot_line(landscape, ax, fig=fig, **kwargs)
     if kind == "all":
         if ax is not None:
             raise ValueError("The 'ax' parameter of plot must be None with kind='all' (it draws a whole "
@@ -105,13 +120,14 @@ def _plot_all(ls: Landscape, fig: Figure | None, **kwargs: Any) -> Figure:
     return fig
 
 
-def repr_png(landscape: Landscape, *, kind: str = "filled", dpi: int = 100) -> bytes:
+def repr_png(landscape: Landscape, *, kind: str | None = None, dpi: int = 100) -> bytes:
     """A PNG of the landscape (for ``Landscape._repr_png_``, Jupyter's inline display).
 
     Parameters
     ----------
     landscape : Landscape
-    kind : {"contour", "filled", "surface", "heatmap", "all"}, default="filled"
+    kind : {"contour", "filled", "surface", "heatmap", "line", "all"}, optional
+        By default "filled" for a plane, "line" for a line.
     dpi : int, default=100
 
     Returns
@@ -119,10 +135,10 @@ def repr_png(landscape: Landscape, *, kind: str = "filled", dpi: int = 100) -> b
     bytes
         The PNG file's bytes.
     """
-    check_param("kind", kind, [Options(KINDS)], caller="repr_png")
+    check_param("kind", kind, [Options(KINDS), None], caller="repr_png")
     check_param("dpi", dpi, [Interval(int, 10, 1000)], caller="repr_png")
     result = plot(landscape, kind)
-    fig = cast(Figure, result if kind == "all" else result.figure)
+    fig = cast(Figure, result if isinstance(result, Figure) else result.figure)
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=dpi)
     return buf.getvalue()

@@ -81,15 +81,23 @@ def decomposition(ls: Landscape) -> str:
 
 
 def axis_labels(ls: Landscape) -> tuple[str, str]:
-    """``("direction 1 (PC1)", "direction 2 (PC2)")`` for PCA, "random direction k" for Random."""
+    """``("direction 1 (PC1)", "direction 2 (PC2)")`` for PCA, "random direction k" for Random,
+    and what the axes of the views through models are."""
     d = decomposition(ls).lower()
     if d == "pca":
         return "direction 1 (PC1)", "direction 2 (PC2)"
     if d == "random":
-        return "random direction 1", "random direction 2"
+        return ("random direction", "") if ls.dims == 1 else ("random direction 1", "random direction 2")
     if d == "hessian":
         return "Hessian eigenvector 1", "Hessian eigenvector 2"
-    return "direction 1", "direction 2"
+    if d == "interpolation":
+        return "\u03b1: (1 \u2212 \u03b1) A + \u03b1 B", ""
+    if d == "plane":
+        return "distance along B \u2212 A", "distance towards C (orthogonal)"
+    if d == "target":
+        second = "trajectory direction \u22a5 B \u2212 A" if ls.metadata.get("second") == "pca" else "random direction"
+        return "\u03b1 along B \u2212 A", second
+    return ("direction", "") if ls.dims == 1 else ("direction 1", "direction 2")
 
 
 def unit(ls: Landscape) -> str:
@@ -115,7 +123,13 @@ def title(ls: Landscape, surface: str = "loss") -> str:
         if ls.path is not None:
             parts.append(path_range_text(ls))
     elif d.lower() == "random":
-        parts.append("random directions")
+        parts.append("random direction" if ls.dims == 1 else "random directions")
+    elif d.lower() == "interpolation":
+        parts.append("interpolation A \u2192 B")
+    elif d.lower() == "plane":
+        parts.append("plane through A, B, C")
+    elif d.lower() == "target":
+        parts.append("target direction B \u2212 A")
     elif d:
         parts.append(d)
     if surface != "loss":

@@ -160,6 +160,7 @@ def plot_surface(landscape: Landscape, ax: Axes | None = None, *, fig: Figure | 
                             scale=scale)
     if path:
         _path.draw_path(ax2, ls, scale=scale)
+        _path.draw_markers(ax2, ls, scale=scale)
         _path.draw_convergence(ax2, ls, scale=scale)
         _path.add_legend(ax2)
     return ax2

@@ -1,0 +1,223 @@
+"""Validation of the options ``compute_landscape`` and ``SummaryLandscape`` share, and the
+choice of view from ``directions``, ``between`` and ``dims`` (private)."""
+
+from __future__ import annotations
+
+import math
+import numbers
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from torch import nn
+
+from collector.common import Interval, InvalidParameterError, Options, check_param
+from landscape.engine import Supervised, is_batch_metric, is_point_metric
+from landscape.geometry._directions import BIASBN, NORMALIZATIONS
+from landscape.geometry._state import moved_names
+
+__all__ = ["check_common", "check_metrics", "check_range", "check_patterns", "check_selection", "resolve_view",
+           "View"]
+
+AxisRange = tuple[float, float, int]
+
+
+def check_patterns(name: str, value: Any, caller: str, *, keyword: str | None = None) -> tuple[str, ...] | None:
+    """None, one glob pattern or a sequence of them (non-empty strings), as a tuple."""
+    items = [value] if isinstance(value, str) else value
+    ok = value is None or (isinstance(items, (list, tuple)) and len(items) > 0
+                           and all(isinstance(p, str) and p for p in items))
+    if not ok:
+        extra = f", or the keyword {keyword!r}" if keyword else ""
+        raise InvalidParameterError(
+            f"The '{name}' parameter of {caller} must be None, a glob pattern or a non-empty list of glob patterns"
+            f"{extra}. Got {value!r} instead. HINT: patterns are matched with fnmatch against parameter names "
+            "and their modules' names: 'fc1' or 'fc1.*' for a layer, '*.bias' for every bias.")
+    return None if value is None else tuple(items)
+
+
+def check_range(name: str, value: Any, caller: str) -> AxisRange | None:
+    """An axis ``(min, max, num)``: finite min < max, an int num >= 2; returned as floats and an int."""
+    if value is None:
+        return None
+    ok = (isinstance(value, (list, tuple)) and len(value) == 3
+          and all(isinstance(v, numbers.Real) and not isinstance(v, bool) for v in value[:2])
+          and all(math.isfinite(float(v)) for v in value[:2]) and float(value[0]) < float(value[1])
+          and isinstance(value[2], numbers.Integral) and not isinstance(value[2], bool) and int(value[2]) >= 2)
+    if not ok:
+        raise InvalidParameterError(
+            f"The '{name}' parameter of {caller} must be None or a (min, max, num) triple with finite "
+            f"min < max and an int num >= 2. Got {value!r} instead. HINT: {name}=(-0.5, 1.5, 101) gives "
+            "np.linspace(-0.5, 1.5, 101).")
+    return float(value[0]), float(value[1]), int(value[2])
+
+
+def check_selection(network: nn.Module, ignore: Any, include: Any, caller: str) -> None:
+    """Refuse ``include`` / ``ignore`` patterns that match no parameter of ``network`` (or move nothing),
+    before any work."""
+    try:
+        moved_names(network, ignore, include, buffers=True)
+    except ValueError as exc:
+        raise InvalidParameterError(f"{caller}: {exc}") from None
+
+
+def check_common(*, normalization: Any, ignore: Any, seed: Any, eval_mode: Any, device_ids: Any,
+                 caller: str, include: Any = None, biasbn: Any = "normalize") -> None:
+    """Validate the options shared by compute_landscape and SummaryLandscape."""
+    check_param("normalization", normalization, [Options(NORMALIZATIONS)], caller=caller,
+                hint="'layer' is MindSpore's; 'filter', 'dfilter', 'dlayer' and 'weight' are Li et al.'s.")
+    check_patterns("ignore", ignore, caller, keyword="biasbn")
+    check_patterns("include", include, caller)
+    check_param("biasbn", biasbn, [Options(BIASBN)], caller=caller,
+                hint="'li' gives tensors with at most one dimension the tensor itself as their direction.")
+    check_param("seed", seed, [Interval(int, 0, None)], caller=caller)
+    check_param("eval_mode", eval_mode, ["boolean"], caller=caller)
+    ids_ok = (device_ids is None or (isinstance(device_ids, (list, tuple)) and len(device_ids) > 0
+              and all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in device_ids)
+              and len(set(device_ids)) == len(device_ids)))
+    if not ids_ok:
+        raise InvalidParameterError(
+            f"The 'device_ids' parameter of {caller} must be None or a non-empty list of distinct "
+            f"ints >= 0. Got {device_ids!r} instead. HINT: [0, 1] uses CUDA devices 0 and 1, or two "
+            "CPU worker processes when no CUDA device is visible.")
+
+
+def check_metrics(metrics: Mapping[str, Any], task: Any, caller: str) -> None:
+    """Metrics on (outputs, targets) need a Supervised task (a loss_fn); refuse them otherwise."""
+    legacy = sorted(k for k, m in metrics.items() if not (is_batch_metric(m) or is_point_metric(m)))
+    if legacy and not isinstance(task, Supervised):
+        raise InvalidParameterError(
+            f"The 'metrics' parameter of {caller}: {legacy} are computed on (outputs, targets), which only a "
+            f"loss_fn or a Supervised task gives; the task here is {task!r}. HINT: write them as "
+            "metric(model, batch) and set metric.metric_inputs = 'batch'.")
+
+
+@dataclass(frozen=True)
+class View:
+    """What ``directions``, ``between`` and ``dims`` ask for (see :func:`resolve_view`)."""
+
+    kind: str
+    dims: int
+    normalization: str
+    second: str = "random"
+    given: tuple[Mapping, Mapping | None] | None = None
+
+
+def _is_model(item: Any) -> bool:
+    return isinstance(item, (Mapping, str, os.PathLike, nn.Module))
+
+
+def resolve_view(*, directions: Any, between: Any, dims: Any, checkpoints: Any, normalization: Any,
+                 caller: str) -> View:
+    """The view, with the options that do not fit it refused (each message names the fix).
+
+    =====================================  =========  ==============================
+    directions / between                   dims       view
+    =====================================  =========  ==============================
+    "random" (default)                     2 or 1     random plane / line
+    "pca" (checkpoints)                    2          PCA plane with the path
+    "hessian"                              2 or 1     top Hessian eigenvectors
+    (dict, dict) / dict                    2 / 1      given directions
+    between=(A, B)                         1          interpolation A -> B
+    between=(A, B), "target"               2          B - A and a random axis
+    between=(A, B), ("target", "pca")      2          B - A and the trajectory's axis
+    between=(A, B, C)                      2          plane through A, B, C
+    =====================================  =========  ==============================
+
+    ``normalization=None`` takes the view's default: "layer" (MindSpore's) for random and
+    PCA directions, "none" for given directions and axes between models.
+    """
+    check_param("dims", dims, [None, Options((1, 2))], caller=caller)
+    if normalization is not None:
+        check_param("normalization", normalization, [Options(NORMALIZATIONS)], caller=caller)
+    if between is not None:
+        ok = isinstance(between, (list, tuple)) and len(between) in (2, 3) and all(_is_model(m) for m in between)
+        if not ok:
+            raise InvalidParameterError(
+                f"The 'between' parameter of {caller} must be None or a sequence of 2 or 3 models (state dicts, "
+                f"checkpoint paths or nn.Modules). Got {between!r:.200} instead. HINT: between=(A, B) is the line "
+                "from A to B, between=(A, B, C) the plane through three models.")
+    given_pair = (isinstance(directions, (tuple, list)) and len(directions) == 2
+                  and all(isinstance(d, Mapping) for d in directions))
+    target = directions == "target" or (isinstance(directions, (tuple, list)) and len(directions) == 2
+                                        and directions[0] == "target" and isinstance(directions[1], str))
+    if target:
+        second = "random" if directions == "target" else directions[1]
+        check_param("directions[1]", second, [Options(("random", "pca"))], caller=caller,
+                    hint="('target', 'random') or ('target', 'pca').")
+        if between is None or len(between) != 2:
+            raise InvalidParameterError(
+                f"The 'directions' parameter of {caller}: 'target' is the direction B - A of between=(A, B); "
+                f"got between={between!r:.100}. HINT: pass between=(model_a, model_b).")
+        if dims == 1:
+            raise InvalidParameterError(
+                f"The 'dims' parameter of {caller} must be 2 with directions='target'. Got 1 instead. HINT: the "
+                "line along B - A is the interpolation: between=(A, B) without directions.")
+        if second == "pca" and (checkpoints is None or len(checkpoints) < 3):
+            raise InvalidParameterError(
+                f"The 'checkpoints' parameter of {caller} must hold at least 3 checkpoints for directions="
+                "('target', 'pca'): the second axis is the trajectory's top direction away from B - A. "
+                f"Got {None if checkpoints is None else len(checkpoints)} instead.")
+        if second == "pca":
+            _no_normalization(normalization, "the second axis of ('target', 'pca') (scaled to ||B - A||)", caller)
+        elif checkpoints is not None:
+            _unused_checkpoints(caller, "directions='target' with a random second axis")
+        return View("target", 2, "none" if second == "pca" else (normalization or "layer"), second=second)
+    if between is not None:
+        if directions is not None:
+            raise InvalidParameterError(
+                f"The 'directions' parameter of {caller} must be None or 'target' with between. Got "
+                f"{directions!r:.100} instead. HINT: between=(A, B) alone is the interpolation, "
+                "directions='target' adds a random second axis, between=(A, B, C) is the plane through three.")
+        if checkpoints is not None:
+            _unused_checkpoints(caller, "between (the models are the view's)")
+        _no_normalization(normalization, "axes between models", caller)
+        if len(between) == 2:
+            if dims == 2:
+                raise InvalidParameterError(
+                    f"The 'dims' parameter of {caller} must be 1 or None with between=(A, B). Got 2 instead. "
+                    "HINT: directions='target' gives B - A and a random second axis; between=(A, B, C) the "
+                    "plane through three models.")
+            return View("line", 1, "none")
+        if dims == 1:
+            raise InvalidParameterError(f"The 'dims' parameter of {caller} must be 2 or None with three models "
+                                        "in between. Got 1 instead. HINT: between=(A, B) is a line.")
+        return View("plane", 2, "none")
+    if isinstance(directions, Mapping) or given_pair:
+        pair = given_pair
+        want = 2 if pair else 1
+        if dims is not None and dims != want:
+            raise InvalidParameterError(
+                f"The 'dims' parameter of {caller} must be {want} or None with {'two' if pair else 'one'} given "
+                f"direction{'s' if pair else ''}. Got {dims} instead.")
+        given = (directions[0], directions[1]) if pair else (directions, None)
+        return View("given", want, normalization or "none", given=given)
+    d = "random" if directions is None else directions
+    check_param("directions", d, [Options(("random", "pca", "hessian"))], caller=caller,
+                hint="or 'target' with between=(A, B), a pair of state-dict-shaped direction dicts, or one "
+                     "such dict for a line.")
+    if d == "pca":
+        if checkpoints is None or len(checkpoints) < 3:
+            raise InvalidParameterError(
+                f"The 'checkpoints' parameter of {caller} must hold at least 3 checkpoints for "
+                f"directions='pca'. Got {None if checkpoints is None else len(checkpoints)} instead.")
+        if dims == 1:
+            raise InvalidParameterError(
+                f"The 'dims' parameter of {caller} must be 2 with directions='pca' (the path needs both "
+                "coordinates). Got 1 instead. HINT: dims=1 is for random or given directions.")
+    return View(d, 2 if dims is None else int(dims), normalization or "layer")
+
+
+def _no_normalization(normalization: Any, what: str, caller: str) -> None:
+    if normalization not in (None, "none"):
+        raise InvalidParameterError(
+            f"The 'normalization' parameter of {caller} must be None or 'none' for {what}. Got "
+            f"{normalization!r} instead. HINT: these axes are differences between models (or scaled to them); "
+            "normalizing them would move the models off their coordinates.")
+
+
+def _unused_checkpoints(caller: str, what: str) -> None:
+    raise InvalidParameterError(
+        f"The 'checkpoints' parameter of {caller} must be None with {what}. HINT: checkpoints give a PCA "
+        "trajectory (directions='pca' or ('target', 'pca')) or the centre of random directions.")

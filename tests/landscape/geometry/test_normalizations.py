@@ -1,0 +1,101 @@
+"""Li et al.'s normalizations and their bias convention against a numpy transcription of
+``net_plotter.normalize_direction`` / ``normalize_directions_for_weights``."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import landscape
+from landscape.geometry._directions import normalize_directions
+from landscape.geometry._state import moved_names
+from tests.landscape._helpers import TinyMLP, plain_loss
+
+
+def li_et_al(d: np.ndarray, w: np.ndarray, norm: str, ignore: str = "") -> np.ndarray:
+    """Li et al.'s code, in numpy (their loops over ``for d, w in zip(direction, weights)``
+    run over the first dimension: the filters)."""
+    d = d.copy()
+    if d.ndim <= 1:
+        return np.zeros_like(d) if ignore == "biasbn" else w.copy()   # d.fill_(0) / d.copy_(w)
+    if norm == "filter":
+        for f in range(d.shape[0]):
+            d[f] *= np.linalg.norm(w[f]) / (np.linalg.norm(d[f]) + 1e-10)
+    elif norm == "layer":
+        d *= np.linalg.norm(w) / np.linalg.norm(d)
+    elif norm == "weight":
+        d *= w
+    elif norm == "dfilter":
+        for f in range(d.shape[0]):
+            d[f] /= np.linalg.norm(d[f]) + 1e-10
+    elif norm == "dlayer":
+        d /= np.linalg.norm(d)
+    return d
+
+
+def _tensors():
+    g = torch.Generator().manual_seed(0)
+    shapes = [(6, 3, 3, 3), (6,), (4, 6), (4,), ()]   # a conv weight, biases, a linear weight, a scalar
+    params = [torch.randn(s, generator=g) * 0.3 for s in shapes]
+    dirs = [torch.randn(s, generator=g) for s in shapes]
+    return params, dirs
+
+
+@pytest.mark.parametrize("norm", ["filter", "layer", "weight", "dfilter", "dlayer"])
+def test_li_biasbn_convention_matches_their_code(norm):
+    params, dirs = _tensors()
+    ours = normalize_directions(dirs, params, norm, biasbn="li")
+    for o, d, p in zip(ours, dirs, params):
+        want = li_et_al(d.double().numpy(), p.double().numpy(), norm)
+        np.testing.assert_allclose(o.double().numpy(), want, rtol=2e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("norm", ["filter", "layer", "weight", "dfilter", "dlayer", "none"])
+def test_normalize_convention_treats_biases_like_any_tensor(norm):
+    params, dirs = _tensors()
+    ours = normalize_directions(dirs, params, norm)
+    for o, d, p in zip(ours, dirs, params):
+        d64, p64 = d.double().numpy(), p.double().numpy()
+        if d64.ndim >= 2:  # the same formulas as Li et al. (exact quotient instead of their + 1e-10)
+            want = li_et_al(d64, p64, norm) if norm != "none" else d64
+        elif norm in ("filter", "dfilter") and d64.ndim == 1:  # every element its own filter
+            want = np.sign(d64) * (np.abs(p64) if norm == "filter" else 1.0)
+        elif norm in ("layer", "filter"):
+            want = d64 * np.linalg.norm(p64) / np.linalg.norm(d64)
+        elif norm in ("dlayer", "dfilter"):
+            want = d64 / np.linalg.norm(d64)
+        elif norm == "weight":
+            want = d64 * p64
+        else:
+            want = d64
+        np.testing.assert_allclose(o.double().numpy(), want, rtol=2e-6, atol=1e-7)
+
+
+def test_filter_with_li_bias_convention_end_to_end(trained, data):
+    """A Li et al. reproduction with ignore=None: their bias convention gives their values."""
+    net, traj = trained
+    x, y = data
+    ls = landscape.compute_landscape(net, nn.CrossEntropyLoss(), (x, y), checkpoints=[traj[-1]], dims=1,
+                                     x=(-1.0, 1.0, 5), normalization="filter", biasbn="li", seed=3, num_samples=96)
+    assert ls.metadata["biasbn"] == "li"
+    names, _ = moved_names(net, None)
+    gen = torch.Generator().manual_seed(3)
+    centre = traj[-1]
+    v = np.concatenate([li_et_al(torch.randn(tuple(centre[n].shape), generator=gen).double().numpy(),
+                                 centre[n].double().numpy(), "filter").ravel() for n in names])
+    c = np.concatenate([centre[n].double().numpy().ravel() for n in names])
+    for j, alpha in enumerate(ls.x):
+        sd = {k: t.clone() for k, t in centre.items()}
+        flat, o = c + alpha * v, 0
+        for n in names:
+            sd[n] = torch.from_numpy(flat[o:o + centre[n].numel()].reshape(tuple(centre[n].shape))).float()
+            o += centre[n].numel()
+        want = plain_loss(TinyMLP(), sd, [(x, y)], 96)
+        assert math.isclose(ls.z[j], want, rel_tol=1e-5, abs_tol=1e-7), (j, ls.z[j], want)
+    ours = landscape.compute_landscape(net, nn.CrossEntropyLoss(), (x, y), checkpoints=[traj[-1]], dims=1,
+                                       x=(-1.0, 1.0, 5), normalization="filter", seed=3, num_samples=96)
+    assert not np.allclose(ours.z, ls.z)  # the convention matters: +-|b| is not b
