@@ -93,8 +93,7 @@ def _prepare(problem: Problem, plan_: LandscapePlan, names: list[str]) -> tuple[
         def load(k: int) -> list[torch.Tensor]:
             if k == n - 1:
                 return ref
-            sd = load_checkpoint(trajectory[k], what=f"checkpoint {k} of {label}")
-            check_keys(network, sd, what=f"checkpoint {k} of {label}")
+            sd = load_checkpoint(trajectory[k], what=f"checkpoint {k} of {label}", network=network)
             return flat_float(sd, names)
 
         res = pca_trajectory(load, n, method=geo.pca_method, solver=geo.pca_solver, normalization=normalization)
@@ -139,7 +138,7 @@ def _centre(network: nn.Module, trajectory: Sequence[Any] | None, centre: Mappin
             label: str) -> Mapping[str, torch.Tensor]:
     """The trajectory's last checkpoint, else ``centre``, else the network's own state."""
     if trajectory is not None:
-        return load_checkpoint(trajectory[-1], what=f"checkpoint {len(trajectory) - 1} of {label}")
+        return load_checkpoint(trajectory[-1], what=f"checkpoint {len(trajectory) - 1} of {label}", network=network)
     if centre is not None:
         return centre
     return {k: v.detach().cpu() for k, v in network.state_dict().items()}
