@@ -14,6 +14,8 @@ from collector.common import (
     Options,
     check_param,
 )
+from collector.train import check_metrics
+from collector.trajectory import check_checkpoints
 from landscape.engine._data import collate
 from landscape.execution._devices import resolve_devices
 from landscape.execution._distributed import check_devices_for_dist, detect
@@ -76,6 +78,11 @@ def compute_landscape(
         state-dict-shaped direction dicts used as given.
     checkpoints : list of state dicts or paths, default=None
         The trajectory (the last is the centre); without it the centre is ``network``.
+        Every one is checked before any work: a file against the SHA-256 that the
+        ``train_metadata.json`` of its folder records (SummaryCollector's checkpoints), or
+        else the CRC-32 of each record of its archive; then loaded
+        (``weights_only=True``) and its keys and shapes compared with ``network``'s. Any
+        failure raises ``collector.CheckpointError`` naming ``checkpoints[i]`` and the file.
     size : int, default=40
         Grid resolution (``size`` x ``size``).
     num_samples : int, default=2048
@@ -89,8 +96,9 @@ def compute_landscape(
         Evaluate in eval mode (batch-norm running statistics, no dropout).
     device_ids : list of int, default=None
         CUDA devices, or that many CPU worker processes without CUDA.
-    metrics : dict of str to metric, default=None
-        Extra surfaces: callables ``m(outputs, labels)`` or objects with clear/update/eval.
+    metrics : dict of str to metric, list of names, default=None
+        Extra surfaces: callables ``m(outputs, labels)`` or objects with clear/update/eval,
+        by name; or a list of names such as ``["accuracy"]``.
     pca_method : {"mindspore", "li"}, default="mindspore"
     tag : str, default=None
     distributed : bool or None, default=None
@@ -125,6 +133,9 @@ def compute_landscape(
     check_devices_for_dist(distributed, device_ids, _CALLER)
     check_common(normalization=normalization, ignore=ignore, seed=seed, eval_mode=eval_mode,
                  device_ids=device_ids, caller=_CALLER)
+    check_metrics(metrics, name="metrics", caller=_CALLER)
+    if checkpoints is not None:  # each one intact and fitting the network, before the data or any point
+        check_checkpoints(checkpoints, network, name="checkpoints", caller=_CALLER)
     devices, threads = resolve_devices(None if device_ids is None else list(device_ids), _CALLER)
     inputs, labels = collate(data, num_samples, caller=_CALLER)
     kind: Kind = "given" if pair else cast(Kind, directions)

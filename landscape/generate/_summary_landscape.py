@@ -13,8 +13,9 @@ from typing import Any
 
 from torch import nn
 
-from collector.common import check_param
+from collector.common import check_directory, check_param
 from collector.summary import SummaryRecord
+from collector.train import check_metrics
 from collector.trajectory import (
     CKPT_DIR,
     METADATA_FILE,
@@ -22,6 +23,7 @@ from collector.trajectory import (
     load_checkpoint,
     read_train_metadata,
     validate_collect_landscape,
+    verify_checkpoint_file,
 )
 from landscape.engine._data import collate
 from landscape.execution._devices import resolve_devices
@@ -30,7 +32,6 @@ from landscape.execution._run import start_pool, stop_pool
 from landscape.generate._build import build_landscape, metric_dict
 from landscape.generate._compute import check_common
 from landscape.generate._plan import Execution, Geometry, LandscapePlan, Problem
-from landscape.geometry._state import check_keys
 from landscape.io._store import Store, file_digest, model_digest, tensor_digest
 from landscape.result._landscape import Landscape
 
@@ -62,7 +63,8 @@ class SummaryLandscape:
     """
 
     def __init__(self, summary_dir: str | os.PathLike) -> None:
-        check_param("summary_dir", summary_dir, ["path"], caller="SummaryLandscape")
+        check_directory("summary_dir", summary_dir, caller="SummaryLandscape", create=False,
+                        hint="pass the SummaryCollector's summary_dir (the folder holding ckpt_dir/).")
         self.summary_dir = os.fspath(summary_dir)
         self.ckpt_dir = os.path.join(self.summary_dir, CKPT_DIR)
         self.metadata_path = os.path.join(self.ckpt_dir, METADATA_FILE)
@@ -128,7 +130,9 @@ class SummaryLandscape:
         list of Landscape
         """
         check_param("callback_fn", callback_fn, ["callable"], caller=_GEN)
-        check_param("output", output, [None, "path"], caller=_GEN)
+        if output is not None:
+            check_directory("output", output, caller=_GEN,
+                            hint="pass the folder the summary file and landscapes.h5 go to (default summary_dir).")
         check_common(normalization=normalization, ignore=ignore, seed=seed, eval_mode=eval_mode,
                      device_ids=device_ids, caller=_GEN)
         check_param("restart", restart, ["boolean"], caller=_GEN)
@@ -146,6 +150,10 @@ class SummaryLandscape:
         needed = sorted({n for iv in intervals for n in iv}) if create["train"] else (
             [intervals[-1][-1]] if create["result"] else [])
         paths = {n: metadata.checkpoint_path(self.ckpt_dir, n) for n in needed}
+        # Before anything else (callback_fn may be slow): every checkpoint is the file training wrote, by the
+        # SHA-256 recorded then, or for MindSpore's metadata (no digests) by its archive's CRC-32s.
+        found = {n: verify_checkpoint_file(path, what=f"the checkpoint of {unit} {n}", digest=metadata.digests.get(n),
+                                           recorded_in=self.metadata_path) for n, path in paths.items()}
         check_devices_for_dist(distributed, device_ids, _GEN)
         devices, threads = resolve_devices(None if device_ids is None else list(device_ids), _GEN)
         got = callback_fn()
@@ -161,12 +169,9 @@ class SummaryLandscape:
         if not callable(loss_fn):
             raise ValueError("callback_fn must return a model (first item) whose loss_fn is callable; "
                              f"got {type(model).__name__} with loss_fn={loss_fn!r}.")
-        if metrics is not None and not isinstance(metrics, (dict, set, list, tuple)):
-            raise ValueError(f"callback_fn must return a dict of metrics or None as its fourth item; "
-                             f"got {type(metrics).__name__}.")
-        for n, path in paths.items():  # every checkpoint matches the network before any work
-            check_keys(network, load_checkpoint(path, what=f"{unit} {n}"),
-                       what=f"the checkpoint of {unit} {n} ({os.path.basename(path)})")
+        check_metrics(metrics, name="metrics (callback_fn's fourth item)", caller=_GEN)
+        for n, path in paths.items():  # every checkpoint loads and matches the network before any work
+            load_checkpoint(path, what=f"the checkpoint of {unit} {n}", network=network)
         inputs, labels = collate(dataset, cfg["num_samples"], caller=_GEN)
         out_dir = os.fspath(output) if output is not None else self.summary_dir
         geo = dict(size=cfg["landscape_size"], normalization=normalization, ignore=ignore, seed=seed)
@@ -192,7 +197,8 @@ class SummaryLandscape:
                 os.makedirs(out_dir, exist_ok=True)
                 store = Store(os.path.join(out_dir, "landscapes.h5"))
                 held.enter_context(store.lock())
-                fps = self._fingerprints(plans, cfg, problem)
+                fps = self._fingerprints(plans, cfg, problem,
+                                         {paths[n]: d.sha256 for n, d in found.items() if d is not None})
                 if restart:
                     store.forget([pl.tag or "" for pl in plans])
                 for pl in plans:  # refuse other inputs' landscapes before any work
@@ -220,9 +226,11 @@ class SummaryLandscape:
                 dist.close()
 
     @staticmethod
-    def _fingerprints(plans: list[LandscapePlan], cfg: dict[str, Any], problem: Problem) -> dict[str, dict[str, Any]]:
-        """Everything that defines each landscape, digests for files, network and data."""
-        digests: dict[str, str] = {}
+    def _fingerprints(plans: list[LandscapePlan], cfg: dict[str, Any], problem: Problem,
+                      known: dict[str, str] | None = None) -> dict[str, dict[str, Any]]:
+        """Everything that defines each landscape, digests for files (``known``: verified already), network
+        and data."""
+        digests: dict[str, str] = dict(known or {})
         geo0 = plans[0].geometry if plans else None
         common = {"landscape_size": cfg["landscape_size"], "num_samples": int(problem.inputs.shape[0]),
                   "normalization": geo0.normalization if geo0 else None,
