@@ -18,10 +18,12 @@ from typing import Any
 
 import numpy as np
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
+from google.protobuf.unknown_fields import UnknownFieldSet
 
 from collector.summary._packing import tensor_to_numpy
 
-__all__ = ["text_damage", "value_damage", "tensor_array", "decode_png"]
+__all__ = ["text_damage", "value_damage", "lost_field", "lost_here", "has_unknown_fields", "tensor_array",
+           "histogram_buckets", "decode_png"]
 
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -86,6 +88,55 @@ def text_damage(message: Any) -> str | None:
     return None
 
 
+def lost_field(message: Any) -> str | None:
+    """A field that protobuf parsed into the unknown fields although its number is declared, or None.
+
+    A field of a declared number whose bytes its type cannot hold (a wrong wire type, an
+    enum value not declared, a map entry whose key is not UTF-8) is not an error to
+    protobuf: it keeps the bytes as an unknown field and the field looks absent, so the
+    content is silently lost. Fields of numbers not declared (a newer writer's) are fine.
+    """
+    try:
+        here = lost_here(message)
+        if here:
+            return here
+        for fd, value in message.ListFields():
+            if fd.message_type is None:
+                continue
+            if fd.message_type.GetOptions().map_entry:
+                items = list(value.values()) if fd.message_type.fields_by_name["value"].message_type else []
+            else:
+                items = list(value) if fd.is_repeated else [value]
+            for item in items:
+                found = lost_field(item)
+                if found:
+                    return found
+    except (UnicodeDecodeError, ValueError) as exc:
+        return f"{message.DESCRIPTOR.full_name} cannot be read: {exc}"
+    return None
+
+
+def has_unknown_fields(message: Any) -> bool:
+    """Whether ``message`` or a message inside it holds unknown fields: a quick test, in C.
+
+    Only then is :func:`lost_field`'s walk (in Python) needed.
+    """
+    probe = type(message)()
+    probe.CopyFrom(message)
+    probe.DiscardUnknownFields()
+    return probe.ByteSize() != message.ByteSize()
+
+
+def lost_here(message: Any) -> str | None:
+    """:func:`lost_field` for the fields of ``message`` itself (not of the messages inside it)."""
+    declared = message.DESCRIPTOR.fields_by_number
+    for field in UnknownFieldSet(message):
+        if field.field_number in declared:
+            return (f"{declared[field.field_number].full_name} holds bytes its type cannot hold "
+                    f"(wire type {field.wire_type})")
+    return None
+
+
 def tensor_array(t: Any, dtype: Any = None) -> tuple[np.ndarray | None, str | None]:
     """``(array, None)`` for a usable ``TensorProto``, else ``(None, reason)``."""
     try:
@@ -123,13 +174,21 @@ def _image_damage(image: Any) -> str | None:
     return None
 
 
-def _histogram_damage(h: Any) -> str | None:
-    counts = [b.count for b in h.buckets]
-    if min(counts + [h.nan_count, h.pos_inf_count, h.neg_inf_count, h.count]) < 0:
+def histogram_buckets(h: Any) -> tuple[list[float], list[float], list[int]]:
+    """A ``Summary.Histogram``'s buckets as three lists: left edges, widths and counts."""
+    buckets = h.buckets
+    return [b.left for b in buckets], [b.width for b in buckets], [b.count for b in buckets]
+
+
+def _histogram_damage(h: Any, buckets: tuple[list[float], list[float], list[int]]) -> str | None:
+    # Python's builtins on the lists: for ~90 buckets, faster than making numpy arrays first.
+    left, width, counts = buckets
+    others = (h.nan_count, h.pos_inf_count, h.neg_inf_count, h.count)
+    if min(counts, default=0) < 0 or min(others) < 0:
         return "its histogram has a negative count"
-    if not all(math.isfinite(b.left) and math.isfinite(b.width) and b.width >= 0 for b in h.buckets):
+    if not (all(map(math.isfinite, left)) and all(map(math.isfinite, width)) and min(width, default=0.0) >= 0):
         return "its histogram has a bucket whose left edge or width is not finite, or whose width is negative"
-    total = sum(counts) + h.nan_count + h.pos_inf_count + h.neg_inf_count
+    total = sum(counts) + others[0] + others[1] + others[2]
     if h.HasField("count") and total != h.count:
         return (f"its histogram's buckets and NaN/inf counts add up to {total} values; its count is {h.count}")
     return None
@@ -161,19 +220,26 @@ def _landscape_damage(ll: Any) -> str | None:
     return None
 
 
-def value_damage(value: Any) -> str | None:
-    """Why a ``Summary.Value`` cannot be used, or None."""
+def value_damage(value: Any, *, histogram: tuple[list[float], list[float], list[int]] | None = None) -> str | None:
+    """Why a ``Summary.Value`` cannot be used, or None.
+
+    ``histogram``: its :func:`histogram_buckets`, if the caller has them.
+    """
     try:
-        text = text_damage(value)
+        kind = value.WhichOneof("value")
+        if not isinstance(value.tag, str):
+            return f"{value.DESCRIPTOR.fields_by_name['tag'].full_name} is not valid UTF-8"
+        text = text_damage(getattr(value, kind)) if kind in ("image", "tensor", "histogram", "loss_landscape") \
+            else None
+        text = text or (lost_field(value) if has_unknown_fields(value) else None)
         if text:
             return text
-        kind = value.WhichOneof("value")
         if kind == "image":
             return _image_damage(value.image)
         if kind == "tensor":
             return tensor_array(value.tensor)[1]
         if kind == "histogram":
-            return _histogram_damage(value.histogram)
+            return _histogram_damage(value.histogram, histogram or histogram_buckets(value.histogram))
         if kind == "loss_landscape":
             return _landscape_damage(value.loss_landscape)
         return None

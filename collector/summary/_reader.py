@@ -24,7 +24,16 @@ import numpy as np
 from google.protobuf.message import DecodeError
 
 from collector.summary import _proto as proto
-from collector.summary._damage import decode_png, tensor_array, text_damage, value_damage
+from collector.summary._damage import (
+    decode_png,
+    has_unknown_fields,
+    histogram_buckets,
+    lost_field,
+    lost_here,
+    tensor_array,
+    text_damage,
+    value_damage,
+)
 from collector.summary._framing import (
     CorruptRecordError,
     RecordIssue,
@@ -125,13 +134,13 @@ def _read(path: str | os.PathLike, issues: list[RecordIssue] | None,
         found: list[RecordIssue] = []
         try:
             for offset, payload in iter_records(file, found):
-                reason = _event_damage(cls, payload)
-                if isinstance(reason, str):
+                event, reason = _event_damage(cls, payload)
+                if reason is not None:
                     found.append(RecordIssue(str(file), offset, reason))
                     if strict:
                         break
                     continue
-                yield kind, reason, str(file), offset
+                yield kind, event, str(file), offset
         except OSError as exc:
             # One unreadable file does not hide the others of a directory; alone, it is the error.
             message = f"The summary file {str(file)!r} cannot be read: {exc.strerror or exc}."
@@ -146,29 +155,35 @@ def _read(path: str | os.PathLike, issues: list[RecordIssue] | None,
             raise CorruptRecordError(str(found[0]))
 
 
-def _event_damage(cls: Any, payload: bytes) -> Any:
-    """The parsed event, or why it cannot be used (a str)."""
+def _event_damage(cls: Any, payload: bytes) -> tuple[Any, str | None]:
+    """``(event, None)``, or ``(None, why)`` when the record cannot be used.
+
+    A summary event's own fields are checked here, its values by :class:`SummaryReader`,
+    value by value: one bad value then names its tag and step, and the values of a plugin
+    nobody asks for are not checked.
+    """
     try:
         event = cls.FromString(payload)
     except (DecodeError, ValueError) as exc:
-        return f"undecodable {cls.__name__}: {exc}"
+        return None, f"undecodable {cls.__name__}: {exc}"
     if not event.IsInitialized():
-        return f"{cls.__name__} lacks required field(s) {event.FindInitializationErrors()}"
-    # A summary's values are checked one by one (SummaryReader), so one bad value names its tag.
+        return None, f"{cls.__name__} lacks required field(s) {event.FindInitializationErrors()}"
     if cls is proto.Event and event.WhichOneof("what") == "summary":
-        return event
-    text = text_damage(event)
-    return f"{cls.__name__}: {text}" if text else event
+        text = lost_here(event) or lost_here(event.summary)  # its own fields; its values: see above
+    else:
+        text = text_damage(event) or (lost_field(event) if has_unknown_fields(event) else None)
+    return (None, f"{cls.__name__}: {text}") if text else (event, None)
 
 
 class SummaryReader:
     """Load a summary file or directory into plain numpy structures.
 
-    Everything is read and checked once, at construction: ``issues`` lists every record
-    skipped and every value left out because its content is damaged (with its file,
-    byte offset, tag and step). The accessors return only usable values and never raise
-    for damaged content; with ``strict=True`` the construction raises
-    :class:`CorruptRecordError` at the first damage instead.
+    The records are read once, at construction; a record that cannot be used is skipped
+    and reported in ``issues``. The values of a plugin are checked when its accessor first
+    needs them (all of them when ``issues`` is read): a damaged one is left out and
+    reported with its file, byte offset, tag and step. The accessors return only usable
+    values and never raise for damaged content; with ``strict=True`` the construction
+    checks everything and raises :class:`CorruptRecordError` at the first damage instead.
 
     Parameters
     ----------
@@ -184,6 +199,7 @@ class SummaryReader:
         still be damaged: the accessors leave it out).
     lineage_events : list of proto.LineageEvent
     issues : list of RecordIssue
+        What was skipped (reading it checks every value not checked yet).
 
     Examples
     --------
@@ -193,49 +209,82 @@ class SummaryReader:
 
     def __init__(self, path: str | os.PathLike, *, strict: bool = False) -> None:
         self.path = os.fspath(path)
-        self.issues: list[RecordIssue] = []
+        self._issues: list[RecordIssue] = []
         self.events: list = []
         self.lineage_events: list = []
-        # (event index, value index) of the values whose content is damaged
-        self._damaged: set[tuple[int, int]] = set()
-        for kind, event, file, offset in _read(path, self.issues, strict):
+        self._origin: list[tuple[str, int]] = []  # file and offset of each event's record
+        self._damaged: set[tuple[int, int]] = set()  # (event, value) indices of damaged values
+        self._checked: set[str] = set()  # the plugins (Summary.Value fields) whose values were checked
+        self._histograms: dict[tuple[int, int], tuple[list, list, list]] = {}  # buckets, read by the check
+        self._strict = strict
+        for kind, event, file, offset in _read(path, self._issues, strict):
             if kind == "lineage":
                 self.lineage_events.append(event)
-                continue
-            self.events.append(event)
-            if event.WhichOneof("what") == "summary":
-                self._check_values(len(self.events) - 1, event, file, offset, strict)
+            else:
+                self.events.append(event)
+                self._origin.append((file, offset))
+        if strict:
+            self._check(None)
 
-    def _check_values(self, index: int, event: Any, file: str, offset: int, strict: bool) -> None:
-        for j, v in enumerate(event.summary.value):
-            reason = value_damage(v)
-            if reason is None:
-                continue
-            tag = v.tag if isinstance(v.tag, str) else bytes(v.tag).decode("utf-8", "replace")
-            issue = RecordIssue(file, offset, f"damaged {_PLUGIN.get(v.WhichOneof('value') or '', 'value')}: {reason}",
-                                tag=tag, step=int(event.step))
-            if strict:
-                raise CorruptRecordError(str(issue))
-            logger.warning("skipped damaged data: %s", issue)
-            self.issues.append(issue)
-            self._damaged.add((index, j))
+    @property
+    def issues(self) -> list[RecordIssue]:
+        """Every record skipped and every damaged value (all values are checked first)."""
+        self._check(None)
+        return self._issues
 
-    def _usable(self) -> Iterator[tuple[int, float, Any]]:
+    def _check(self, fields: tuple[str, ...] | None) -> None:
+        """Check the values of these ``Summary.Value`` fields (None: all) not checked yet."""
+        todo = None if fields is None else [f for f in fields if f not in self._checked]
+        if todo == [] or (todo is None and "*" in self._checked):
+            return
+        for i, ev in enumerate(self.events):
+            if ev.WhichOneof("what") != "summary":
+                continue
+            for j, v in enumerate(ev.summary.value):
+                kind = v.WhichOneof("value") or ""
+                if kind in self._checked or (todo is not None and kind not in todo) or (i, j) in self._damaged:
+                    continue
+                self._check_value(i, j, ev, v, kind)
+        self._checked.update(_PLUGIN if todo is None else todo)
+        if todo is None:
+            self._checked.update(("*", ""))
+
+    def _check_value(self, i: int, j: int, ev: Any, v: Any, kind: str) -> None:
+        file, offset = self._origin[i]
+        buckets = histogram_buckets(v.histogram) if kind == "histogram" else None
+        reason = value_damage(v, histogram=buckets)
+        if reason is None:
+            if buckets is not None:
+                self._histograms[(i, j)] = buckets
+            return
+        tag = v.tag if isinstance(v.tag, str) else bytes(v.tag).decode("utf-8", "replace")
+        self._report(RecordIssue(file, offset, f"damaged {_PLUGIN.get(kind, 'value')}: {reason}", tag=tag,
+                                 step=int(ev.step)))
+        self._damaged.add((i, j))
+
+    def _report(self, issue: RecordIssue) -> None:
+        if self._strict:
+            raise CorruptRecordError(str(issue))
+        logger.warning("skipped damaged data: %s", issue)
+        self._issues.append(issue)
+
+    def _usable(self, fields: tuple[str, ...] | None) -> Iterator[tuple[int, int, Any, Any]]:
+        """``(event index, value index, event, value)`` of the checked, usable values of these fields."""
+        self._check(fields)
         for i, ev in enumerate(self.events):
             if ev.WhichOneof("what") == "summary":
                 for j, v in enumerate(ev.summary.value):
-                    if (i, j) not in self._damaged:
-                        yield ev.step, ev.wall_time, v
+                    if (i, j) not in self._damaged and (fields is None or v.WhichOneof("value") in fields):
+                        yield i, j, ev, v
 
     def _values(self, field: str) -> Iterator[tuple[int, float, Any]]:
-        for step, wall_time, v in self._usable():
-            if v.WhichOneof("value") == field:
-                yield step, wall_time, v
+        for _, _, ev, v in self._usable((field,)):
+            yield ev.step, ev.wall_time, v
 
     def tags(self) -> dict[str, list[str]]:
         """Plugin name ('scalar', 'image', 'tensor', 'histogram', 'landscape') to tags, in order."""
         out: dict[str, list[str]] = {}
-        for _, _, v in self._usable():
+        for _, _, _, v in self._usable(None):
             tags = out.setdefault(_PLUGIN.get(v.WhichOneof("value") or "", "unknown"), [])
             if v.tag not in tags:
                 tags.append(v.tag)
@@ -253,14 +302,15 @@ class SummaryReader:
     def histograms(self) -> dict[str, list[dict]]:
         """Tag to a list of dicts: step, left, width, count (arrays), min, max, sum, and counts."""
         out: dict[str, list[dict]] = {}
-        for step, _, v in self._values("histogram"):
+        for i, j, ev, v in self._usable(("histogram",)):
             h = v.histogram
+            left, width, count = self._histograms[(i, j)]
             out.setdefault(v.tag, []).append(
                 {
-                    "step": step,
-                    "left": np.array([b.left for b in h.buckets], dtype=np.float64),
-                    "width": np.array([b.width for b in h.buckets], dtype=np.float64),
-                    "count": np.array([b.count for b in h.buckets], dtype=np.int64),
+                    "step": ev.step,
+                    "left": np.array(left, dtype=np.float64),
+                    "width": np.array(width, dtype=np.float64),
+                    "count": np.array(count, dtype=np.int64),
                     "min": h.min, "max": h.max, "sum": h.sum, "total": h.count,
                     "nan_count": h.nan_count, "pos_inf_count": h.pos_inf_count, "neg_inf_count": h.neg_inf_count,
                 }
