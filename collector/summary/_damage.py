@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import math
+import re
 import struct
 import warnings
 from functools import cache
@@ -168,7 +169,8 @@ def _image_damage(image: Any) -> str | None:
             warnings.simplefilter("ignore")  # Pillow's warnings about odd chunks: the outcome is what counts
             arr = decode_png(data)
     except Exception as exc:  # Pillow raises OSError, SyntaxError, ValueError, zlib.error... for damaged PNGs
-        return f"its PNG does not decode ({type(exc).__name__}: {exc})"
+        why = re.sub(r" <_io\.BytesIO object at 0x[0-9a-fA-F]+>", "", str(exc))  # Pillow names its buffer
+        return f"its PNG does not decode ({type(exc).__name__}: {why})"
     if arr.shape[:2] != (image.height, image.width):
         return f"its PNG decodes to {arr.shape[1]}x{arr.shape[0]} pixels; the record says {image.width}x{image.height}"
     return None

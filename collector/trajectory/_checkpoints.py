@@ -51,6 +51,7 @@ from collector.trajectory._integrity import (
     HINT_RESTORE,
     CheckpointError,
     FileDigest,
+    check_archive,
     existing_file,
     file_digest,
     unreadable,
@@ -245,6 +246,17 @@ def _first_sentence(exc: BaseException) -> str:
 
 def _torch_load(path: str, what: str) -> Any:
     try:
+        return _torch_load_or_raise(path, what)
+    except CheckpointError as exc:
+        if exc.path == path and "weights_only=True" not in str(exc):
+            # torch.load's own failure of a zip checkpoint (a bare OSError for a truncated one): the archive's
+            # structure and CRC-32s usually say more precisely what is wrong.
+            check_archive(path, what)
+        raise
+
+
+def _torch_load_or_raise(path: str, what: str) -> Any:
+    try:
         with warnings.catch_warnings():
             # torch warns about a foreign pickle's protocol before refusing it; the error below says more.
             warnings.filterwarnings("ignore", message=".*pickle protocol", category=UserWarning)
@@ -262,7 +274,14 @@ def _torch_load(path: str, what: str) -> Any:
             f"{what}: checkpoint file {path!r} is not a PyTorch checkpoint, or it is damaged: its content is not a "
             f"pickle of tensors ({detail}). " + HINT_RESTORE, path=path, what=what) from None
     except OSError as exc:
-        raise unreadable(path, what, exc) from None
+        try:  # torch reports some damaged archives as OSError (EINVAL): tell them from a file that cannot be read
+            with open(path, "rb") as fh:
+                fh.read(1)
+        except OSError:
+            raise unreadable(path, what, exc) from None
+        raise CheckpointError(
+            f"{what}: checkpoint file {path!r} is not a PyTorch checkpoint, or it is truncated or damaged "
+            f"({_first_sentence(exc)}). " + HINT_RESTORE, path=path, what=what) from None
     except EOFError:
         raise CheckpointError(f"{what}: checkpoint file {path!r} is empty or truncated ({os.path.getsize(path)} "
                               "bytes). " + HINT_RESTORE, path=path, what=what) from None

@@ -17,7 +17,7 @@ import zlib
 from dataclasses import dataclass
 
 __all__ = ["CheckpointError", "CheckpointNotFoundError", "FileDigest", "file_digest", "verify_checkpoint_file",
-           "existing_file", "unreadable", "HINT_RESTORE"]
+           "existing_file", "unreadable", "check_archive", "HINT_RESTORE"]
 
 HINT_RESTORE = ("HINT: restore the file from a backup, or train again to collect it; a landscape is never "
                 "computed from a checkpoint that differs from the one training wrote.")
@@ -126,7 +126,7 @@ def verify_checkpoint_file(path: str | os.PathLike, *, what: str, digest: FileDi
     path = os.fspath(path)
     existing_file(path, what)
     if digest is None:
-        _check_archive(path, what)
+        check_archive(path, what)
         return None
     try:
         found = file_digest(path)
@@ -141,7 +141,7 @@ def verify_checkpoint_file(path: str | os.PathLike, *, what: str, digest: FileDi
     return found
 
 
-def _check_archive(path: str, what: str) -> None:
+def check_archive(path: str, what: str) -> None:
     """Read every record of a zip checkpoint, checking the CRC-32 stored for it."""
     try:
         with open(path, "rb") as fh:
@@ -161,11 +161,11 @@ def _check_archive(path: str, what: str) -> None:
     except zipfile.BadZipFile as exc:
         crc = re.match(r"Bad CRC-32 for file '([^']*)'", str(exc))
         if crc:
-            reason = (f"the bytes of its record {crc.group(1)!r} do not match the CRC-32 stored for them, so it "
-                      "was changed or damaged after it was written")
+            reason = (f"is damaged: the bytes of its record {crc.group(1)!r} do not match the CRC-32 stored for "
+                      "them, so it was changed after it was written")
         else:
-            reason = f"it is truncated or damaged ({size} bytes; its zip archive cannot be read: {exc})"
-        raise CheckpointError(f"{what}: checkpoint file {path!r} is damaged: {reason}. " + HINT_RESTORE,
+            reason = f"is truncated or damaged: its zip archive cannot be read ({size} bytes; {exc})"
+        raise CheckpointError(f"{what}: checkpoint file {path!r} {reason}. " + HINT_RESTORE,
                               path=path, what=what) from None
     except (EOFError, ValueError, NotImplementedError, zlib.error) as exc:
         raise CheckpointError(f"{what}: checkpoint file {path!r} is damaged: its zip archive cannot be read "
