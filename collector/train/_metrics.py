@@ -128,6 +128,15 @@ def check_metrics(metrics: Any, *, name: str, caller: str) -> None:
     metric names :func:`get_metric` knows. A bare string is refused rather than read as a
     sequence of one-letter names.
 
+    Parameters
+    ----------
+    metrics : object
+        What the user passed.
+    name : str
+        How the parameter is named in messages (``"metrics"``).
+    caller : str
+        What it belongs to (``"compute_landscape"``).
+
     Raises
     ------
     InvalidParameterError

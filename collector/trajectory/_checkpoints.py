@@ -363,6 +363,17 @@ def check_state_dict(state: Mapping[str, Any], reference: Mapping[str, Any], *, 
     The message names ``what`` and ``path``, the first missing and unexpected keys (or
     the first keys whose shapes differ, with both shapes).
 
+    Parameters
+    ----------
+    state : mapping of str to Tensor
+        The checkpoint's state dict.
+    reference : mapping of str to Tensor
+        The network's ``state_dict()``.
+    what : str
+        Where the state came from (``"checkpoints[1] of compute_landscape"``).
+    path : str, optional
+        Its file.
+
     Raises
     ------
     CheckpointError
