@@ -356,6 +356,8 @@ class SummaryCollector(PlainLoopMixin, Callback):
             self._open()
         step = int(cb_params.get("cur_step_num") or 0)
         train = cb_params.get("mode", "train") == "train"
+        if train and self._landscape is not None:
+            self._landscape.write_pending()  # written and hashed on the writer thread while the lineage is built
         if train and self._specified["collect_train_lineage"]:
             self._record.add_value("train_lineage", "train_lineage", lineage.train_lineage(
                 cb_params, learning_rate=self._initial_lr, ckpt_path=_checkpoint_path(cb_params)))

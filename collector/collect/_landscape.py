@@ -113,6 +113,15 @@ class LandscapeCollector:
         if batch:
             self._writer.submit(_save_files, batch, self.digests)
 
+    def write_pending(self) -> None:
+        """Hand the checkpoints still waiting to the writer thread now (training has ended).
+
+        Called before the end-of-training lineage is built: the writer serializes, writes
+        and hashes them meanwhile, instead of :meth:`shutdown` doing it on the training
+        thread afterwards.
+        """
+        self._hand_off()
+
     def write_metadata(self, step_per_epoch: int | None) -> str | None:
         """Wait for pending checkpoints, then write the metadata of the complete intervals.
 
