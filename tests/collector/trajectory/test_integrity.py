@@ -307,3 +307,30 @@ def test_folder_parameters_that_are_files(tmp_path, make, name, inside):
     assert isinstance(info.value, NotADirectoryError) and isinstance(info.value, InvalidParameterError)
     assert repr(str(target)) in str(info.value) and "HINT" in str(info.value)
     assert sorted(os.listdir(tmp_path)) == before and target.read_text() == "x"
+
+
+def test_collector_hashes_checkpoints_on_the_writer_thread(tmp_path, monkeypatch):
+    """save_file (which hashes) runs on the collector's writer thread, never on the training thread."""
+    import threading
+
+    from collector import Model, SummaryCollector
+    from collector.collect import _landscape
+
+    threads = []
+    real = _landscape.save_file
+
+    def spy(state, path):
+        threads.append(threading.current_thread().name)
+        return real(state, path)
+
+    monkeypatch.setattr(_landscape, "save_file", spy)
+    torch.manual_seed(0)
+    x, y = torch.randn(32, 4), torch.randint(0, 3, (32,))
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=8)
+    net = nn.Sequential(nn.Linear(4, 6), nn.ReLU(), nn.Linear(6, 3))
+    model = Model(net, nn.CrossEntropyLoss(), torch.optim.SGD(net.parameters(), lr=0.1))
+    sc = SummaryCollector(tmp_path, collect_specified_data={"collect_landscape": {
+        "unit": "step", "intervals": [[1, 2, 3], [10, 11, 12]], "landscape_size": 3, "num_samples": 8}})
+    model.train(3, loader, callbacks=[sc])
+    assert threads == ["landscape-ckpt"] * 6 and threading.current_thread().name not in threads
+    assert len(read_train_metadata(tmp_path / "ckpt_dir").digests) == 6
