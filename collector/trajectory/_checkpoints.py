@@ -46,7 +46,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from collector.common import InvalidParameterError, atomic_path
+from collector.common import InvalidParameterError, atomic_path, strip_wrapper_prefixes
 from collector.trajectory._integrity import (
     HINT_RESTORE,
     CheckpointError,
@@ -308,7 +308,9 @@ def load_checkpoint(item: Any, *, what: str, network: nn.Module | None = None, d
     what : str
         Where the checkpoint came from, for messages (``"checkpoints[2] of compute_landscape"``).
     network : nn.Module, optional
-        The state dict must have exactly its keys and shapes.
+        The state dict must have exactly its keys and shapes, once the ``module.`` /
+        ``_orig_mod.`` prefixes of a wrapped network's are removed (the state returned
+        has the network's keys).
     digest : FileDigest, optional
         The file must have this SHA-256 and size (see :func:`verify_checkpoint_file`).
     verify : bool, default=False
@@ -346,7 +348,12 @@ def load_checkpoint(item: Any, *, what: str, network: nn.Module | None = None, d
         raise InvalidParameterError(f"{what} must be a state dict or a checkpoint path. Got "
                                     f"{type(item).__name__} instead.")
     if network is not None:
-        check_state_dict(sd, network.state_dict(), what=what, path=path)
+        reference = network.state_dict()
+        if set(sd) != set(reference):
+            # a checkpoint of a DDP / DataParallel / torch.compile-wrapped network: its keys without the prefixes
+            stripped = strip_wrapper_prefixes(sd)
+            sd = stripped if set(stripped) == set(reference) else sd
+        check_state_dict(sd, reference, what=what, path=path)
     return sd
 
 

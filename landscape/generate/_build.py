@@ -13,35 +13,23 @@ import numpy as np
 import torch
 from torch import nn
 
+from collector.common import strip_wrapper_prefixes
 from collector.train import get_metric
 from collector.trajectory import load_checkpoint
-from landscape.engine import Engine, EngineSpec, activation_elements, plan
+from landscape.engine import Engine, EngineSpec
+from landscape.engine._planner import choose_plan
 from landscape.execution._distributed import on_root
 from landscape.execution._pool import Pool
 from landscape.execution._run import run_points, start_pool, stop_pool
 from landscape.generate._plan import Execution, LandscapePlan, Problem
 from landscape.geometry._directions import grid_axes, random_directions
 from landscape.geometry._pca import pca_trajectory
-from landscape.geometry._state import check_keys, flat_float, moved_names
+from landscape.geometry._state import check_keys, fit_state, flat_float, moved_names
 from landscape.io._store import Partial, jsonable
 from landscape.result._landscape import Landscape, LossPath
 
 __all__: list[str] = []
 _log = logging.getLogger("landscape")
-
-
-def _vmappable(network: nn.Module, loss_fn: Any, names: list[str], centre: Mapping[str, torch.Tensor],
-               inputs: torch.Tensor, labels: torch.Tensor) -> bool:
-    """Whether two points evaluate through vmap (tried on two samples, on the CPU)."""
-    try:
-        ref = flat_float(centre, names)
-        eng = Engine(EngineSpec(network, loss_fn, {}, inputs[:2], labels[:2], names, centre, ref, ref,
-                                points_per_call=2), "cpu")
-        eng.evaluate(np.zeros((2, 2)))
-        return True
-    except Exception as exc:  # any failure: evaluate one point per call
-        _log.info("batched evaluation unavailable (%s: %s); one point per call", type(exc).__name__, exc)
-        return False
 
 
 def build_landscape(problem: Problem, plan_: LandscapePlan, execution: Execution,
@@ -69,11 +57,11 @@ def build_landscape(problem: Problem, plan_: LandscapePlan, execution: Execution
         raise
 
 
-def _prepare(problem: Problem, plan_: LandscapePlan, names: list[str]) -> tuple[Partial, Mapping[str, torch.Tensor]]:
+def _prepare(problem: Problem, plan_: LandscapePlan, names: list[str],
+             device: str) -> tuple[Partial, Mapping[str, torch.Tensor]]:
     """The landscape's definition (metadata, axes, points, directions) and its centre."""
     geo, label = plan_.geometry, plan_.label
-    network, inputs, labels, loss_fn, eval_mode = (problem.network, problem.inputs, problem.labels,
-                                                   problem.loss_fn, problem.eval_mode)
+    network, samples, task, eval_mode = problem.network, problem.samples, problem.task, problem.eval_mode
     kind, trajectory, size, normalization, seed = geo.kind, geo.trajectory, geo.size, geo.normalization, geo.seed
     intervals = plan_.intervals
     centre = _centre(network, trajectory, geo.centre, label)
@@ -82,7 +70,7 @@ def _prepare(problem: Problem, plan_: LandscapePlan, names: list[str]) -> tuple[
     md: dict[str, Any] = {"decomposition": {"pca": "PCA", "random": "Random"}.get(kind, "Given"),
                           "unit": plan_.unit, "step_per_epoch": plan_.step_per_epoch,
                           "normalization": normalization if kind != "given" else "none",
-                          "ignore": geo.ignore or "none", "seed": int(seed), "num_samples": int(inputs.shape[0]),
+                          "ignore": geo.ignore or "none", "seed": int(seed), "num_samples": samples.n,
                           "landscape_size": int(size), "eval_mode": bool(eval_mode),
                           "moved_parameters": names}
     coords = None
@@ -106,7 +94,7 @@ def _prepare(problem: Problem, plan_: LandscapePlan, names: list[str]) -> tuple[
         v, w = random_directions(ref, seed, normalization)
     else:
         assert geo.given is not None
-        dv, dw = geo.given
+        dv, dw = strip_wrapper_prefixes(dict(geo.given[0])), strip_wrapper_prefixes(dict(geo.given[1]))
         missing = [k for k in names if k not in dv or k not in dw]
         if missing:
             raise ValueError(f"The 'directions' dicts lack the parameters {missing}.")
@@ -119,12 +107,10 @@ def _prepare(problem: Problem, plan_: LandscapePlan, names: list[str]) -> tuple[
     points = np.stack([gx.reshape(-1), gy.reshape(-1)], axis=1)
     if coords is not None:
         points = np.concatenate([points, coords])
-    n_params = sum(p.numel() for p in network.parameters())
-    act = activation_elements(_copy_with(network, centre), inputs[:2])
-    p, eval_batch = plan(n_params, int(inputs.shape[0]), act, eval_mode=eval_mode, vmappable=True)
-    if p > 1 and not _vmappable(network, loss_fn, names, centre, inputs, labels):
-        p, eval_batch = plan(n_params, int(inputs.shape[0]), act, eval_mode=eval_mode, vmappable=False)
-    md.update(points_per_call=p, eval_batch=eval_batch)
+    spec = EngineSpec(network=network, task=task, metrics={}, samples=samples, names=names, centre=centre,
+                      v=v, w=w, eval_mode=eval_mode, seed=int(seed))
+    md.update(choose_plan(spec, n_points=len(points), device=device, mode=problem.plan,
+                          cache=problem.plan_cache).metadata())
     m = len(points)
     path_intervals = None
     if coords is not None:
@@ -140,7 +126,7 @@ def _centre(network: nn.Module, trajectory: Sequence[Any] | None, centre: Mappin
     if trajectory is not None:
         return load_checkpoint(trajectory[-1], what=f"checkpoint {len(trajectory) - 1} of {label}", network=network)
     if centre is not None:
-        return centre
+        return fit_state(network, centre)
     return {k: v.detach().cpu() for k, v in network.state_dict().items()}
 
 
@@ -206,7 +192,7 @@ def _build(problem: Problem, plan_: LandscapePlan, execution: Execution, *, pool
     """:func:`build_landscape` with its worker pool decided."""
     label, tag, geo = plan_.label, plan_.tag, plan_.geometry
     store, dist, fingerprint = execution.store, execution.dist, plan_.fingerprint
-    network, inputs, labels = problem.network, problem.inputs, problem.labels
+    network = problem.network
     names, _still = moved_names(network, geo.ignore)
     metrics = _usable_metrics(problem.metrics)
     root = dist is None or dist.root
@@ -224,7 +210,8 @@ def _build(problem: Problem, plan_: LandscapePlan, execution: Execution, *, pool
             c = _centre(network, geo.trajectory, geo.centre, label)
             _log.info("%s: resuming, %d of %d points done", label, int(part.done.sum()), len(part.done))
             return part, c
-        part, c = _prepare(problem, plan_, names)
+        device = dist.device if dist is not None else execution.devices[0]
+        part, c = _prepare(problem, plan_, names, device)
         part.values = {k: np.full(len(part.points), np.nan) for k in ["loss", *metrics]}
         if store is not None:
             store.begin(tag or "landscape", fingerprint or {}, part)
@@ -242,12 +229,13 @@ def _build(problem: Problem, plan_: LandscapePlan, execution: Execution, *, pool
     ref = flat_float(c, names)
     v, w = _unflat(part.v, ref), _unflat(part.w, ref)
     p, eval_batch = int(part.md["points_per_call"]), int(part.md["eval_batch"])
+    batching = part.md.get("batching")
     values = part.values
     n_workers = dist.world if dist is not None else len(execution.devices)
     chunks = chunk_bounds(part.done, p, n_workers)
-    spec = EngineSpec(network=network, loss_fn=problem.loss_fn, metrics=metrics, inputs=inputs, labels=labels,
-                      names=names, centre=c, v=v, w=w, eval_mode=problem.eval_mode, points_per_call=p,
-                      eval_batch=eval_batch, seed=geo.seed)
+    spec = EngineSpec(network=network, task=problem.task, metrics=metrics, samples=problem.samples.rebatch(eval_batch),
+                      names=names, centre=c, v=v, w=w, eval_mode=problem.eval_mode, points_per_call=p, seed=geo.seed,
+                      batching=batching if p > 1 else None)
     todo = sum(hi - lo for _, lo, hi in chunks)
     _log.info("%s: %d of %d points to evaluate, %d per call, %d chunk(s)", label, todo, len(part.points), p,
               len(chunks))

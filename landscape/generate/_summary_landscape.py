@@ -8,14 +8,15 @@ import logging
 import os
 import shutil
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
+import torch
 from torch import nn
 
-from collector.common import check_directory, check_param
+from collector.common import InstanceOf, InvalidParameterError, check_directory, check_param, unwrap_module
 from collector.summary import SummaryRecord
-from collector.train import check_metrics
+from collector.train import check_metrics as check_metric_forms
 from collector.trajectory import (
     CKPT_DIR,
     METADATA_FILE,
@@ -25,12 +26,12 @@ from collector.trajectory import (
     validate_collect_landscape,
     verify_checkpoint_file,
 )
-from landscape.engine._data import collate
+from landscape.engine import Supervised, as_task, collect
 from landscape.execution._devices import resolve_devices
 from landscape.execution._distributed import check_devices_for_dist, detect, on_root
 from landscape.execution._run import start_pool, stop_pool
 from landscape.generate._build import build_landscape, metric_dict
-from landscape.generate._compute import check_common
+from landscape.generate._compute import check_common, check_metrics, check_plan
 from landscape.generate._plan import Execution, Geometry, LandscapePlan, Problem
 from landscape.io._store import Store, file_digest, model_digest, tensor_digest
 from landscape.result._landscape import Landscape
@@ -38,6 +39,8 @@ from landscape.result._landscape import Landscape
 __all__ = ["SummaryLandscape"]
 _log = logging.getLogger("landscape")
 _GEN = "SummaryLandscape.gen_landscapes_with_multi_process"
+#: Bytes of checkpoint states kept in memory during a generation (each file is then read once).
+KEEP_CHECKPOINT_BYTES = 1 << 30
 
 
 def _validate_override(value: Any) -> dict[str, Any]:
@@ -74,12 +77,57 @@ class SummaryLandscape:
     def _read_metadata(self) -> TrainMetadata:
         return read_train_metadata(self.metadata_path)
 
+    @property
+    def intervals(self) -> list[list[int]]:
+        """The complete intervals of step or epoch numbers ``train_metadata.json`` records."""
+        return [list(iv) for iv in self._read_metadata().intervals]
+
+    def checkpoints(self, interval: int | Sequence[int] | None = None) -> list[str]:
+        """Paths of collected checkpoints, in order, checked to exist.
+
+        Parameters
+        ----------
+        interval : int, sequence of int or None, default=None
+            The index of an interval (``0`` is the first of :attr:`intervals`), or the step
+            or epoch numbers themselves, or None for every collected checkpoint.
+
+        Returns
+        -------
+        list of str
+            For ``compute_landscape(..., directions="pca", checkpoints=...)`` (the last one
+            is the centre).
+
+        Examples
+        --------
+        >>> sl = SummaryLandscape("runs/mlp")                            # doctest: +SKIP
+        >>> compute_landscape(net, loss_fn, data, directions="pca",       # doctest: +SKIP
+        ...                   checkpoints=sl.checkpoints(0))
+        """
+        md = self._read_metadata()
+        if interval is None:
+            numbers = sorted(md.files)
+        elif isinstance(interval, bool):
+            raise InvalidParameterError("The 'interval' parameter of SummaryLandscape.checkpoints must be an "
+                                        f"interval index, step/epoch numbers or None. Got {interval!r} instead.")
+        elif isinstance(interval, int):
+            if not 0 <= interval < len(md.intervals):
+                raise InvalidParameterError(
+                    f"The 'interval' parameter of SummaryLandscape.checkpoints must be an index in [0, "
+                    f"{len(md.intervals) - 1}] (the run has {len(md.intervals)} complete interval(s): "
+                    f"{md.intervals}). Got {interval!r} instead.")
+            numbers = list(md.intervals[interval])
+        else:
+            check_param("interval", interval, [InstanceOf(list, tuple, range)],
+                        caller="SummaryLandscape.checkpoints", hint="an interval index, or step/epoch numbers.")
+            numbers = [int(k) for k in interval]
+        return [md.checkpoint_path(self.ckpt_dir, k) for k in numbers]
+
     # -- public -------------------------------------------------------------------
     def gen_landscapes_with_multi_process(
         self, callback_fn: Callable[[], tuple], collect_landscape: dict | None = None,
         device_ids: list[int] | None = None, output: str | os.PathLike | None = None, *,
         normalization: str = "layer", ignore: str | None = None, seed: int = 0, eval_mode: bool = True,
-        restart: bool = False, distributed: bool | None = None,
+        restart: bool = False, distributed: bool | None = None, plan: Any = "auto",
     ) -> list[Landscape]:
         """Compute every landscape the metadata asks for and write them to ``output``.
 
@@ -99,10 +147,13 @@ class SummaryLandscape:
         Parameters
         ----------
         callback_fn : callable
-            Returns ``(model, network, dataset, metrics)``: ``model.loss_fn`` is the loss,
-            ``network`` the architecture the checkpoints load into, ``dataset`` the data
-            (its first ``num_samples`` samples are used) and ``metrics`` None or extra
-            surfaces by name.
+            Returns ``(model, network, dataset, metrics)`` or ``(model, network, dataset,
+            metrics, task)``: ``model.loss_fn`` is the loss (``loss_fn(outputs, labels)``),
+            unless a fifth item, a ``task(model, batch) -> loss``, is given (then ``model``
+            may be None); ``network`` the architecture the checkpoints load into;
+            ``dataset`` the data (its first ``num_samples`` samples are used; batches of
+            any structure the task understands); ``metrics`` None or extra surfaces by
+            name.
         collect_landscape : dict, default=None
             Overrides of ``train_metadata.json`` (landscape_size, unit, create_landscape,
             num_samples, intervals) for this call.
@@ -124,6 +175,9 @@ class SummaryLandscape:
             torchrun's environment when there is one, True requires one, False computes
             everything in this process. Rank 0 writes the files; every rank returns the
             landscapes.
+        plan : {"auto", "heuristic"} or dict, default="auto"
+            How points are evaluated (see :func:`landscape.compute_landscape`); a resumed
+            landscape keeps the plan it started with.
 
         Returns
         -------
@@ -137,6 +191,7 @@ class SummaryLandscape:
                      device_ids=device_ids, caller=_GEN)
         check_param("restart", restart, ["boolean"], caller=_GEN)
         check_param("distributed", distributed, [None, "boolean"], caller=_GEN)
+        check_plan(plan, _GEN)
         override = {} if collect_landscape is None else _validate_override(collect_landscape)
         metadata = self._read_metadata()
         cfg: dict[str, Any] = dict(vars(metadata))
@@ -157,47 +212,62 @@ class SummaryLandscape:
         check_devices_for_dist(distributed, device_ids, _GEN)
         devices, threads = resolve_devices(None if device_ids is None else list(device_ids), _GEN)
         got = callback_fn()
-        if not (isinstance(got, (tuple, list)) and len(got) == 4):
+        if not (isinstance(got, (tuple, list)) and len(got) in (4, 5)):
             raise ValueError(f"The 'callback_fn' parameter of {_GEN} must return (model, network, dataset, "
-                             f"metrics); got {type(got).__name__}"
+                             f"metrics) or (model, network, dataset, metrics, task); got {type(got).__name__}"
                              f"{' of length ' + str(len(got)) if isinstance(got, (tuple, list)) else ''}.")
-        model, network, dataset, metrics = got
+        model, network, dataset, metrics = got[:4]
+        given_task = got[4] if len(got) == 5 else None
         if not isinstance(network, nn.Module):
             raise ValueError(f"callback_fn must return an nn.Module as its second item (network); "
                              f"got {type(network).__name__}.")
+        network = unwrap_module(network)  # DDP, DataParallel, torch.compile: the module inside
         loss_fn = getattr(model, "loss_fn", None)
-        if not callable(loss_fn):
-            raise ValueError("callback_fn must return a model (first item) whose loss_fn is callable; "
-                             f"got {type(model).__name__} with loss_fn={loss_fn!r}.")
-        check_metrics(metrics, name="metrics (callback_fn's fourth item)", caller=_GEN)
-        for n, path in paths.items():  # every checkpoint loads and matches the network before any work
-            load_checkpoint(path, what=f"the checkpoint of {unit} {n}", network=network)
-        inputs, labels = collate(dataset, cfg["num_samples"], caller=_GEN)
+        if given_task is None and not callable(loss_fn):
+            raise ValueError("callback_fn must return a model (first item) whose loss_fn is callable, or a task "
+                             f"as its fifth item; got {type(model).__name__} with loss_fn={loss_fn!r}.")
+        task = as_task(None if given_task is not None else loss_fn, given_task, caller=f"{_GEN} (callback_fn)")
+        check_metric_forms(metrics, name="metrics (callback_fn's fourth item)", caller=_GEN)
+        metric_map = metric_dict(metrics)
+        check_metrics(metric_map, task, f"{_GEN} (callback_fn)")
+        # Every checkpoint matches the network before any work; each is read once: the states are
+        # kept (up to KEEP_CHECKPOINT_BYTES) for the PCA and the centres, else read again there.
+        loaded: dict[int, Any] = {}
+        kept = 0
+        for n, path in paths.items():  # verified above; load_checkpoint words any failure (CheckpointError)
+            state = load_checkpoint(path, what=f"the checkpoint of {unit} {n}", network=network)
+            size = sum(t.nbytes for t in state.values() if isinstance(t, torch.Tensor))
+            if kept + size <= KEEP_CHECKPOINT_BYTES:
+                loaded[n] = state
+                kept += size
+        source = {n: loaded.get(n, path) for n, path in paths.items()}
+        samples = collect(dataset, cfg["num_samples"], task, caller=_GEN)
         out_dir = os.fspath(output) if output is not None else self.summary_dir
         geo = dict(size=cfg["landscape_size"], normalization=normalization, ignore=ignore, seed=seed)
         plans: list[LandscapePlan] = []
         if create["train"]:
-            plans += [LandscapePlan(Geometry("pca", trajectory=[paths[n] for n in iv], **geo), intervals=iv,
+            plans += [LandscapePlan(Geometry("pca", trajectory=[source[n] for n in iv], **geo), intervals=iv,
                                     tag=f"landscape_{[iv[0], iv[-1]]}", unit=unit,
                                     step_per_epoch=cfg["step_per_epoch"]) for iv in intervals]
         if create["result"]:
             last = intervals[-1][-1]
-            plans.append(LandscapePlan(Geometry("random", trajectory=[paths[last]], **geo), intervals=[last],
+            plans.append(LandscapePlan(Geometry("random", trajectory=[source[last]], **geo), intervals=[last],
                                        tag=f"landscape_{[last]}", unit=unit, step_per_epoch=cfg["step_per_epoch"]))
-        problem = Problem(network, loss_fn, inputs, labels, metrics=metric_dict(metrics), eval_mode=eval_mode)
+        problem = Problem(network, task, samples, metrics=metric_map, eval_mode=eval_mode, plan=plan)
         dist = detect(distributed, _GEN)
         # one set of worker processes for every landscape of this call (none in a distributed run)
         pool = start_pool(devices, threads) if dist is None else None
         held = contextlib.ExitStack()  # the output folder's lock, on rank 0
+        store: Store | None = None
+        fps: dict[str, dict[str, Any]] = {}
         try:
-            store, fps = None, {}
 
             def open_store() -> None:  # rank 0 only: the others neither read nor write files
                 nonlocal store, fps
                 os.makedirs(out_dir, exist_ok=True)
                 store = Store(os.path.join(out_dir, "landscapes.h5"))
                 held.enter_context(store.lock())
-                fps = self._fingerprints(plans, cfg, problem,
+                fps = self._fingerprints(plans, cfg, problem, paths,
                                          {paths[n]: d.sha256 for n, d in found.items() if d is not None})
                 if restart:
                     store.forget([pl.tag or "" for pl in plans])
@@ -213,11 +283,18 @@ class SummaryLandscape:
                 pl = dataclasses.replace(pl, fingerprint=fps.get(pl.tag or ""))
                 results.append(build_landscape(problem, pl, execution, stats=stats))
                 self.last_stats[pl.tag or ""] = {"evaluated": stats["evaluated"], "points": stats["points"]}
+            if store is not None:
+                store.flush()
             if dist is None or dist.root:
                 self._write(out_dir, results)
             return results
         except BaseException:
             stop_pool(pool, ok=False)
+            if store is not None:  # the landscapes finished before the failure are kept
+                try:
+                    store.flush()
+                except Exception:  # the original error is the one to report
+                    _log.exception("could not write the finished landscapes to %s", store.path)
             raise
         finally:
             stop_pool(pool)  # after a failure, a no-op: the pool was killed above
@@ -227,18 +304,18 @@ class SummaryLandscape:
 
     @staticmethod
     def _fingerprints(plans: list[LandscapePlan], cfg: dict[str, Any], problem: Problem,
-                      known: dict[str, str] | None = None) -> dict[str, dict[str, Any]]:
+                      paths: dict[int, str], known: dict[str, str] | None = None) -> dict[str, dict[str, Any]]:
         """Everything that defines each landscape, digests for files (``known``: verified already), network
         and data."""
         digests: dict[str, str] = dict(known or {})
         geo0 = plans[0].geometry if plans else None
-        common = {"landscape_size": cfg["landscape_size"], "num_samples": int(problem.inputs.shape[0]),
+        common = {"landscape_size": cfg["landscape_size"], "num_samples": problem.samples.n,
                   "normalization": geo0.normalization if geo0 else None,
                   "ignore": (geo0.ignore if geo0 else None) or "none", "eval_mode": problem.eval_mode,
                   "unit": cfg["unit"], "step_per_epoch": cfg["step_per_epoch"],
-                  "model": model_digest(problem.network), "loss_fn": repr(problem.loss_fn),
+                  "model": model_digest(problem.network), "loss_fn": _task_name(problem.task),
                   "metrics": sorted(str(k) for k in problem.metrics),
-                  "data": tensor_digest(problem.inputs, problem.labels)}
+                  "data": tensor_digest(*problem.samples.tensors())}
         out = {}
         for pl in plans:
             geo = pl.geometry
@@ -247,7 +324,8 @@ class SummaryLandscape:
                 fp["seed"] = int(geo.seed)
             else:
                 fp["pca_method"] = geo.pca_method
-            for n, path in zip(pl.intervals or [], geo.trajectory or []):
+            for n in pl.intervals or []:
+                path = paths[n]
                 if path not in digests:
                     digests[path] = file_digest(path)
                 fp[f"checkpoint {cfg['unit']} {n}"] = digests[path]
@@ -276,3 +354,11 @@ class SummaryLandscape:
 
         shutil.rmtree(self.ckpt_dir, onerror=onerror)
 
+
+def _task_name(task: Any) -> str:
+    """How the fingerprint names the loss: the loss_fn's repr for ``Supervised(loss_fn)`` with the
+    default layout (as before tasks existed, so older landscapes.h5 files still resume), else the
+    task's repr."""
+    if isinstance(task, Supervised) and task.plain:
+        return repr(task.loss_fn)
+    return repr(task)

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 import landscape
-from landscape.engine import _engine as _evaluate
+from landscape.engine import _planner as _evaluate
 from tests.landscape._helpers import alive as _alive
 from tests.landscape._helpers import children as _children
 
@@ -78,7 +78,7 @@ def test_cuda_matches_cpu_and_refuses_missing_ids(trained, data):
 def test_sequential_fast_path_identical_across_workers_and_chunks():
     """The direct batched forward (baddbmm, first layer from precomputed planes) gives the
     same bits with 1 or 2 workers (2 or 1 threads each) and whatever the chunking."""
-    from landscape.engine import Engine, EngineSpec
+    from landscape.engine import Engine, EngineSpec, Samples, Supervised
 
     g = torch.Generator().manual_seed(0)
     x, y = torch.randn(96, 64, generator=g), torch.randint(0, 10, (96,), generator=g)
@@ -92,8 +92,8 @@ def test_sequential_fast_path_identical_across_workers_and_chunks():
     names = [k for k, _ in net.named_parameters()]
     c = [t.detach() for t in net.parameters()]
     v = [torch.randn(t.shape, generator=g) for t in c]
-    eng = Engine(EngineSpec(net, nn.CrossEntropyLoss(), {}, x[:64], y[:64], names, net.state_dict(), v, v,
-                            points_per_call=4))
+    eng = Engine(EngineSpec(net, Supervised(nn.CrossEntropyLoss()), {}, Samples([(x[:64], y[:64])], [64]), names,
+                            net.state_dict(), v, v, points_per_call=4))
     pts = np.random.default_rng(0).uniform(-1, 1, (16, 2))
     whole = eng.evaluate(pts)["loss"]
     parts = np.concatenate([eng.evaluate(pts[:8])["loss"], eng.evaluate(pts[8:], 8)["loss"]])
@@ -106,6 +106,7 @@ def test_killed_worker_fails_fast_naming_chunk_and_device_and_rerun_completes(su
 
     monkeypatch.setattr(_evaluate, "TARGET_WORK", 0)
     monkeypatch.setenv("LANDSCAPE_TEST_SLOW", "0.02")  # inherited by the workers
+    monkeypatch.setenv("LANDSCAPE_FLUSH_SECONDS", "0")  # every chunk on disk at once
     out = tmp_path / "out"
     h5 = out / "landscapes.h5"
     killed = {}
@@ -159,7 +160,7 @@ def test_ctrl_c_stops_workers_and_keeps_finished_points(summary_dir, tmp_path):
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     out = tmp_path / "out"
     h5 = out / "landscapes.h5"
-    env = dict(os.environ, LANDSCAPE_TEST_SLOW="0.02", LANDSCAPE_TEST_ONE_POINT="1")
+    env = dict(os.environ, LANDSCAPE_TEST_SLOW="0.02", LANDSCAPE_TEST_ONE_POINT="1", LANDSCAPE_FLUSH_SECONDS="0")
     proc = subprocess.Popen([sys.executable, "-m", "landscape", "gen", str(summary_dir), "--task",
                              "tests.landscape._gen_task:task", "--output", str(out), "--size", "12",
                              "--devices", "0,1"], cwd=root, env=env, stderr=subprocess.PIPE, text=True)

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from landscape import SummaryLandscape, read_h5
-from landscape.engine import _engine as _evaluate
+from landscape.engine import _planner as _evaluate
 from landscape.engine._engine import Engine
 from tests.landscape import _gen_task
 
@@ -66,7 +66,7 @@ def test_sigkill_midway_then_rerun_equals_uninterrupted_and_evaluates_only_missi
         summary_dir, tmp_path, reference, monkeypatch):
     out = tmp_path / "out"
     h5 = out / "landscapes.h5"
-    env = dict(os.environ, LANDSCAPE_TEST_SLOW="0.01", LANDSCAPE_TEST_ONE_POINT="1")
+    env = dict(os.environ, LANDSCAPE_TEST_SLOW="0.01", LANDSCAPE_TEST_ONE_POINT="1", LANDSCAPE_FLUSH_SECONDS="0")
     proc = subprocess.Popen(_gen_cmd(summary_dir, out), cwd=ROOT, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -250,3 +250,43 @@ def test_second_generation_into_the_same_folder_is_refused(summary_dir, tmp_path
     assert not (out / "landscapes.h5.lock").exists()
     SummaryLandscape(summary_dir).gen_landscapes_with_multi_process(_gen_task.task, output=out)
     assert (out / "landscapes.h5").exists() and not (out / "landscapes.h5.lock").exists()
+
+
+def test_writes_are_batched_and_a_failure_keeps_the_finished_landscapes(summary_dir, tmp_path, monkeypatch):
+    from landscape.io import _store
+
+    calls = []
+    original = _store.rewrite
+    monkeypatch.setattr(_store, "rewrite", lambda *a, **k: calls.append(k) or original(*a, **k))
+    out = tmp_path / "batched"
+    SummaryLandscape(summary_dir).gen_landscapes_with_multi_process(
+        _gen_task.task, collect_landscape={"landscape_size": 5}, output=out)
+    assert len(calls) == 1  # three short landscapes: no progress groups, one write at the end
+    assert sorted(read_h5(out / "landscapes.h5")) == sorted(TAGS)
+
+    # a failure in the third landscape: the first two are written anyway
+    from landscape.generate import _summary_landscape
+
+    build = _summary_landscape.build_landscape
+
+    def failing(problem, plan, execution, stats=None):
+        if plan.tag == TAGS[2]:
+            raise RuntimeError("boom")
+        return build(problem, plan, execution, stats=stats)
+
+    monkeypatch.setattr(_summary_landscape, "build_landscape", failing)
+    out2 = tmp_path / "failed"
+    with pytest.raises(RuntimeError, match="boom"):
+        SummaryLandscape(summary_dir).gen_landscapes_with_multi_process(
+            _gen_task.task, collect_landscape={"landscape_size": 5}, output=out2)
+    assert sorted(read_h5(out2 / "landscapes.h5")) == TAGS[:2]
+
+
+def test_flush_interval_from_the_environment_is_validated(tmp_path, monkeypatch):
+    from landscape.io._store import Store
+
+    monkeypatch.setenv("LANDSCAPE_FLUSH_SECONDS", "0.5")
+    assert Store(tmp_path / "a.h5").flush_seconds == 0.5
+    monkeypatch.setenv("LANDSCAPE_FLUSH_SECONDS", "-1")
+    with pytest.raises(ValueError, match="LANDSCAPE_FLUSH_SECONDS must be a number of seconds >= 0"):
+        Store(tmp_path / "b.h5")

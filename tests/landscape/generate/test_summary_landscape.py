@@ -168,3 +168,19 @@ def test_other_parameters(summary_dir, kw, key):
     args = {"callback_fn": callback, **kw}
     with pytest.raises(ValueError, match=key):
         SummaryLandscape(summary_dir).gen_landscapes_with_multi_process(**args)
+
+
+def test_checkpoints_of_an_interval_feed_compute_landscape(summary_dir, tmp_path):
+    from landscape import compute_landscape
+
+    sl = SummaryLandscape(summary_dir)
+    assert sl.intervals and all(len(iv) >= 3 for iv in sl.intervals)
+    first = sl.checkpoints(0)
+    assert [os.path.basename(p).split("_")[1] for p in first] == [str(n) for n in sl.intervals[0]]
+    assert all(os.path.isfile(p) for p in first) and len(sl.checkpoints()) >= len(first)
+    assert sl.checkpoints(sl.intervals[0][:2]) == first[:2]
+    ls = compute_landscape(TinyMLP(), torch.nn.CrossEntropyLoss(), make_data(), directions="pca", checkpoints=first,
+                           size=4, num_samples=32)
+    assert ls.path is not None and len(ls.path.z) == len(first)
+    with pytest.raises(ValueError, match="'interval' parameter of SummaryLandscape.checkpoints must be an index"):
+        sl.checkpoints(99)

@@ -1,0 +1,104 @@
+"""The planner: batched ways verified before use, timings deciding where they matter."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import landscape
+from landscape.engine import EngineSpec, Samples, Supervised, _planner, choose_plan
+from landscape.examples import MLP
+from tests.landscape.engine.test_folded import _naive, _setup
+
+
+class MixesSamples(nn.Module):
+    """A forward that centres its batch: folding points into the batch would mix them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(6, 12), nn.Linear(12, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.relu(self.fc1(x))
+        return self.fc2(h - h.mean(0, keepdim=True))
+
+
+def _spec(net, x, y):
+    names, v, w, centre = _setup(net, x, y)
+    samples = Samples([(x, y)], [x.shape[0]], merged=True, _whole=(x, y))
+    return EngineSpec(net, Supervised(nn.CrossEntropyLoss()), {}, samples, names, centre, v, w), (names, v, w, centre)
+
+
+def test_a_way_that_changes_values_is_never_used():
+    torch.manual_seed(0)
+    net = MixesSamples()
+    x, y = torch.randn(40, 6), torch.randint(0, 3, (40,))
+    spec, (names, v, w, centre) = _spec(net, x, y)
+    plan = choose_plan(spec, n_points=25, mode="heuristic")
+    assert plan.points_per_call > 1 and plan.batching == "vmap"  # folding would mix the points' samples
+    assert "folded" not in _planner._working_batchings(spec, 4)
+    ls = landscape.compute_landscape(net, nn.CrossEntropyLoss(), (x, y), directions=(dict(zip(names, v)),
+                                     dict(zip(names, w))), normalization="none", size=4, num_samples=40)
+    pts = np.stack(np.meshgrid(ls.x, ls.y), -1).reshape(-1, 2)
+    ref = _naive(net, names, v, w, centre, x, y, pts, nn.CrossEntropyLoss()).reshape(4, 4)
+    np.testing.assert_allclose(ls.z, ref, rtol=2e-5, atol=1e-6)
+
+
+def test_calibration_keeps_one_point_per_call_unless_a_batched_plan_is_clearly_faster(monkeypatch):
+    torch.manual_seed(0)
+    net = MLP(hidden=16)
+    x, y = torch.rand(64, 64), torch.randint(0, 10, (64,))
+    spec, _ = _spec(net, x, y)
+    monkeypatch.setattr(_planner, "CALIBRATE_FROM_WORK", 0)
+
+    def fake(per_point):
+        def timed(trial, device, points):
+            return per_point(trial.points_per_call, trial.batching, trial.samples.sizes[0])
+        return timed
+
+    # batched plans 5 % faster than one point per call: within the margin, one point per call stays
+    monkeypatch.setattr(_planner, "_time_per_point", fake(lambda p, kind, b: 1.0 if p == 1 else 0.95))
+    chosen = choose_plan(spec, n_points=10_000)
+    assert chosen.how == "calibrated" and chosen.points_per_call == 1
+    assert chosen.timings and "p=1 batch=64" in chosen.timings
+    # slower batched plans are never chosen
+    monkeypatch.setattr(_planner, "_time_per_point", fake(lambda p, kind, b: 1.0 if p == 1 else 1.5))
+    assert choose_plan(spec, n_points=10_000).points_per_call == 1
+    # a clearly faster one is, and a smaller evaluation batch when it is the fastest
+    monkeypatch.setattr(_planner, "_time_per_point", fake(lambda p, kind, b: 1.0 / p))
+    fast = choose_plan(spec, n_points=10_000)
+    assert fast.points_per_call > 1 and fast.batching in ("sequential", "folded", "vmap")
+    monkeypatch.setattr(_planner, "_time_per_point", fake(lambda p, kind, b: 1.0 if p > 1 or b == 64 else 0.5))
+    small = choose_plan(spec, n_points=10_000)
+    assert small.points_per_call == 1 and small.eval_batch == 32
+    md = small.metadata()
+    assert md["plan"] == "calibrated" and md["eval_batch"] == 32 and "plan_timings" in md
+
+
+def test_small_landscapes_are_not_timed_and_a_given_plan_is_used(monkeypatch):
+    torch.manual_seed(0)
+    net = MLP(hidden=16)
+    x, y = torch.rand(32, 64), torch.randint(0, 10, (32,))
+    spec, _ = _spec(net, x, y)
+
+    def never(*args, **kwargs):
+        raise AssertionError("a small landscape must not be timed")
+
+    monkeypatch.setattr(_planner, "_time_per_point", never)
+    assert choose_plan(spec, n_points=16).how == "heuristic"
+    given = choose_plan(spec, n_points=16, mode={"points_per_call": 2, "batching": "folded", "eval_batch": 16})
+    assert (given.points_per_call, given.batching, given.eval_batch, given.how) == (2, "folded", 16, "given")
+
+
+@pytest.mark.parametrize("plan", ["heuristic", {"points_per_call": 4, "batching": "folded", "eval_batch": 32}])
+def test_compute_landscape_records_the_plan(plan):
+    torch.manual_seed(0)
+    x, y = torch.rand(64, 64), torch.randint(0, 10, (64,))
+    ls = landscape.compute_landscape(MLP(hidden=16), nn.CrossEntropyLoss(), (x, y), size=4, num_samples=64, plan=plan)
+    if isinstance(plan, dict):
+        assert ls.metadata["points_per_call"] == 4 and ls.metadata["batching"] == "folded"
+        assert ls.metadata["eval_batch"] == 32 and ls.metadata["plan"] == "given"
+    else:
+        assert ls.metadata["plan"] == "heuristic"
