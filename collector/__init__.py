@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 __all__ = [
     "proto", "summary", "lineage", "InvalidParameterError",
     "SummaryRecord", "SummaryReader", "read_events", "summary_files", "SummaryReadError",
-    "CorruptRecordError", "RecordIssue",
+    "CorruptRecordError", "RecordIssue", "CheckpointError",
     "Callback", "RunContext", "LambdaCallback", "History", "LearningRateScheduler", "LossMonitor",
     "CheckpointConfig", "ModelCheckpoint", "Model", "Accuracy", "Loss", "Metric", "SummaryCollector",
     "TrainLineage", "EvalLineage", "get_summary_lineage", "filter_summary_lineage", "LineageError",
@@ -37,6 +37,7 @@ _WHERE = {
     **dict.fromkeys(("Callback", "RunContext", "LambdaCallback", "History", "LearningRateScheduler",
                      "LossMonitor", "CheckpointConfig", "ModelCheckpoint", "Model", "Accuracy", "Loss",
                      "Metric"), "collector.train"),
+    "CheckpointError": "collector.trajectory",
     "SummaryCollector": "collector.collect",
     **dict.fromkeys(("TrainLineage", "EvalLineage", "get_summary_lineage", "filter_summary_lineage",
                      "LineageError"), "collector.lineage"),
@@ -93,3 +94,4 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load on f
         ModelCheckpoint,
         RunContext,
     )
+    from collector.trajectory import CheckpointError

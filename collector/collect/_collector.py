@@ -25,8 +25,8 @@ from collector.collect._plan import collection_kind, tensor_collect_range
 from collector.common._torch import unwrap_module
 from collector.common._validation import (
     Interval,
-    InvalidParameterError,
     Options,
+    check_directory,
     check_param,
 )
 from collector.lineage import _build as lineage
@@ -171,10 +171,8 @@ class SummaryCollector(PlainLoopMixin, Callback):
         check_param("collect_tensor_freq", collect_tensor_freq, [None, Interval(int, 1, None)], caller=c)
         check_param("max_file_size", max_file_size, [None, Interval(int, 0, None)], caller=c)
         self._export_options = check_export_options(export_options, c)
-        if os.path.exists(summary_dir) and not os.path.isdir(summary_dir):
-            raise InvalidParameterError(
-                f"The 'summary_dir' parameter of {c} must be a directory. Got {os.fspath(summary_dir)!r}, a file."
-            )
+        check_directory("summary_dir", summary_dir, caller=c,
+                        hint="pass the folder the summaries (and ckpt_dir/) go to; a file of that name is in the way.")
         # Everything is valid: only now touch the file system.
         self._summary_dir = os.path.realpath(os.fspath(summary_dir))
         os.makedirs(self._summary_dir, exist_ok=True)
@@ -358,6 +356,8 @@ class SummaryCollector(PlainLoopMixin, Callback):
             self._open()
         step = int(cb_params.get("cur_step_num") or 0)
         train = cb_params.get("mode", "train") == "train"
+        if train and self._landscape is not None:
+            self._landscape.write_pending()  # written and hashed on the writer thread while the lineage is built
         if train and self._specified["collect_train_lineage"]:
             self._record.add_value("train_lineage", "train_lineage", lineage.train_lineage(
                 cb_params, learning_rate=self._initial_lr, ckpt_path=_checkpoint_path(cb_params)))

@@ -19,6 +19,7 @@ from collector.common import BackgroundWriter
 from collector.common._torch import unwrap_module
 from collector.trajectory import (
     METADATA_FILE,
+    FileDigest,
     TrainMetadata,
     checkpoint_file_name,
     cpu_state_dict,
@@ -39,12 +40,14 @@ CKPT_BATCH_BYTES = 64 << 20
 CKPT_BATCH_SECONDS = 2.0
 
 
-def _save_files(batch: list[tuple[dict[str, Any], str]]) -> None:
-    """Write every checkpoint of a batch; raise the first failure once all were tried."""
+def _save_files(batch: list[tuple[dict[str, Any], str, int]], digests: dict[int, FileDigest]) -> None:
+    """Write every checkpoint of a batch and put its digest in ``digests`` (by step or epoch number);
+    raise the first failure once all were tried."""
     errors = []
-    for state, path in batch:
+    for state, path, number in batch:
         try:
-            save_file(state, path)
+            # save_file hashes the bytes it writes, here on the writer thread (not the training loop's)
+            digests[number] = save_file(state, path)
         except Exception as exc:
             errors.append(exc)
     if errors:
@@ -56,7 +59,8 @@ class LandscapeCollector:
 
     Checkpoints: ``{ckpt_dir}/{NetworkClass}_{n}_{unit}.pt``, the unwrapped network's
     state dict (CPU tensors, copied on the training thread, written in batches: see
-    ``CKPT_BATCH_BYTES``); all are written before the metadata.
+    ``CKPT_BATCH_BYTES``); all are written before the metadata, which records each one's
+    SHA-256 and size as the writer computed them from the bytes it wrote.
     """
 
     def __init__(self, ckpt_dir: str, config: dict[str, Any]) -> None:
@@ -66,8 +70,10 @@ class LandscapeCollector:
         self.wanted = {n for interval in config["intervals"] for n in interval}
         self._wanted_sorted = sorted(self.wanted)
         self.files: dict[int, str] = {}
+        # Filled by the writer thread as each file is written; read once every write is done.
+        self.digests: dict[int, FileDigest] = {}
         self._writer = BackgroundWriter("landscape-ckpt")
-        self._batch: list[tuple[dict[str, Any], str]] = []
+        self._batch: list[tuple[dict[str, Any], str, int]] = []
         self._batch_bytes = 0
         self._batch_since = 0.0
         self.metadata_written = False
@@ -80,6 +86,7 @@ class LandscapeCollector:
     def reset(self) -> None:
         """Forget the checkpoints of a previous run (a new ``train`` starts)."""
         self.files = {}
+        self.digests = {}
         self.metadata_written = False
 
     def maybe_save(self, network: nn.Module, number: int) -> bool:
@@ -94,7 +101,7 @@ class LandscapeCollector:
         now = time.monotonic()
         if not self._batch:
             self._batch_since = now
-        self._batch.append((state, os.path.join(self.ckpt_dir, file_name)))
+        self._batch.append((state, os.path.join(self.ckpt_dir, file_name), number))
         self._batch_bytes += sum(t.nbytes for t in state.values())
         self.files[number] = file_name
         if self._batch_bytes >= CKPT_BATCH_BYTES or now - self._batch_since >= CKPT_BATCH_SECONDS:
@@ -104,7 +111,16 @@ class LandscapeCollector:
     def _hand_off(self) -> None:
         batch, self._batch, self._batch_bytes = self._batch, [], 0
         if batch:
-            self._writer.submit(_save_files, batch)
+            self._writer.submit(_save_files, batch, self.digests)
+
+    def write_pending(self) -> None:
+        """Hand the checkpoints still waiting to the writer thread now (training has ended).
+
+        Called before the end-of-training lineage is built: the writer serializes, writes
+        and hashes them meanwhile, instead of :meth:`shutdown` doing it on the training
+        thread afterwards.
+        """
+        self._hand_off()
 
     def write_metadata(self, step_per_epoch: int | None) -> str | None:
         """Wait for pending checkpoints, then write the metadata of the complete intervals.
@@ -128,7 +144,8 @@ class LandscapeCollector:
         path = TrainMetadata(
             intervals=complete, files=dict(self.files), step_per_epoch=int(step_per_epoch or 0), unit=self.unit,
             num_samples=self.config["num_samples"], landscape_size=self.config["landscape_size"],
-            create_landscape=dict(self.config["create_landscape"])).write(self.ckpt_dir)
+            create_landscape=dict(self.config["create_landscape"]),
+            digests={n: d for n, d in self.digests.items() if n in self.files}).write(self.ckpt_dir)
         logger.info("collect_landscape: wrote %s (%d checkpoints, %d complete intervals).",
                     path, len(self.files), len(complete))
         return path
@@ -147,7 +164,7 @@ class LandscapeCollector:
         except Exception as exc:
             errors.append(exc)
         try:
-            _save_files(batch)
+            _save_files(batch, self.digests)
         except Exception as exc:
             errors.append(exc)
         self._writer.shutdown()

@@ -15,16 +15,18 @@ from collector.common._validation import (
     Constraint,
     InstanceOf,
     Interval,
+    InvalidDirectoryError,
     InvalidParameterError,
     Options,
     Predicate,
+    check_directory,
     check_param,
     validate_params,
 )
 
-__all__ = ["InvalidParameterError", "Interval", "Options", "InstanceOf", "Predicate", "Constraint",
-           "check_param", "validate_params", "atomic_path", "temporary_name", "fsync_path", "BackgroundWriter",
-           "unwrap_module", "strip_wrapper_prefixes", "WRAPPER_PREFIXES"]
+__all__ = ["InvalidParameterError", "InvalidDirectoryError", "Interval", "Options", "InstanceOf", "Predicate",
+           "Constraint", "check_param", "check_directory", "validate_params", "atomic_path", "temporary_name",
+           "fsync_path", "BackgroundWriter", "unwrap_module", "strip_wrapper_prefixes", "WRAPPER_PREFIXES"]
 
 _TORCH_HELPERS = ("unwrap_module", "strip_wrapper_prefixes", "WRAPPER_PREFIXES")
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -27,11 +28,22 @@ __all__ = [
     "Constraint",
     "validate_params",
     "check_param",
+    "InvalidDirectoryError",
+    "check_directory",
 ]
 
 
 class InvalidParameterError(ValueError, TypeError):
     """A parameter has an invalid type or value (subclass of ValueError and TypeError)."""
+
+
+class InvalidDirectoryError(InvalidParameterError, NotADirectoryError):
+    """A parameter that must name a folder names a file, or a folder inside a file.
+
+    A subclass of :class:`InvalidParameterError` (ValueError, TypeError) and of
+    ``NotADirectoryError`` (OSError): code that caught the ``OSError`` that creating
+    the folder used to raise still catches it.
+    """
 
 
 class Constraint:
@@ -140,8 +152,6 @@ def _to_constraint(c: Any) -> Constraint:
     if c == "nonempty_str":
         return Predicate(lambda v: isinstance(v, str) and len(v) > 0, "a non-empty str")
     if c == "path":
-        import os
-
         return Predicate(lambda v: isinstance(v, (str, os.PathLike)), "a str or os.PathLike path")
     if c == "int":
         return Predicate(lambda v: isinstance(v, numbers.Integral) and not isinstance(v, bool), "an int")
@@ -208,3 +218,61 @@ def validate_params(params: Mapping[str, Any], constraints: Mapping[str, list[An
     """Validate several parameters at once (``constraints`` maps name to alternatives)."""
     for name, cons in constraints.items():
         check_param(name, params[name], cons, caller=caller)
+
+
+def check_directory(name: str, value: Any, *, caller: str, hint: str | None = None, create: bool = True) -> str:
+    """Check that ``value`` is a path usable as a folder (existing or to be created); return it as a str.
+
+    Refused, before anything is created, when the path or one of its parents is an
+    existing file: creating the folder would fail later, half-way through the work,
+    with an ``OSError`` that names neither the parameter nor the file.
+
+    Parameters
+    ----------
+    name : str
+        The parameter's name (``"log_dir"``).
+    value : object
+        What the user passed.
+    caller : str
+        What the parameter belongs to (``"SummaryRecord"``).
+    hint : str, optional
+        Appended as ``HINT: ...``; by default one saying what to pass.
+    create : bool, default=True
+        Whether the caller creates the folder when it is missing (said in the message).
+
+    Raises
+    ------
+    InvalidParameterError
+        ``value`` is not a str or os.PathLike.
+    InvalidDirectoryError
+        ``value`` or a parent of it is an existing file.
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> folder = tempfile.mkdtemp()
+    >>> check_directory("log_dir", os.path.join(folder, "new"), caller="SummaryRecord") == os.path.join(folder, "new")
+    True
+    >>> open(os.path.join(folder, "f"), "w").close()
+    >>> check_directory("log_dir", os.path.join(folder, "f"), caller="SummaryRecord")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    collector.common._validation.InvalidDirectoryError: The 'log_dir' parameter of SummaryRecord must be a directory ...
+    """
+    check_param(name, value, ["path"], caller=caller)
+    path = os.fspath(value)
+    if isinstance(path, bytes):
+        path = os.fsdecode(path)
+    probe = os.path.abspath(path)
+    while True:
+        if os.path.lexists(probe) and not os.path.isdir(probe):
+            where = "which is an existing file" if probe == os.path.abspath(path) else \
+                f"but {probe!r} is an existing file"
+            raise InvalidDirectoryError(
+                f"The '{name}' parameter of {caller} must be a directory{' (created if missing)' if create else ''}. "
+                f"Got {path!r}, "
+                f"{where}. HINT: {hint or 'pass the path of a folder; a file of that name is in the way.'}")
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            return path
+        probe = parent

@@ -33,23 +33,31 @@ _MAX_RECORD = 1 << 32
 
 
 class SummaryReadError(OSError):
-    """Base class of the errors the summary reader raises (when asked to raise)."""
+    """Base class of the errors the summary reader raises: a file it cannot read, or damage in strict mode."""
 
 
 class CorruptRecordError(SummaryReadError):
-    """A record's length or payload CRC does not match, or the file ends inside a record."""
+    """A record's length or payload CRC does not match, the file ends inside a record, or (strict mode
+    of the reader) a record's payload or one of its values is damaged."""
 
 
 @dataclass(frozen=True)
 class RecordIssue:
-    """What the reader skipped: the file, the byte offset of the bad record, and why."""
+    """What the reader skipped: the file, the byte offset of the bad record, and why.
+
+    For a damaged value inside an intact record (a PNG that does not decode, tensor bytes
+    that do not fit their dims, ...) also its ``tag`` and ``step``; None otherwise.
+    """
 
     path: str
     offset: int
     reason: str
+    tag: str | None = None
+    step: int | None = None
 
     def __str__(self) -> str:
-        return f"{self.path}: at byte {self.offset}: {self.reason}"
+        value = f"tag {self.tag!r} at step {self.step}: " if self.tag is not None else ""
+        return f"{self.path}: at byte {self.offset}: {value}{self.reason}"
 
 
 def masked_crc32c(data: bytes) -> int:

@@ -9,11 +9,14 @@ tests compare the two). ``SummaryRecord`` uses the batch path when it writes.
 
 from __future__ import annotations
 
+import logging
 import math
 import struct
 from typing import Any, NamedTuple
 
 import numpy as np
+
+logger = logging.getLogger(__name__)
 
 __all__ = [
     "histogram_bins",
@@ -479,6 +482,11 @@ def _encode_stats(tags: list[str], stats: list[HistogramStats]) -> list[bytes]:
     ends = np.cumsum(lengths)[np.cumsum([st.counts.size for st in stats]) - 1].tolist()
     out, start = [], 0
     for tag, st, end in zip(tags, stats, ends):
+        if st.count and st.nan_count + st.pos_inf_count + st.neg_inf_count == st.count:
+            # As MindSpore does (an empty value was warned about when it was added).
+            logger.warning("histogram %r: no finite value among its %d (NaN %d, +inf %d, -inf %d); recorded with "
+                           "one empty bucket and min and max NaN.", tag, st.count, st.nan_count, st.pos_inf_count,
+                           st.neg_inf_count)
         if st.nan_count or st.pos_inf_count or st.neg_inf_count:
             non_finite = b"".join((b"\x10", encode_varint(st.nan_count), b"\x18", encode_varint(st.pos_inf_count),
                                    b"\x20", encode_varint(st.neg_inf_count)))

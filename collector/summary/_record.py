@@ -28,6 +28,7 @@ from collector.common._validation import (
     Interval,
     Options,
     Predicate,
+    check_directory,
     check_param,
 )
 from collector.summary import _writer
@@ -134,7 +135,8 @@ class SummaryRecord:
         export_options: dict | None = None,
     ) -> None:
         caller = "SummaryRecord"
-        check_param("log_dir", log_dir, ["path"], caller=caller)
+        check_directory("log_dir", log_dir, caller=caller,
+                        hint="pass the folder the summary files go to (a file of that name is in the way).")
         check_param("file_prefix", file_prefix, [str], caller=caller)
         check_param("file_suffix", file_suffix, [str], caller=caller)
         check_param("max_file_size", max_file_size, [Interval(int, 0, None), None], caller=caller)

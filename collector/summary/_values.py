@@ -17,6 +17,7 @@ Nothing here keeps state: the slabs are passed in.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -27,6 +28,8 @@ from collector.common._validation import check_param
 from collector.summary import _packing as packing
 from collector.summary import _proto as proto
 from collector.summary._slabs import SnapshotSlabs
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["PLUGINS", "PLUGIN_SET", "TENSOR_PLUGINS", "MESSAGE_PLUGINS", "FLOAT_DTYPES", "prepare_value",
            "snapshot", "user_defined_info"]
@@ -74,7 +77,7 @@ def prepare_value(plugin: str, name: str, value: Any, slabs: SnapshotSlabs) -> A
         if isinstance(value, torch.Tensor) and value.numel() == 1:
             return float(value.item())
     elif plugin == "histogram" and isinstance(value, torch.Tensor) and value.dtype in FLOAT_DTYPES \
-            and value.device.type == "cpu":
+            and value.device.type == "cpu" and value.numel():
         # What to_numpy and the dtype check below come to for a CPU float tensor (the
         # parameters SummaryCollector collects at every collection), in fewer calls,
         # copied into a slab row.
@@ -88,6 +91,10 @@ def prepare_value(plugin: str, name: str, value: Any, slabs: SnapshotSlabs) -> A
             packing.check_image(arr, tag=name)
         if plugin == "histogram" and not np.issubdtype(arr.dtype, np.number) and arr.dtype != np.bool_:
             raise TypeError(f"{what}: a histogram needs numeric values, got dtype {arr.dtype}")
+        if plugin == "histogram" and arr.size == 0:
+            # MindSpore warns and records it; so do we (count 0, one empty bucket, min and max NaN).
+            logger.warning("%s: the value is empty (shape %s); an empty histogram is recorded.", what,
+                           tuple(arr.shape))
         return (arr, bf16)
     type_name, _ = MESSAGE_PLUGINS[plugin]
     cls = getattr(proto, type_name)

@@ -11,9 +11,9 @@ from collector.train._callbacks import (
     run_network,
 )
 from collector.train._checkpoint import CheckpointConfig, ModelCheckpoint
-from collector.train._metrics import Accuracy, Loss, Metric, get_metric
+from collector.train._metrics import Accuracy, Loss, Metric, check_metrics, get_metric
 from collector.train._model import Model
 
 __all__ = ["Callback", "CallbackParams", "RunContext", "LambdaCallback", "History", "LearningRateScheduler",
            "LossMonitor", "CheckpointConfig", "ModelCheckpoint", "Model", "Accuracy", "Loss", "Metric",
-           "get_metric", "run_network"]
+           "get_metric", "check_metrics", "run_network"]

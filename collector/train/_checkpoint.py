@@ -25,6 +25,7 @@ from collector.common._validation import (
     Interval,
     InvalidParameterError,
     Options,
+    check_directory,
     check_param,
 )
 from collector.train._callbacks import Callback, RunContext
@@ -243,6 +244,8 @@ class ModelCheckpoint(Callback):
                 f"The 'prefix' parameter of ModelCheckpoint must not contain '/'. Got {prefix!r} instead."
             )
         check_param("directory", directory, [None, "path"], caller=c)
+        if directory is not None:
+            check_directory("directory", directory, caller=c)
         check_param("config", config, [None, InstanceOf(CheckpointConfig)], caller=c)
         self._prefix = prefix
         self._directory = os.fspath(directory) if directory is not None else os.getcwd()

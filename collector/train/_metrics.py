@@ -7,13 +7,14 @@ attribute is ``"loss"`` gets ``update(loss)`` (the batch's mean loss) instead.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Literal, Protocol, runtime_checkable
 
 import torch
 
 from collector.common._validation import InvalidParameterError
 
-__all__ = ["Metric", "Accuracy", "Loss", "get_metric"]
+__all__ = ["Metric", "Accuracy", "Loss", "get_metric", "check_metrics"]
 
 
 @runtime_checkable
@@ -117,3 +118,50 @@ def get_metric(name: str) -> Accuracy | Loss:
             "HINT: pass a dict {name: metric object} for other metrics."
         )
     return cls()
+
+
+def check_metrics(metrics: Any, *, name: str, caller: str) -> None:
+    """Refuse metrics in any form but the accepted ones, listing them.
+
+    Accepted: None; a dict of name to metric, each an object with ``update`` and ``eval``
+    (``clear`` optional) or a callable ``m(outputs, labels)``; a list, tuple or set of
+    metric names :func:`get_metric` knows. A bare string is refused rather than read as a
+    sequence of one-letter names.
+
+    Parameters
+    ----------
+    metrics : object
+        What the user passed.
+    name : str
+        How the parameter is named in messages (``"metrics"``).
+    caller : str
+        What it belongs to (``"compute_landscape"``).
+
+    Raises
+    ------
+    InvalidParameterError
+        Naming ``name`` and ``caller``, the accepted forms and the value received.
+    """
+    forms = ("None, a dict of name to metric (an object with update() and eval(), or a callable "
+             f"m(outputs, labels)), or a list, tuple or set of metric names from {sorted(_NAMED)}")
+    if metrics is None:
+        return
+    if isinstance(metrics, Mapping):
+        for key, metric in metrics.items():
+            if not (callable(metric) or (hasattr(metric, "update") and hasattr(metric, "eval"))):
+                raise InvalidParameterError(
+                    f"The '{name}[{key!r}]' parameter of {caller} must be a metric: an object with update() and "
+                    f"eval(), or a callable m(outputs, labels). Got {metric!r} instead.")
+        return
+    if isinstance(metrics, (list, tuple, set, frozenset)):
+        for item in metrics:
+            if not (isinstance(item, str) and item.lower() in _NAMED):
+                raise InvalidParameterError(
+                    f"The '{name}' parameter of {caller} holds {item!r}, which is not a metric name; the names are "
+                    f"{sorted(_NAMED)}. HINT: pass a dict {{name: metric}} for other metrics.")
+        return
+    hint = ""
+    if isinstance(metrics, str):
+        hint = f" HINT: one metric by name is a list: [{metrics!r}], or a dict: {{{metrics!r}: Accuracy()}}."
+    raise InvalidParameterError(f"The '{name}' parameter of {caller} must be {forms}. Got {metrics!r} "
+                                f"({type(metrics).__name__}) instead.{hint}")

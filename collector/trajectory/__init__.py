@@ -3,25 +3,40 @@
 The one owner of both formats: the collector writes them through this subpackage and
 ``landscape`` reads them through it (``_checkpoints`` for checkpoint files,
 ``_metadata`` for ``train_metadata.json`` and the ``collect_landscape`` keys it records).
+Integrity (``_integrity``): every checkpoint's SHA-256 and size are recorded as it is
+written, and every failure to use a checkpoint is a :class:`CheckpointError`.
 """
 
 from collector.trajectory._checkpoints import (
     IN_MEMORY_SAVE_BYTES,
+    check_checkpoints,
+    check_state_dict,
     cpu_state_dict,
     load_checkpoint,
     save_file,
     to_cpu,
 )
+from collector.trajectory._integrity import (
+    CheckpointError,
+    CheckpointNotFoundError,
+    FileDigest,
+    file_digest,
+    verify_checkpoint_file,
+)
 from collector.trajectory._metadata import (
     CKPT_DIR,
+    DIGEST_KEY,
     LANDSCAPE_DEFAULTS,
     METADATA_FILE,
     TrainMetadata,
     checkpoint_file_name,
     read_train_metadata,
+    recorded_digest,
     validate_collect_landscape,
 )
 
 __all__ = ["cpu_state_dict", "save_file", "load_checkpoint", "to_cpu", "IN_MEMORY_SAVE_BYTES",
-           "TrainMetadata", "read_train_metadata", "validate_collect_landscape", "checkpoint_file_name",
-           "LANDSCAPE_DEFAULTS", "METADATA_FILE", "CKPT_DIR"]
+           "verify_checkpoint_file", "check_state_dict", "check_checkpoints", "CheckpointError",
+           "CheckpointNotFoundError", "FileDigest", "file_digest", "TrainMetadata", "read_train_metadata",
+           "recorded_digest", "validate_collect_landscape", "checkpoint_file_name", "LANDSCAPE_DEFAULTS",
+           "METADATA_FILE", "CKPT_DIR", "DIGEST_KEY"]

@@ -2,8 +2,13 @@
 
 Writing (``ModelCheckpoint`` and SummaryCollector's interval checkpoints): the state is
 copied off the training thread's way (:func:`cpu_state_dict`) and saved by a background
-writer through :func:`save_file` (atomic, ``torch.save``'s format). Reading (landscape
-generation): :func:`load_checkpoint`, always ``torch.load(..., weights_only=True)``.
+writer through :func:`save_file` (atomic, ``torch.save``'s format), which returns the
+file's SHA-256 and size (:class:`FileDigest`, hashed on the writer's thread from the bytes
+it writes). Reading (landscape generation): :func:`load_checkpoint`, always
+``torch.load(..., weights_only=True)``, the one place a checkpoint file is loaded; every
+failure becomes a :class:`CheckpointError` naming the file and where it came from.
+:func:`verify_checkpoint_file` checks a file against its recorded digest, or without
+one the CRC-32 that ``torch.save`` stores for each record of its archive.
 
 Fast saving of repeated layouts (:class:`StateDictSaver`, :func:`save_bytes`):
 ``torch.save`` bytes of state dicts whose layout repeats, without pickling them each time.
@@ -27,9 +32,13 @@ takes ``torch.save`` itself.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import os
+import pickle
+import re
 import threading
+import warnings
 import zipfile
 from collections.abc import Mapping
 from typing import Any
@@ -37,10 +46,21 @@ from typing import Any
 import torch
 from torch import nn
 
-from collector.common import atomic_path
+from collector.common import InvalidParameterError, atomic_path, strip_wrapper_prefixes
+from collector.trajectory._integrity import (
+    HINT_RESTORE,
+    CheckpointError,
+    FileDigest,
+    check_archive,
+    existing_file,
+    file_digest,
+    unreadable,
+    verify_checkpoint_file,
+)
+from collector.trajectory._metadata import recorded_digest
 
 __all__ = ["cpu_state_dict", "save_file", "load_checkpoint", "to_cpu", "save_bytes", "StateDictSaver",
-           "IN_MEMORY_SAVE_BYTES"]
+           "IN_MEMORY_SAVE_BYTES", "check_state_dict", "check_checkpoints"]
 
 
 # -- torch.save's bytes of repeated layouts ----------------------------------------
@@ -171,21 +191,32 @@ def _tensor_bytes(obj: Any) -> int:
     return 0
 
 
-def save_file(obj: Any, path: str) -> None:
+def save_file(obj: Any, path: str) -> FileDigest:
     """``torch.save(obj)`` to ``path`` through a temporary name: a reader never sees half a checkpoint.
 
     A small checkpoint is serialized into memory and written with one ``write`` call:
     torch's file writer holds the GIL while it writes, Python's file write does not,
     so the disk time then overlaps the training loop or the summary writer instead of
     stopping them. Large ones are streamed to the file (no second copy in memory).
+
+    Returns
+    -------
+    FileDigest
+        SHA-256 and size of the bytes written: hashed from memory for a small
+        checkpoint, read back from the file for a streamed one. Called from a background
+        writer, the hashing costs the training thread nothing (``hashlib`` releases the
+        GIL for large buffers).
     """
     with atomic_path(path) as tmp:
         if _tensor_bytes(obj) <= IN_MEMORY_SAVE_BYTES:
             data = save_bytes(obj)  # torch.save's bytes; a repeated state-dict layout is not pickled again
             with open(tmp, "wb") as f:
                 f.write(data)
+            digest = FileDigest(hashlib.sha256(data).hexdigest(), len(data))
         else:
             torch.save(obj, tmp)
+            digest = file_digest(tmp)
+    return digest
 
 
 def to_cpu(obj: Any) -> Any:
@@ -198,8 +229,76 @@ def to_cpu(obj: Any) -> Any:
     return obj
 
 
-def load_checkpoint(item: Any, *, what: str) -> dict[str, torch.Tensor]:
-    """A state dict from a mapping or a checkpoint path (``torch.load(weights_only=True)``).
+# -- verifying and loading checkpoint files -------------------------------------------
+_HINT_STATE_DICT = "HINT: save a state dict of tensors: torch.save(network.state_dict(), path)."
+#: How many differing keys a message lists.
+_SHOWN_KEYS = 5
+
+
+def _first_sentence(exc: BaseException) -> str:
+    """The start of an exception's message, without torch's advice to load with weights_only=False."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    text = text.split(". ")[0].rstrip(".")
+    if "weights_only" in text:
+        text = ""
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _torch_load(path: str, what: str) -> Any:
+    try:
+        return _torch_load_or_raise(path, what)
+    except CheckpointError as exc:
+        if exc.path == path and "weights_only=True" not in str(exc):
+            # torch.load's own failure of a zip checkpoint (a bare OSError for a truncated one): the archive's
+            # structure and CRC-32s usually say more precisely what is wrong.
+            check_archive(path, what)
+        raise
+
+
+def _torch_load_or_raise(path: str, what: str) -> Any:
+    try:
+        with warnings.catch_warnings():
+            # torch warns about a foreign pickle's protocol before refusing it; the error below says more.
+            warnings.filterwarnings("ignore", message=".*pickle protocol", category=UserWarning)
+            return torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        # torch's message advises weights_only=False (running code from the file); keep only its diagnosis.
+        m = re.search(r"WeightsUnpickler error:\s*(.+?)(?:\.\s|\n|$)", str(exc))
+        detail = m.group(1).strip().rstrip(".") if m else _first_sentence(exc)
+        if detail.startswith("Unsupported global"):
+            raise CheckpointError(
+                f"{what}: checkpoint file {path!r} holds Python objects other than tensors and plain containers "
+                f"({detail}). Checkpoints are loaded with torch.load(weights_only=True), which never runs code "
+                "from a file. " + _HINT_STATE_DICT, path=path, what=what) from None
+        raise CheckpointError(
+            f"{what}: checkpoint file {path!r} is not a PyTorch checkpoint, or it is damaged: its content is not a "
+            f"pickle of tensors ({detail}). " + HINT_RESTORE, path=path, what=what) from None
+    except OSError as exc:
+        try:  # torch reports some damaged archives as OSError (EINVAL): tell them from a file that cannot be read
+            with open(path, "rb") as fh:
+                fh.read(1)
+        except OSError:
+            raise unreadable(path, what, exc) from None
+        raise CheckpointError(
+            f"{what}: checkpoint file {path!r} is not a PyTorch checkpoint, or it is truncated or damaged "
+            f"({_first_sentence(exc)}). " + HINT_RESTORE, path=path, what=what) from None
+    except EOFError:
+        raise CheckpointError(f"{what}: checkpoint file {path!r} is empty or truncated ({os.path.getsize(path)} "
+                              "bytes). " + HINT_RESTORE, path=path, what=what) from None
+    except Exception as exc:  # torch raises RuntimeError, KeyError, ValueError... for files it cannot parse
+        raise CheckpointError(
+            f"{what}: checkpoint file {path!r} is not a PyTorch checkpoint, or it is truncated or damaged "
+            f"({_first_sentence(exc)}). " + HINT_RESTORE, path=path, what=what) from None
+
+
+def load_checkpoint(item: Any, *, what: str, network: nn.Module | None = None, digest: FileDigest | None = None,
+                    verify: bool = False, recorded_in: str | None = None) -> dict[str, torch.Tensor]:
+    """A state dict from a mapping or a checkpoint path: the one place a checkpoint is loaded.
+
+    Files are read with ``torch.load(weights_only=True)``; any failure (missing,
+    unreadable, truncated, not a checkpoint, a pickle of other objects, keys or shapes
+    that do not fit ``network``) raises :class:`CheckpointError` naming the file and
+    ``what``.
 
     Parameters
     ----------
@@ -207,17 +306,125 @@ def load_checkpoint(item: Any, *, what: str) -> dict[str, torch.Tensor]:
         A state dict (its tensors are detached and moved to the CPU) or a file written by
         ``torch.save``.
     what : str
-        How the checkpoint is named in error messages (``"checkpoint 3 of landscape_[1, 5]"``).
+        Where the checkpoint came from, for messages (``"checkpoints[2] of compute_landscape"``).
+    network : nn.Module, optional
+        The state dict must have exactly its keys and shapes, once the ``module.`` /
+        ``_orig_mod.`` prefixes of a wrapped network's are removed (the state returned
+        has the network's keys).
+    digest : FileDigest, optional
+        The file must have this SHA-256 and size (see :func:`verify_checkpoint_file`).
+    verify : bool, default=False
+        Without ``digest``, check the CRC-32 of every record of the file first.
+    recorded_in : str, optional
+        Where ``digest`` was recorded, for messages.
+
+    Returns
+    -------
+    dict of str to Tensor
+
+    Raises
+    ------
+    CheckpointError
+        The checkpoint cannot be used (see above).
+    InvalidParameterError
+        ``item`` is neither a mapping nor a path.
     """
+    path = None
     if isinstance(item, Mapping):
-        return {k: (v.detach().cpu() if isinstance(v, torch.Tensor) else v) for k, v in item.items()}
-    if isinstance(item, (str, os.PathLike)):
+        sd = {k: (v.detach().cpu() if isinstance(v, torch.Tensor) else v) for k, v in item.items()}
+    elif isinstance(item, (str, os.PathLike)):
         path = os.fspath(item)
-        if not os.path.isfile(path):
-            raise FileNotFoundError(f"{what}: checkpoint file {path!r} does not exist.")
-        sd = torch.load(path, map_location="cpu", weights_only=True)
-        if not isinstance(sd, Mapping):
-            raise ValueError(f"{what}: checkpoint file {path!r} does not hold a state dict "
-                             f"(got {type(sd).__name__}).")
-        return dict(sd)
-    raise TypeError(f"{what} must be a state dict or a checkpoint path; got {type(item).__name__}.")
+        if digest is not None or verify:
+            verify_checkpoint_file(path, what=what, digest=digest, recorded_in=recorded_in)
+        else:
+            existing_file(path, what)
+        loaded = _torch_load(path, what)
+        if not isinstance(loaded, Mapping):
+            raise CheckpointError(f"{what}: checkpoint file {path!r} holds a {type(loaded).__name__}, not a state "
+                                  "dict (parameter names mapped to tensors). " + _HINT_STATE_DICT,
+                                  path=path, what=what)
+        sd = dict(loaded)
+    else:
+        raise InvalidParameterError(f"{what} must be a state dict or a checkpoint path. Got "
+                                    f"{type(item).__name__} instead.")
+    if network is not None:
+        reference = network.state_dict()
+        if set(sd) != set(reference):
+            # a checkpoint of a DDP / DataParallel / torch.compile-wrapped network: its keys without the prefixes
+            stripped = strip_wrapper_prefixes(sd)
+            sd = stripped if set(stripped) == set(reference) else sd
+        check_state_dict(sd, reference, what=what, path=path)
+    return sd
+
+
+def _shown(keys: list[str]) -> str:
+    if len(keys) <= _SHOWN_KEYS:
+        return repr(keys)
+    return f"{keys[:_SHOWN_KEYS]!r} and {len(keys) - _SHOWN_KEYS} more"
+
+
+def check_state_dict(state: Mapping[str, Any], reference: Mapping[str, Any], *, what: str,
+                     path: str | None = None) -> None:
+    """Refuse a state dict whose keys or tensor shapes differ from ``reference`` (the network's).
+
+    The message names ``what`` and ``path``, the first missing and unexpected keys (or
+    the first keys whose shapes differ, with both shapes).
+
+    Parameters
+    ----------
+    state : mapping of str to Tensor
+        The checkpoint's state dict.
+    reference : mapping of str to Tensor
+        The network's ``state_dict()``.
+    what : str
+        Where the state came from (``"checkpoints[1] of compute_landscape"``).
+    path : str, optional
+        Its file.
+
+    Raises
+    ------
+    CheckpointError
+    """
+    where = f"{what} ({path!r})" if path is not None else what
+    hint = "HINT: build the same network architecture that was trained (callback_fn's network)."
+    expected, got = set(reference), set(state)
+    missing, unexpected = sorted(expected - got), sorted(got - expected)
+    if missing or unexpected:
+        raise CheckpointError(f"The parameters of the network do not match {where}: missing keys {_shown(missing)}, "
+                              f"unexpected keys {_shown(unexpected)}. " + hint, path=path, what=what)
+    shapes = [(k, tuple(state[k].shape), tuple(reference[k].shape)) for k in sorted(expected)
+              if isinstance(state[k], torch.Tensor) and isinstance(reference[k], torch.Tensor)
+              and tuple(state[k].shape) != tuple(reference[k].shape)]
+    if shapes:
+        k, mine, theirs = shapes[0]
+        more = f" ({len(shapes) - 1} more differ: {_shown([s[0] for s in shapes[1:]])})" if len(shapes) > 1 else ""
+        raise CheckpointError(f"The parameters of the network do not match {where}: {k!r} has shape {mine} in the "
+                              f"checkpoint and {theirs} in the network{more}. " + hint, path=path, what=what)
+
+
+def check_checkpoints(items: Any, network: nn.Module, *, name: str, caller: str) -> None:
+    """Check, before any work, that every checkpoint of a list loads and fits ``network``.
+
+    Each file is verified against the digest recorded for it by the
+    ``train_metadata.json`` of its folder (SummaryCollector's checkpoints), otherwise
+    against its archive's CRC-32s (:func:`verify_checkpoint_file`); then loaded and its
+    keys and shapes compared with the network's. One file at a time, so memory holds one
+    checkpoint.
+
+    Parameters
+    ----------
+    items : sequence of mapping or path
+        The checkpoints (``compute_landscape``'s ``checkpoints``).
+    network : nn.Module
+    name, caller : str
+        Messages name an item as ``{name}[i] of {caller}``.
+
+    Raises
+    ------
+    CheckpointError
+    """
+    for i, item in enumerate(items):
+        what = f"{name}[{i}] of {caller}"
+        recorded = recorded_digest(item) if isinstance(item, (str, os.PathLike)) else None
+        load_checkpoint(item, what=what, network=network, verify=True,
+                        digest=recorded[0] if recorded else None, recorded_in=recorded[1] if recorded else None)

@@ -7,12 +7,19 @@ here too. Also here: :func:`validate_collect_landscape`, the check of the
 ``collect_landscape`` dict whose keys the file records (shared by SummaryCollector and
 the override of ``SummaryLandscape.gen_landscapes_with_multi_process``, so both refuse a
 bad value with the same message).
+
+Beyond MindSpore's keys, ours records each checkpoint's SHA-256 and size under
+``model_params_file_digest`` (``{"3": {"sha256": "...", "size": 105563}}``), computed as the
+file was written. MindSpore ignores keys it does not know, and a file without this key
+(MindSpore's) still reads: its checkpoints are then checked by their archives' CRC-32
+and loading only.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,14 +31,18 @@ from collector.common import (
     atomic_path,
     check_param,
 )
+from collector.trajectory._integrity import CheckpointNotFoundError, FileDigest
 
 __all__ = ["TrainMetadata", "read_train_metadata", "validate_collect_landscape", "checkpoint_file_name",
-           "LANDSCAPE_DEFAULTS", "METADATA_FILE", "CKPT_DIR"]
+           "recorded_digest", "LANDSCAPE_DEFAULTS", "METADATA_FILE", "CKPT_DIR", "DIGEST_KEY"]
 
 METADATA_FILE = "train_metadata.json"
 CKPT_DIR = "ckpt_dir"
 _FILE_KEYS = ("epoch_group", "model_params_file_map", "step_per_epoch", "unit", "num_samples",
               "landscape_size", "create_landscape")
+#: Our key beyond MindSpore's: each checkpoint's SHA-256 and size, by step or epoch number.
+DIGEST_KEY = "model_params_file_digest"
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 def checkpoint_file_name(network_name: str, number: int, unit: str) -> str:
@@ -56,6 +67,9 @@ class TrainMetadata:
     landscape_size : int
     create_landscape : dict
         ``{"train": bool, "result": bool}``.
+    digests : dict of int to FileDigest
+        SHA-256 and size of each checkpoint as it was written (``model_params_file_digest``);
+        empty in MindSpore's files.
     """
 
     intervals: list[list[int]]
@@ -65,10 +79,11 @@ class TrainMetadata:
     num_samples: int
     landscape_size: int
     create_landscape: dict[str, bool] = field(default_factory=lambda: {"train": True, "result": True})
+    digests: dict[int, FileDigest] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        """The JSON object MindSpore writes (string keys, in its key order)."""
-        return {
+        """The JSON object MindSpore writes (string keys, in its key order), then the digests if any."""
+        out: dict[str, Any] = {
             "epoch_group": {str(i): list(iv) for i, iv in enumerate(self.intervals)},
             "model_params_file_map": {str(n): self.files[n] for n in sorted(self.files)},
             "step_per_epoch": int(self.step_per_epoch),
@@ -77,6 +92,10 @@ class TrainMetadata:
             "landscape_size": self.landscape_size,
             "create_landscape": dict(self.create_landscape),
         }
+        if self.digests:
+            out[DIGEST_KEY] = {str(n): {"sha256": d.sha256, "size": int(d.size)}
+                               for n, d in sorted(self.digests.items())}
+        return out
 
     def write(self, ckpt_dir: str | os.PathLike) -> str:
         """Write ``{ckpt_dir}/train_metadata.json`` atomically and read-only; return its path."""
@@ -93,12 +112,14 @@ class TrainMetadata:
         name = self.files.get(int(number))
         where = os.path.join(os.fspath(ckpt_dir), METADATA_FILE)
         if not isinstance(name, str):
-            raise FileNotFoundError(f"No checkpoint was collected for {self.unit} {number}: it is not in "
-                                    f"model_params_file_map of {where!r}.")
+            raise CheckpointNotFoundError(f"No checkpoint was collected for {self.unit} {number}: it is not in "
+                                          f"model_params_file_map of {where!r}.", what=f"{self.unit} {number}")
         path = name if os.path.isabs(name) else os.path.join(os.fspath(ckpt_dir), name)
         if not os.path.isfile(path):
-            raise FileNotFoundError(f"The checkpoint of {self.unit} {number} ({name!r}) is missing: "
-                                    f"{path!r} does not exist.")
+            raise CheckpointNotFoundError(f"The checkpoint of {self.unit} {number} ({name!r}) is missing: "
+                                          f"{path!r} does not exist. HINT: restore it, or leave the intervals "
+                                          "that use it out (collect_landscape={'intervals': [...]}).",
+                                          path=path, what=f"{self.unit} {number}")
         return path
 
 
@@ -159,7 +180,53 @@ def read_train_metadata(path: str | os.PathLike) -> TrainMetadata:
         files[int(k)] = name
     return TrainMetadata(intervals=intervals, files=files, step_per_epoch=md["step_per_epoch"], unit=md["unit"],
                          num_samples=md["num_samples"], landscape_size=md["landscape_size"],
-                         create_landscape=dict(cl))
+                         create_landscape=dict(cl), digests=_read_digests(md.get(DIGEST_KEY), caller))
+
+
+def _read_digests(value: Any, caller: str) -> dict[int, FileDigest]:
+    """The optional ``model_params_file_digest`` object (absent from MindSpore's files)."""
+    if value is None:
+        return {}
+    shape = '{"3": {"sha256": "<64 lowercase hex digits>", "size": <bytes>}, ...}'
+    if not isinstance(value, dict):
+        raise ValueError(f"The {DIGEST_KEY!r} key of {caller} must be an object {shape}; got {value!r}.")
+    out = {}
+    for k, d in value.items():
+        ok = (str(k).lstrip("-").isdigit() and isinstance(d, dict) and isinstance(d.get("sha256"), str)
+              and _SHA256.fullmatch(d["sha256"]) is not None and isinstance(d.get("size"), int)
+              and not isinstance(d.get("size"), bool) and d["size"] >= 0)
+        if not ok:
+            raise ValueError(f"The {DIGEST_KEY!r} key of {caller} must be an object {shape}; got {k!r}: {d!r}.")
+        out[int(k)] = FileDigest(d["sha256"], d["size"])
+    return out
+
+
+def recorded_digest(path: str | os.PathLike) -> tuple[FileDigest, str] | None:
+    """The digest recorded for a checkpoint file by the ``train_metadata.json`` of its folder.
+
+    For checkpoints given by path (``compute_landscape(checkpoints=[...])``): a file that
+    SummaryCollector wrote has its digest next to it.
+
+    Returns
+    -------
+    (FileDigest, str) or None
+        The digest and the metadata file's path; None when the folder has no metadata,
+        the metadata cannot be read, or it records no digest for this file.
+    """
+    path = os.path.realpath(os.fspath(path))
+    folder = os.path.dirname(path)
+    where = os.path.join(folder, METADATA_FILE)
+    if not os.path.isfile(where):
+        return None
+    try:
+        md = read_train_metadata(where)
+    except (OSError, ValueError):
+        return None  # not ours to judge here: the checkpoint itself is still checked (CRC-32, loading)
+    for n, name in md.files.items():
+        full = name if os.path.isabs(name) else os.path.join(folder, name)
+        if n in md.digests and os.path.realpath(full) == path:
+            return md.digests[n], where
+    return None
 
 
 #: Defaults of every key but ``intervals`` (which has none: it must be given).
@@ -202,7 +269,7 @@ def validate_collect_landscape(
     dict
         ``landscape_size`` int in [3, 256]; ``unit`` "step" or "epoch";
         ``create_landscape`` {"train": bool, "result": bool}; ``num_samples`` int >= 1;
-        ``intervals`` list of lists of at least three ints >= 1.
+        ``intervals`` list of lists of at least three strictly increasing ints >= 1.
 
     Raises
     ------
@@ -269,5 +336,14 @@ def _check_intervals(intervals: Any, name: str, caller: str) -> list[list[int]]:
             )
         for j, n in enumerate(interval):
             check_param(f"{name}[{i}][{j}]", n, [Interval(int, 1, None)], caller=caller)
+        # A repeated or earlier number is not a trajectory: its PCA would weigh one checkpoint twice
+        # and its path would step back.
+        for j in range(1, len(interval)):
+            if interval[j] <= interval[j - 1]:
+                what = "repeats" if interval[j] == interval[j - 1] else "comes after the larger"
+                raise InvalidParameterError(
+                    f"The '{name}[{i}]' parameter of {caller} must list strictly increasing step or epoch numbers. "
+                    f"Got {list(interval)!r} instead: {interval[j]} at position {j} {what} {interval[j - 1]}. "
+                    f"HINT: {hint}")
         out.append([int(n) for n in interval])
     return out

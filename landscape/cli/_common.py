@@ -6,6 +6,8 @@ import datetime as _dt
 import re
 from pathlib import Path
 
+from collector.common import check_directory
+
 __all__ = ["UsageError", "fresh_dir", "safe_name"]
 
 
@@ -16,7 +18,8 @@ class UsageError(Exception):
 def fresh_dir(requested: Path | None, stem: str) -> Path:
     """The output folder: the one asked for if new or empty, else a fresh timestamped one."""
     if requested is not None:
-        if requested.exists() and (not requested.is_dir() or any(requested.iterdir())):
+        check_directory("--out", requested, caller="landscape", hint="choose a new folder (nothing is overwritten).")
+        if requested.exists() and any(requested.iterdir()):
             raise UsageError(f"--out {str(requested)!r} already exists and is not empty; "
                              "choose a new folder (nothing is overwritten)")
         return requested

@@ -10,6 +10,7 @@ import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
 import viz
+from collector.common import check_directory
 from landscape.cli._common import UsageError, safe_name
 from landscape.result import Landscape
 
@@ -49,6 +50,8 @@ def run_plot(args: argparse.Namespace) -> int:
         targets = [args.output]
     else:
         folder = args.output or (args.path if args.path.is_dir() else args.path.parent) / "plots"
+        check_directory("--output", folder, caller="landscape plot",
+                        hint="name a folder for the PNGs, or a file ending in .png when there is one picture.")
         folder.mkdir(parents=True, exist_ok=True)
         targets = [folder / f"{safe_name(ls.tag or 'landscape')}_{k}.png" for ls, k in pairs]
     for (ls, kind), target in zip(pairs, targets):

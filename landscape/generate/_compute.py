@@ -16,6 +16,8 @@ from collector.common import (
     check_param,
     unwrap_module,
 )
+from collector.train import check_metrics as check_metric_forms
+from collector.trajectory import check_checkpoints
 from landscape.engine import as_task, collect
 from landscape.engine._engine import BATCHINGS
 from landscape.execution._devices import resolve_devices
@@ -133,8 +135,14 @@ def compute_landscape(
         two state-dict-shaped direction dicts, or one for a line.
     checkpoints : list of state dicts or paths, default=None
         The trajectory (the last is the centre); without it the centre is ``network``.
+        Every one is checked before any work: a file against the SHA-256 that the
+        ``train_metadata.json`` of its folder records (SummaryCollector's checkpoints), or
+        else the CRC-32 of each record of its archive; then loaded
+        (``weights_only=True``) and its keys and shapes compared with ``network``'s. Any
+        failure raises ``collector.CheckpointError`` naming ``checkpoints[i]`` and the file.
     between : (A, B) or (A, B, C), optional
-        Models (state dicts, checkpoint paths or nn.Modules of ``network``'s architecture).
+        Models (state dicts, checkpoint paths or nn.Modules of ``network``'s architecture),
+        checked before any work as ``checkpoints`` are.
         Two: the line ``(1 - alpha) A + alpha B`` (an interpolation, Goodfellow et al.),
         ``x`` being ``alpha`` (default ``(-0.5, 1.5, size)``); with ``directions="target"``
         the plane of ``B - A`` (x, A at 0 and B at 1) and a second axis (y). Three: the
@@ -177,12 +185,12 @@ def compute_landscape(
         Evaluate in eval mode (batch-norm running statistics, no dropout).
     device_ids : list of int, default=None
         CUDA devices, or that many CPU worker processes without CUDA.
-    metrics : dict of str to metric, default=None
+    metrics : dict of str to metric, list of names, default=None
         Extra surfaces: callables ``m(outputs, labels)`` or objects with clear/update/eval
         (with ``loss_fn`` or a ``Supervised`` task), ``m(model, batch)`` with
         ``m.metric_inputs = "batch"`` (any task), or point metrics such as
         ``landscape.curvature.EigenRatio()`` (the Hessian's ``|lambda_min/lambda_max|``
-        at every point); a list of names (``["accuracy"]``) too.
+        at every point); by name, or a list of names such as ``["accuracy"]``.
     pca_method : {"mindspore", "li"}, default="mindspore"
     tag : str, default=None
     distributed : bool or None, default=None
@@ -231,6 +239,13 @@ def compute_landscape(
     check_common(normalization=view.normalization, ignore=ignore, seed=seed, eval_mode=eval_mode,
                  device_ids=device_ids, caller=_CALLER, include=include, biasbn=biasbn)
     check_selection(network, ignore, include, _CALLER)
+    check_metric_forms(metrics, name="metrics", caller=_CALLER)
+    # each checkpoint and model intact and fitting the network, before the data or any point
+    if checkpoints is not None:
+        check_checkpoints(checkpoints, network, name="checkpoints", caller=_CALLER)
+    if between is not None:
+        check_checkpoints([m.state_dict() if isinstance(m, nn.Module) else m for m in between], network,
+                          name="between", caller=_CALLER)
     devices, threads = resolve_devices(None if device_ids is None else list(device_ids), _CALLER)
     metric_map = metric_dict(metrics)
     check_metrics(metric_map, task_, _CALLER)

@@ -14,8 +14,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from collector.common import InstanceOf, InvalidParameterError, Options, check_param, unwrap_module
+from collector.common import InstanceOf, InvalidParameterError, Options, check_directory, check_param, unwrap_module
 from collector.summary import SummaryRecord
+from collector.train import check_metrics as check_metric_forms
 from collector.trajectory import (
     CKPT_DIR,
     METADATA_FILE,
@@ -23,6 +24,7 @@ from collector.trajectory import (
     load_checkpoint,
     read_train_metadata,
     validate_collect_landscape,
+    verify_checkpoint_file,
 )
 from landscape.engine import Supervised, as_task, collect, is_point_metric
 from landscape.execution._devices import resolve_devices
@@ -39,7 +41,6 @@ from landscape.generate._options import (
     resolve_view,
 )
 from landscape.generate._plan import Execution, Geometry, LandscapePlan, Problem
-from landscape.geometry._state import check_keys, fit_state
 from landscape.io._store import Store, file_digest, model_digest, tensor_digest
 from landscape.result._landscape import Landscape
 
@@ -74,7 +75,8 @@ class SummaryLandscape:
     """
 
     def __init__(self, summary_dir: str | os.PathLike) -> None:
-        check_param("summary_dir", summary_dir, ["path"], caller="SummaryLandscape")
+        check_directory("summary_dir", summary_dir, caller="SummaryLandscape", create=False,
+                        hint="pass the SummaryCollector's summary_dir (the folder holding ckpt_dir/).")
         self.summary_dir = os.fspath(summary_dir)
         self.ckpt_dir = os.path.join(self.summary_dir, CKPT_DIR)
         self.metadata_path = os.path.join(self.ckpt_dir, METADATA_FILE)
@@ -218,9 +220,11 @@ class SummaryLandscape:
         list of Landscape
         """
         check_param("callback_fn", callback_fn, ["callable"], caller=_GEN)
-        check_param("output", output, [None, "path"], caller=_GEN)
+        if output is not None:
+            check_directory("output", output, caller=_GEN,
+                            hint="pass the folder the summary file and landscapes.h5 go to (default summary_dir).")
         check_common(normalization=normalization or "layer", ignore=ignore, seed=seed, eval_mode=eval_mode,
-                      device_ids=device_ids, caller=_GEN, include=include, biasbn=biasbn)
+                     device_ids=device_ids, caller=_GEN, include=include, biasbn=biasbn)
         check_param("view", view, [None, Options(VIEWS)], caller=_GEN,
                     hint="None gives MindSpore's PCA and Random landscapes.")
         check_param("second", second, [Options(("random", "pca"))], caller=_GEN)
@@ -250,6 +254,10 @@ class SummaryLandscape:
             needed = sorted({n for iv in intervals for n in iv}) if create["train"] else (
                 [intervals[-1][-1]] if create["result"] else [])
         paths = {n: metadata.checkpoint_path(self.ckpt_dir, n) for n in needed}
+        # Before anything else (callback_fn may be slow): every checkpoint is the file training wrote, by the
+        # SHA-256 recorded then, or for MindSpore's metadata (no digests) by its archive's CRC-32s.
+        found = {n: verify_checkpoint_file(path, what=f"the checkpoint of {unit} {n}", digest=metadata.digests.get(n),
+                                           recorded_in=self.metadata_path) for n, path in paths.items()}
         check_devices_for_dist(distributed, device_ids, _GEN)
         devices, threads = resolve_devices(None if device_ids is None else list(device_ids), _GEN)
         got = callback_fn()
@@ -268,18 +276,15 @@ class SummaryLandscape:
             raise ValueError("callback_fn must return a model (first item) whose loss_fn is callable, or a task "
                              f"as its fifth item; got {type(model).__name__} with loss_fn={loss_fn!r}.")
         task = as_task(None if given_task is not None else loss_fn, given_task, caller=f"{_GEN} (callback_fn)")
-        if metrics is not None and not isinstance(metrics, (dict, set, list, tuple)):
-            raise ValueError(f"callback_fn must return a dict of metrics or None as its fourth item; "
-                             f"got {type(metrics).__name__}.")
+        check_metric_forms(metrics, name="metrics (callback_fn's fourth item)", caller=_GEN)
         metric_map = metric_dict(metrics)
         check_metrics(metric_map, task, f"{_GEN} (callback_fn)")
         # Every checkpoint matches the network before any work; each is read once: the states are
         # kept (up to KEEP_CHECKPOINT_BYTES) for the PCA and the centres, else read again there.
         loaded: dict[int, Any] = {}
         kept = 0
-        for n, path in paths.items():
-            state = fit_state(network, load_checkpoint(path, what=f"{unit} {n}"))
-            check_keys(network, state, what=f"the checkpoint of {unit} {n} ({os.path.basename(path)})")
+        for n, path in paths.items():  # verified above; load_checkpoint words any failure (CheckpointError)
+            state = load_checkpoint(path, what=f"the checkpoint of {unit} {n}", network=network)
             size = sum(t.nbytes for t in state.values() if isinstance(t, torch.Tensor))
             if kept + size <= KEEP_CHECKPOINT_BYTES:
                 loaded[n] = state
@@ -321,7 +326,8 @@ class SummaryLandscape:
                 os.makedirs(out_dir, exist_ok=True)
                 store = Store(os.path.join(out_dir, "landscapes.h5"))
                 held.enter_context(store.lock())
-                fps = self._fingerprints(plans, cfg, problem, paths)
+                fps = self._fingerprints(plans, cfg, problem, paths,
+                                         {paths[n]: d.sha256 for n, d in found.items() if d is not None})
                 if restart:
                     store.forget([pl.tag or "" for pl in plans])
                 for pl in plans:  # refuse other inputs' landscapes before any work
@@ -357,9 +363,10 @@ class SummaryLandscape:
 
     @staticmethod
     def _fingerprints(plans: list[LandscapePlan], cfg: dict[str, Any], problem: Problem,
-                      paths: dict[int, str]) -> dict[str, dict[str, Any]]:
-        """Everything that defines each landscape, digests for files, network and data."""
-        digests: dict[str, str] = {}
+                      paths: dict[int, str], known: dict[str, str] | None = None) -> dict[str, dict[str, Any]]:
+        """Everything that defines each landscape, digests for files (``known``: verified already), network
+        and data."""
+        digests: dict[str, str] = dict(known or {})
         common = {"landscape_size": cfg["landscape_size"], "num_samples": problem.samples.n,
                   "eval_mode": problem.eval_mode,
                   "unit": cfg["unit"], "step_per_epoch": cfg["step_per_epoch"],

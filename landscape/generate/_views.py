@@ -47,7 +47,7 @@ from landscape.geometry._directions import (
 )
 from landscape.geometry._models import deviation_axis, difference, plane_axes
 from landscape.geometry._pca import pca_trajectory
-from landscape.geometry._state import check_keys, fit_state, flat_float
+from landscape.geometry._state import fit_state, flat_float
 
 __all__ = ["ViewGeometry", "view_geometry", "centre_state", "model_state", "DECOMPOSITION"]
 
@@ -89,9 +89,7 @@ def model_state(network: nn.Module, item: Any, what: str) -> dict[str, torch.Ten
     """A model of ``between`` as a state dict fitting ``network`` (a module, a state dict or a path)."""
     if isinstance(item, nn.Module):
         item = {k: t.detach().cpu() for k, t in item.state_dict().items()}
-    sd = dict(fit_state(network, load_checkpoint(item, what=what)))
-    check_keys(network, sd, what=what)
-    return sd
+    return load_checkpoint(item, what=what, network=network)
 
 
 def centre_state(network: nn.Module, geo: Geometry, names: Sequence[str], label: str) -> Mapping[str, torch.Tensor]:
@@ -104,8 +102,8 @@ def centre_state(network: nn.Module, geo: Geometry, names: Sequence[str], label:
             centre = {k: (torch.zeros_like(t) if k in moved else t) for k, t in centre.items()}
         return centre
     if geo.trajectory is not None:
-        return fit_state(network, load_checkpoint(geo.trajectory[-1],
-                                                  what=f"checkpoint {len(geo.trajectory) - 1} of {label}"))
+        return load_checkpoint(geo.trajectory[-1], what=f"checkpoint {len(geo.trajectory) - 1} of {label}",
+                               network=network)
     if geo.centre is not None:
         return fit_state(network, geo.centre)
     return {k: t.detach().cpu() for k, t in network.state_dict().items()}
@@ -179,8 +177,7 @@ def view_geometry(network: nn.Module, geo: Geometry, names: Sequence[str], centr
         def load(k: int) -> list[torch.Tensor]:
             if k == n - 1:
                 return ref
-            sd = fit_state(network, load_checkpoint(trajectory[k], what=f"checkpoint {k} of {label}"))
-            check_keys(network, sd, what=f"checkpoint {k} of {label}")
+            sd = load_checkpoint(trajectory[k], what=f"checkpoint {k} of {label}", network=network)
             return flat_float(sd, names)
 
         res = pca_trajectory(load, n, method=geo.pca_method, solver=geo.pca_solver, normalization=geo.normalization)
@@ -235,8 +232,7 @@ def view_geometry(network: nn.Module, geo: Geometry, names: Sequence[str], centr
             trajectory = geo.trajectory
 
             def load_k(k: int) -> list[torch.Tensor]:
-                sd = fit_state(network, load_checkpoint(trajectory[k], what=f"checkpoint {k} of {label}"))
-                check_keys(network, sd, what=f"checkpoint {k} of {label}")
+                sd = load_checkpoint(trajectory[k], what=f"checkpoint {k} of {label}", network=network)
                 return split.params(flat_float(sd, names))
 
             pw = deviation_axis(pref, pv_, load_k, len(trajectory))

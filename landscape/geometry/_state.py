@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from collector.common import strip_wrapper_prefixes
+from collector.trajectory import check_state_dict
 
 __all__ = ["moved_names", "matches", "as_patterns", "fit_state", "check_keys", "flat_float"]
 
@@ -90,22 +91,13 @@ def fit_state(network: nn.Module, state: Mapping[str, Any]) -> Mapping[str, Any]
     return stripped if set(stripped.keys()) == expected else state
 
 
-def check_keys(network: nn.Module, state: Mapping[str, Any], *, what: str) -> None:
-    """Refuse a state dict whose keys differ from the network's, listing both differences."""
-    expected = set(network.state_dict().keys())
-    got = set(state.keys())
-    missing, unexpected = sorted(expected - got), sorted(got - expected)
-    if missing or unexpected:
-        raise ValueError(
-            f"The parameters of the network do not match {what}: missing keys {missing}, "
-            f"unexpected keys {unexpected}. HINT: callback_fn must build the same network "
-            "architecture that was trained.")
-    sd = network.state_dict()
-    for k in sorted(expected):
-        if isinstance(state[k], torch.Tensor) and tuple(state[k].shape) != tuple(sd[k].shape):
-            raise ValueError(f"The parameters of the network do not match {what}: {k!r} has shape "
-                             f"{tuple(state[k].shape)} in the checkpoint and {tuple(sd[k].shape)} "
-                             "in the network.")
+def check_keys(network: nn.Module, state: Mapping[str, Any], *, what: str, path: str | None = None) -> None:
+    """Refuse a state dict whose keys or shapes differ from the network's.
+
+    Raises ``collector.trajectory.CheckpointError`` naming ``what`` (the parameter the
+    state came from) and ``path`` (its file, if any), with the first differing keys.
+    """
+    check_state_dict(state, network.state_dict(), what=what, path=path)
 
 
 def flat_float(state: Mapping[str, torch.Tensor], names: Sequence[str]) -> list[torch.Tensor]:

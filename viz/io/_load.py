@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from pathlib import Path
@@ -12,6 +13,8 @@ from landscape.io import H5_NAME, is_hdf5, read_h5
 from landscape.result import Landscape
 
 __all__ = ["load_landscapes", "find_runs"]
+
+logger = logging.getLogger(__name__)
 
 # MindInsight's rule: a run directory holds a file whose name contains "summary." and digits
 _SUMMARY_RE = re.compile(r"summary\.\d+")
@@ -28,15 +31,19 @@ def find_runs(base_dir: str | os.PathLike) -> list[Path]:
     Returns
     -------
     list of Path
-        Run directories, sorted by path.
+        Run directories, sorted by path. A folder that cannot be listed is skipped with
+        a warning naming it.
     """
     check_param("base_dir", base_dir, ["path"], caller="find_runs")
     base = Path(base_dir)
     if not base.is_dir():
         raise FileNotFoundError(f"The 'base_dir' parameter of find_runs must be an existing directory. "
                                 f"Got {os.fspath(base_dir)!r} instead.")
+    def skipped(exc: OSError) -> None:
+        logger.warning("find_runs: skipped %r, which cannot be listed: %s", exc.filename, exc.strerror or exc)
+
     runs = []
-    for root, dirs, files in os.walk(base):
+    for root, dirs, files in os.walk(base, onerror=skipped):
         dirs.sort()
         if any(_SUMMARY_RE.search(f) for f in files):
             runs.append(Path(root))
@@ -63,6 +70,9 @@ def load_landscapes(path: str | os.PathLike) -> list[Landscape]:
     -------
     list of Landscape
         In file order; a tag written twice keeps its first position and its latest value.
+        In a directory, a summary file that cannot be read, or a landscape whose content is
+        damaged, is skipped with a warning naming it (``collector.SummaryReader``'s
+        ``issues``); the others are returned.
 
     Raises
     ------
@@ -73,6 +83,7 @@ def load_landscapes(path: str | os.PathLike) -> list[Landscape]:
     """
     check_param("path", path, ["path"], caller="load_landscapes")
     p = Path(path)
+    skipped = ""
     if not p.exists():
         raise FileNotFoundError(f"The 'path' parameter of load_landscapes must be an existing summary "
                                 f"directory, summary file or HDF5 file. Got {os.fspath(path)!r}, which does not "
@@ -81,11 +92,16 @@ def load_landscapes(path: str | os.PathLike) -> list[Landscape]:
         found = _load_h5(p) if is_hdf5(p) else _load_summary(p)
     else:
         found = _load_summary(p) if any(_SUMMARY_RE.search(f.name) for f in p.iterdir() if f.is_file()) else []
-        if (p / H5_NAME).is_file():
-            richer = {ls.tag: ls for ls in _load_h5(p / H5_NAME)}
+        if (p / H5_NAME).is_file():  # richer (lines, markers, every surface) where it can be read
+            try:
+                richer = {ls.tag: ls for ls in _load_h5(p / H5_NAME)}
+            except (OSError, ValueError, KeyError) as exc:  # h5py's errors for a damaged file
+                skipped = f" ({str(p / H5_NAME)!r} cannot be read: {exc})"
+                logger.warning("load_landscapes: skipped %r, which cannot be read: %s", str(p / H5_NAME), exc)
+                richer = {}
             found = [richer.get(ls.tag, ls) for ls in found] if found else list(richer.values())
     if not found:
-        raise ValueError(f"No loss landscape found in {os.fspath(p)!r}. HINT: pass a summary directory or "
+        raise ValueError(f"No loss landscape found in {os.fspath(p)!r}{skipped}. HINT: pass a summary directory or "
                          f"events file written with collect_landscape / SummaryLandscape, or a {H5_NAME}; "
                          "viz.find_runs(base_dir) lists the run directories under a folder.")
     return found

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import stat
@@ -78,6 +79,11 @@ def _check_checkpoints(summary_dir, states, numbers, unit):
             torch.testing.assert_close(saved[key], value, rtol=0, atol=0)
 
 
+def _sha256_and_size(path):
+    data = open(path, "rb").read()
+    return {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
+
+
 def _metadata(summary_dir):
     path = os.path.join(summary_dir, "ckpt_dir", "train_metadata.json")
     assert not os.stat(path).st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH)
@@ -102,6 +108,9 @@ def test_model_train_with_landscape_steps(tmp_path, digits):
     assert steps == list(range(1, 3 * 29 + 1))
     _check_checkpoints(tmp_path, capture.step_states, [1, 2, 3, 4, 30, 45, 60], "step")
     meta = _metadata(tmp_path)
+    # our one key beyond MindSpore's: each checkpoint's SHA-256 and size, as hashlib sees the files
+    assert meta.pop("model_params_file_digest") == {
+        str(n): _sha256_and_size(tmp_path / "ckpt_dir" / f"MLP_{n}_step.pt") for n in [1, 2, 3, 4, 30, 45, 60]}
     assert meta == {
         "epoch_group": {"0": [1, 2, 3, 4], "1": [30, 45, 60]},
         "model_params_file_map": {str(n): f"MLP_{n}_step.pt" for n in [1, 2, 3, 4, 30, 45, 60]},
