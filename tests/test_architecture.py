@@ -61,6 +61,7 @@ FORMATS = {
     "train_metadata.json": (("string", "train_metadata.json"), "collector/trajectory/_metadata.py"),
     "summary record framing (masked CRC32C)": (("import", "google_crc32c"), "collector/summary/_framing.py"),
     "the .proto definitions": (("string", "_protos"), "collector/summary/_proto.py"),
+    "TensorBoard event files": (("import", "tensorboard"), "collector/summary/_tensorboard.py"),
 }
 
 

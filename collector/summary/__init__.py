@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 __all__ = ["scalar", "tensor", "image", "histogram", "is_recording",
            "SummaryRecord", "PLUGINS", "SummaryReader", "read_events", "summary_files",
-           "SummaryReadError", "CorruptRecordError", "RecordIssue"]
+           "SummaryReadError", "CorruptRecordError", "RecordIssue", "TensorBoardWriter"]
 
 # Loaded on first use (PEP 562): ``collector.proto`` and the reader need only the message
 # classes, not SummaryRecord's torch and fx tracer.
@@ -42,6 +42,8 @@ _WHERE = {
     **dict.fromkeys(("SummaryRecord", "PLUGINS"), "collector.summary._record"),
     **dict.fromkeys(("SummaryReader", "read_events", "summary_files"), "collector.summary._reader"),
     **dict.fromkeys(("SummaryReadError", "CorruptRecordError", "RecordIssue"), "collector.summary._framing"),
+    # needs the optional tensorboard package, imported only here (on first use)
+    "TensorBoardWriter": "collector.summary._tensorboard",
 }
 
 
@@ -62,3 +64,4 @@ if TYPE_CHECKING:
     from collector.summary._operators import histogram, image, is_recording, scalar, tensor
     from collector.summary._reader import SummaryReader, read_events, summary_files
     from collector.summary._record import PLUGINS, SummaryRecord
+    from collector.summary._tensorboard import TensorBoardWriter
