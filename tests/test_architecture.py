@@ -40,7 +40,7 @@ LAYERS = [
     ["collector"],
     ["landscape.result", "landscape.examples"],
     ["landscape.geometry"],
-    ["landscape.engine"],
+    ["landscape.engine", "landscape.tasks"],
     ["landscape.io"],
     ["landscape.execution"],
     ["landscape.generate"],

@@ -36,7 +36,7 @@ from collector.lineage import _build as lineage
 from collector.lineage._callbacks import _checkpoint_path
 from collector.summary._operators import discard_pending
 from collector.summary._record import SummaryRecord
-from collector.train._callbacks import Callback, CallbackParams, RunContext
+from collector.train._callbacks import Callback, CallbackParams, RunContext, run_network
 from collector.trajectory import CKPT_DIR
 
 __all__ = ["SummaryCollector"]
@@ -369,7 +369,7 @@ class SummaryCollector(PlainLoopMixin, Callback):
         if self._user_values:
             self._user_values.clear()
         if self._landscape is not None and self._landscape.unit == "step":
-            self._landscape.maybe_save(cb_params.get("network") or cb_params.train_network, step)
+            self._landscape.maybe_save(run_network(cb_params), step)
         self._last_step = step
         self._next_event = self._next_event_after(step)
 
@@ -393,7 +393,7 @@ class SummaryCollector(PlainLoopMixin, Callback):
         if cb_params.get("mode", "train") != "train":
             return None
         if self._landscape is not None and self._landscape.unit == "epoch":
-            self._landscape.maybe_save(cb_params.get("network") or cb_params.train_network,
+            self._landscape.maybe_save(run_network(cb_params),
                                        int(cb_params.cur_epoch_num))
         if self._record is not None and time.monotonic() - self._last_flush >= _FLUSH_EVERY_S:
             # Flushing writes the batched records and waits; once per epoch is too often for short epochs.
@@ -454,7 +454,7 @@ class SummaryCollector(PlainLoopMixin, Callback):
     def _histogram_params(self, cb_params: Mapping[str, Any]) -> list[tuple[str, nn.Parameter]]:
         """``(tag, parameter)`` of the parameters whose histograms are collected (chosen once per run)."""
         if self._hist_params is None:
-            network = cb_params.get("network") or cb_params.get("train_network")
+            network = run_network(cb_params)
             named = list(unwrap_module(network).named_parameters()) if network is not None else []
             regular = self._specified["histogram_regular"]
             if regular is None:

@@ -18,6 +18,7 @@ from collector.common._torch import unwrap_module
 
 # Re-exported: packing a dict as a UserDefinedInfo is the summary layer's (SummaryRecord needs it).
 from collector.summary._packing import custom_lineage
+from collector.train._callbacks import run_network
 
 __all__ = ["train_lineage", "eval_lineage", "dataset_graph", "custom_lineage", "dataset_size", "dataset_path"]
 
@@ -96,7 +97,7 @@ def train_lineage(cb_params: Mapping[str, Any], *, learning_rate: float | None, 
 
     _fill_dataset(msg.train_dataset, "train_dataset", cb_params.get("train_dataset"), cb_params)
 
-    network = cb_params.get("network") or cb_params.get("train_network")
+    network = run_network(cb_params)
     if network is not None:
         msg.algorithm.network = _class_name(unwrap_module(network))
     loss = _first_loss(cb_params.get("net_outputs"))

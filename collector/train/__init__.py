@@ -8,6 +8,7 @@ from collector.train._callbacks import (
     LearningRateScheduler,
     LossMonitor,
     RunContext,
+    run_network,
 )
 from collector.train._checkpoint import CheckpointConfig, ModelCheckpoint
 from collector.train._metrics import Accuracy, Loss, Metric, get_metric
@@ -15,4 +16,4 @@ from collector.train._model import Model
 
 __all__ = ["Callback", "CallbackParams", "RunContext", "LambdaCallback", "History", "LearningRateScheduler",
            "LossMonitor", "CheckpointConfig", "ModelCheckpoint", "Model", "Accuracy", "Loss", "Metric",
-           "get_metric"]
+           "get_metric", "run_network"]

@@ -26,6 +26,7 @@ __all__ = [
     "History",
     "LearningRateScheduler",
     "LossMonitor",
+    "run_network",
 ]
 
 logger = logging.getLogger(__name__)
@@ -346,3 +347,13 @@ class LossMonitor(Callback):
         if not math.isfinite(loss):
             raise ValueError(f"epoch: {epoch} step: {step_in_epoch}. Invalid loss {loss}, terminating training.")
         self._print(f"epoch: {epoch} step: {step_in_epoch}, loss is {loss}")
+
+
+def run_network(cb_params: Any) -> Any:
+    """The network a run trains: ``cb_params.network``, else ``train_network``.
+
+    Compared with None rather than by truth value: a ``torch.compile``d module has none
+    (``bool()`` falls back to ``len()``, which it refuses).
+    """
+    network = cb_params.get("network")
+    return network if network is not None else cb_params.get("train_network")

@@ -1,19 +1,168 @@
-"""Collate the first ``num_samples`` samples of a dataset once (private)."""
+"""The evaluation data: exactly the first ``num_samples`` samples, in batches of any structure (private).
+
+:func:`collect` takes them once from whatever the user has (an ``(inputs, labels)`` pair
+of tensors, a DataLoader, any iterable of batches, a map-style Dataset) and keeps them in
+host memory. When every batch has the same structure (the same keys and nesting, tensors
+that differ only in their first dimension) the samples are copied as they arrive into one
+buffer per tensor, allocated once for ``num_samples`` samples: one copy of the data, never
+two, and the evaluation batches are views of it (:meth:`Samples.rebatch`). Batches of
+different shapes (dynamic padding of token ids, say) are kept as they come.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from torch.utils.data import DataLoader, Dataset
 
-__all__: list[str] = []
+from landscape.engine._task import _map_tensors, batch_size, slice_batch, to_device
+
+__all__ = ["Samples", "collect", "collate"]
+
+#: Samples per batch when a map-style Dataset is given (wrapped in a DataLoader).
+DATASET_BATCH = 256
 
 
-def _as_tensor(x: Any) -> torch.Tensor:
-    if isinstance(x, torch.Tensor):
-        return x
-    return torch.as_tensor(x)
+def _leaves(obj: Any) -> list[torch.Tensor]:
+    out: list[torch.Tensor] = []
+
+    def keep(t: torch.Tensor) -> torch.Tensor:
+        out.append(t)
+        return t
+
+    _map_tensors(obj, keep)
+    return out
+
+
+def _signature(obj: Any, n: int) -> Any:
+    """The structure of a batch of ``n`` samples, tensors by dtype and trailing shape."""
+    if isinstance(obj, torch.Tensor):
+        if obj.dim() > 0 and obj.shape[0] == n:
+            return ("batch", obj.dtype, tuple(obj.shape[1:]))
+        return ("fixed", obj.dtype, tuple(obj.shape))
+    if isinstance(obj, Mapping):
+        return (type(obj), tuple((k, _signature(v, n)) for k, v in obj.items()))
+    if isinstance(obj, (list, tuple)):
+        return (type(obj), tuple(_signature(v, n) for v in obj))
+    return ("value", repr(obj)[:200])
+
+
+@dataclass
+class Samples:
+    """Host batches and their sizes; ``merged`` when they are views of one buffer per tensor.
+
+    Attributes
+    ----------
+    batches : list
+        The batches, each any structure of tensors (CPU).
+    sizes : list of int
+        Each batch's weight (its number of samples, or the task's ``batch_size``).
+    merged : bool
+        The batches are consecutive views of one buffer per tensor, so they can be
+        re-cut into batches of any size without a copy.
+    """
+
+    batches: list[Any]
+    sizes: list[int]
+    merged: bool = False
+    _whole: Any = field(default=None, repr=False)
+
+    @property
+    def n(self) -> int:
+        """The number of samples (the sum of the sizes)."""
+        return int(sum(self.sizes))
+
+    def tensors(self) -> list[torch.Tensor]:
+        """Every tensor of the samples, in order (what a digest of the data reads)."""
+        if self._whole is not None:
+            return _leaves(self._whole)
+        return [t for b in self.batches for t in _leaves(b)]
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of tensor data held."""
+        if self._whole is not None:
+            return sum(t.nbytes for t in _leaves(self._whole))
+        return sum(t.nbytes for b in self.batches for t in _leaves(b))
+
+    def first(self, k: int) -> Any:
+        """A batch of the first ``k`` samples (for probing the model: shapes, vmap)."""
+        return slice_batch(self.batches[0], min(k, self.sizes[0]), size=batch_size(self.batches[0]))
+
+    def rebatch(self, size: int) -> Samples:
+        """The same samples in batches of ``size`` (the last smaller), when merged; else as they are."""
+        if not self.merged or self._whole is None:
+            return self
+        n = self.n
+        if len(self.batches) == 1 and size >= n:
+            return self
+        starts = range(0, n, max(1, size))
+        batches = [slice_batch(self._whole, min(n, s + size), s, size=n) for s in starts]
+        return Samples(batches, [min(n, s + size) - s for s in starts], merged=True, _whole=self._whole)
+
+    def to(self, device: torch.device | str) -> Samples:
+        """The batches on ``device`` (one copy; a CPU target keeps CPU tensors as they are)."""
+        dev = torch.device(device)
+        if dev.type == "cpu":
+            return self
+        if self._whole is not None:
+            whole = to_device(self._whole, dev)
+            n = self.n
+            batches, s = [], 0
+            for k in self.sizes:
+                batches.append(slice_batch(whole, s + k, s, size=n))
+                s += k
+            return Samples(batches, list(self.sizes), merged=True, _whole=whole)
+        return Samples([to_device(b, dev) for b in self.batches], list(self.sizes))
+
+    def pinned(self) -> Samples:
+        """The batches in pinned host memory (fast, asynchronous copies to a CUDA device)."""
+        if not torch.cuda.is_available():
+            return self
+        pin = lambda t: t.pin_memory() if t.device.type == "cpu" else t
+        if self._whole is not None:
+            whole = _map_tensors(self._whole, pin)
+            return Samples([slice_batch(whole, s + k, s, size=self.n) for s, k in _offsets(self.sizes)],
+                           list(self.sizes), merged=True, _whole=whole)
+        return Samples([_map_tensors(b, pin) for b in self.batches], list(self.sizes))
+
+
+def _offsets(sizes: list[int]) -> list[tuple[int, int]]:
+    out, s = [], 0
+    for k in sizes:
+        out.append((s, k))
+        s += k
+    return out
+
+
+class _Buffers:
+    """One preallocated buffer per batch tensor, filled as batches arrive."""
+
+    def __init__(self, first: Any, n: int, total: int) -> None:
+        self.signature = _signature(first, n)
+        self.total = total
+        self.filled = 0
+        self.whole = _map_tensors(first, lambda t: torch.empty((total, *t.shape[1:]), dtype=t.dtype)
+                                  if t.dim() > 0 and t.shape[0] == n else t.clone())
+
+    def add(self, batch: Any, n: int) -> bool:
+        """Copy the batch's samples in; False (nothing copied) when its structure differs."""
+        if self.filled + n > self.total or _signature(batch, n) != self.signature:
+            return False
+        dst, src = _leaves(self.whole), _leaves(batch)
+        for d, s in zip(dst, src):
+            if s.dim() > 0 and s.shape[0] == n and d.shape[0] == self.total:
+                d[self.filled:self.filled + n].copy_(s)
+        self.filled += n
+        return True
+
+
+def _too_small(caller: str, num_samples: int, have: int) -> ValueError:
+    return ValueError(f"The 'num_samples' parameter of {caller} ({num_samples}) is larger than the dataset "
+                      f"({have} samples). HINT: lower num_samples to at most {have}.")
 
 
 def _dataset_size(data: Any) -> int | None:
@@ -26,48 +175,97 @@ def _dataset_size(data: Any) -> int | None:
     return None
 
 
-def collate(data: Any, num_samples: int, *, caller: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """The first ``num_samples`` (inputs, labels) of ``data`` as two CPU tensors.
+def collect(data: Any, num_samples: int | None, task: Any = None, *, caller: str) -> Samples:
+    """The first ``num_samples`` samples of ``data`` (all of them with None), on the host.
 
-    ``data`` is an ``(inputs, labels)`` pair of tensors, a DataLoader or an iterable of
-    ``(inputs, labels)`` batches. Raises ValueError naming both sizes when the dataset
-    holds fewer than ``num_samples`` samples.
+    Parameters
+    ----------
+    data : (Tensor, Tensor), DataLoader, iterable of batches, or map-style Dataset
+        An ``(inputs, labels)`` pair of tensors is one batch; a Dataset is read through a
+        ``DataLoader(batch_size=256)`` in order. Batches may be any structure (see
+        :mod:`landscape.engine._task`).
+    num_samples : int or None
+        Exactly this many samples are used for every point; ``None`` takes all.
+    task : task, optional
+        Its ``batch_size(batch)``, when it has one, counts a batch's samples.
+    caller : str
+        Named in error messages.
+
+    Raises
+    ------
+    ValueError
+        The dataset holds fewer than ``num_samples`` samples (naming both numbers), or a
+        pair's inputs and labels differ in length.
+    TypeError
+        ``data`` is none of the accepted forms, or a batch holds no tensor.
     """
-    def too_small(have: int) -> ValueError:
-        return ValueError(
-            f"The 'num_samples' parameter of {caller} ({num_samples}) is larger than the "
-            f"dataset ({have} samples). HINT: lower num_samples to at most {have}.")
-
-    if (isinstance(data, (tuple, list)) and len(data) == 2
-            and all(isinstance(t, torch.Tensor) for t in data)):
+    if (isinstance(data, (tuple, list)) and len(data) == 2 and all(isinstance(t, torch.Tensor) for t in data)):
         inputs, labels = data
-        if inputs.shape[0] != labels.shape[0]:
-            raise ValueError(f"The 'data' parameter of {caller}: inputs hold {inputs.shape[0]} "
-                             f"samples but labels {labels.shape[0]}.")
-        if inputs.shape[0] < num_samples:
-            raise too_small(int(inputs.shape[0]))
-        return inputs[:num_samples].detach().cpu(), labels[:num_samples].detach().cpu()
+        if inputs.dim() == 0 or labels.dim() == 0 or inputs.shape[0] != labels.shape[0]:
+            raise ValueError(f"The 'data' parameter of {caller}: inputs hold "
+                             f"{inputs.shape[0] if inputs.dim() else 0} samples but labels "
+                             f"{labels.shape[0] if labels.dim() else 0}.")
+        have = int(inputs.shape[0])
+        k = have if num_samples is None else num_samples
+        if have < k:
+            raise _too_small(caller, k, have)
+        pair = (inputs[:k].detach().cpu(), labels[:k].detach().cpu())
+        return Samples([pair], [k], merged=True, _whole=pair)
+    if isinstance(data, Dataset) and not isinstance(data, Iterable):
+        data = DataLoader(data, batch_size=DATASET_BATCH, shuffle=False)
     size = _dataset_size(data)
-    if size is not None and size < num_samples:
-        raise too_small(size)
-    if not isinstance(data, Iterable):
-        raise TypeError(f"The 'data' parameter of {caller} must be a DataLoader, an iterable "
-                        f"of (inputs, labels) batches or an (inputs, labels) pair of tensors; "
+    if num_samples is not None and size is not None and size < num_samples:
+        raise _too_small(caller, num_samples, size)
+    if not isinstance(data, Iterable) or isinstance(data, (str, bytes, Mapping, torch.Tensor)):
+        raise TypeError(f"The 'data' parameter of {caller} must be a DataLoader, an iterable of batches, a "
+                        "map-style Dataset or an (inputs, labels) pair of tensors; "
                         f"got {type(data).__name__}.")
-    xs, ys, have = [], [], 0
+    batches: list[Any] = []  # list mode: the batches as they came
+    sizes: list[int] = []
+    buffers: _Buffers | None = None  # merged mode (the total known): one copy of the samples
+    total = num_samples if num_samples is not None else size
+    have = 0
     for batch in data:
-        if not (isinstance(batch, (tuple, list)) and len(batch) >= 2):
-            raise TypeError(f"The 'data' parameter of {caller} must yield (inputs, labels) "
-                            f"batches; got a {type(batch).__name__}.")
-        x, y = _as_tensor(batch[0]), _as_tensor(batch[1])
-        if x.dim() == 0 or x.shape[0] != y.shape[0]:
-            raise ValueError(f"The 'data' parameter of {caller} yielded a batch whose inputs and "
-                             "labels differ in length.")
-        xs.append(x.detach().cpu())
-        ys.append(y.detach().cpu())
-        have += int(x.shape[0])
-        if have >= num_samples:
+        try:
+            n = batch_size(batch, task)
+        except ValueError as exc:
+            raise TypeError(f"The 'data' parameter of {caller} yielded a batch with no samples: {exc}") from None
+        if num_samples is not None and have + n > num_samples:
+            batch = slice_batch(batch, num_samples - have, size=n)
+            n = num_samples - have
+        if n <= 0:
             break
-    if have < num_samples:
-        raise too_small(have)
-    return torch.cat(xs)[:num_samples].contiguous(), torch.cat(ys)[:num_samples].contiguous()
+        batch = _map_tensors(batch, lambda t: t.detach().cpu())
+        if total is not None and have == 0:
+            buffers = _Buffers(batch, n, total)
+        if buffers is not None and not buffers.add(batch, n):
+            # another structure: the samples so far become views of the buffer, then list mode
+            filled = buffers.whole
+            batches = [slice_batch(filled, s + k, s, size=buffers.total) for s, k in _offsets(sizes)]
+            buffers = None
+        if buffers is None:
+            batches.append(batch)
+        sizes.append(n)
+        have += n
+        if num_samples is not None and have >= num_samples:
+            break
+    if num_samples is not None and have < num_samples:
+        raise _too_small(caller, num_samples, have)
+    if not sizes:
+        raise ValueError(f"The 'data' parameter of {caller} holds no samples.")
+    if buffers is not None and buffers.filled == have:
+        whole = buffers.whole if have == buffers.total else slice_batch(buffers.whole, have, size=buffers.total)
+        views = [slice_batch(whole, s + k, s, size=have) for s, k in _offsets(sizes)]
+        return Samples(views, sizes, merged=True, _whole=whole)
+    return Samples(batches, sizes)
+
+
+def collate(data: Any, num_samples: int, *, caller: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """The first ``num_samples`` ``(inputs, labels)`` of ``data`` as two CPU tensors (the
+    MindSpore-style data SummaryLandscape's fingerprint digests)."""
+    samples = collect(data, num_samples, caller=caller)
+    whole = samples._whole
+    if not (samples.merged and isinstance(whole, (tuple, list)) and len(whole) >= 2
+            and all(isinstance(t, torch.Tensor) for t in whole[:2])):
+        raise TypeError(f"The 'data' parameter of {caller} must yield (inputs, labels) batches of tensors.")
+    return whole[0].contiguous(), whole[1].contiguous()

@@ -2,14 +2,19 @@
 
 The centre's state is loaded once; per point the moved parameters are set in place
 from the centre and the two directions with ``torch._foreach`` ops under
-``torch.inference_mode``. When one point is little work, ``points_per_call`` points are
-evaluated in one call: their parameters built by one small matrix product, then a direct
-batched forward for plain stacks of layers (``_batched``) or ``torch.func.functional_call``
-+ ``torch.vmap`` for any other network. Losses stay on the device and are read back once
-per chunk, not once per point (a sync and a Python float each). Every point's
-arithmetic depends only on its coordinates and the plan (``points_per_call``,
-``eval_batch``), never on how points are split between chunks or workers: groups of
-points are aligned globally and the last group is padded to full size.
+``torch.inference_mode``, and the task (:mod:`landscape.engine._task`) computes the loss
+over the evaluation batches. When one point is little work, ``points_per_call`` points
+are evaluated in one call: their parameters built by one small matrix product, then a
+direct batched forward for plain stacks of layers (``_batched``) or the task through
+``torch.func.functional_call`` + ``torch.vmap`` for any other network. Losses stay on the
+device and are read back once per chunk, not once per point (a sync and a Python float
+each). Every point's arithmetic depends only on its coordinates and the plan
+(``points_per_call``, the evaluation batches), never on how points are split between
+chunks or workers: groups of points are aligned globally and the last group is padded
+to full size.
+
+Samples that fit the device go there once; others (``stream``) stay in host memory,
+pinned when the device is CUDA, and one batch at a time is copied for each point.
 """
 
 from __future__ import annotations
@@ -26,8 +31,10 @@ from torch import nn
 from torch.func import functional_call, vmap
 
 from landscape.engine._batched import batched_loss, sequential_forward
+from landscape.engine._data import Samples
+from landscape.engine._task import Supervised, mean_loss, to_device
 
-__all__ = ["Engine", "EngineSpec", "plan", "activation_elements"]
+__all__ = ["Engine", "EngineSpec", "plan", "activation_elements", "is_batch_metric"]
 _log = logging.getLogger("landscape")
 
 #: Multiply-adds per call above which one point per call is enough.
@@ -35,15 +42,20 @@ TARGET_WORK = 1 << 26
 #: Bytes the batched parameters and activations of one call may use.
 MEMORY_BUDGET = 1 << 30
 MAX_POINTS_PER_CALL = 64
+#: Part of a CUDA device's memory the samples may take before they are streamed from the host.
+DEVICE_DATA_SHARE = 0.25
 
 
-def _mean_loss(val: torch.Tensor, n: int, loss_fn: Any) -> torch.Tensor:
-    """Mean over samples whatever the loss's reduction ('mean', 'sum' or 'none')."""
-    if val.dim() == 0:
-        if getattr(loss_fn, "reduction", None) == "sum":
-            return val / n
-        return val
-    return val.float().mean()
+def _device_share(device: torch.device) -> float:
+    if device.type != "cuda":
+        return float("inf")
+    return DEVICE_DATA_SHARE * torch.cuda.get_device_properties(device).total_memory
+
+
+def is_batch_metric(metric: Any) -> bool:
+    """A metric called as ``metric(model, batch)`` (``metric_inputs == "batch"``), like a task;
+    others are called on ``(outputs, targets)`` and need a :class:`Supervised` task."""
+    return getattr(metric, "metric_inputs", None) == "batch"
 
 
 def _metric_value(metric: Any, out: torch.Tensor, labels: torch.Tensor) -> float:
@@ -56,8 +68,9 @@ def _metric_value(metric: Any, out: torch.Tensor, labels: torch.Tensor) -> float
     return float(val.item() if isinstance(val, torch.Tensor) else val)
 
 
-def activation_elements(network: nn.Module, sample: torch.Tensor) -> int:
-    """Elements of all leaf-module outputs for one sample (measured on two samples)."""
+def activation_elements(network: nn.Module, task: Any, batch: Any, n: int) -> int:
+    """Elements of all leaf-module outputs per sample, measured by running the task on
+    ``batch`` (``n`` samples)."""
     total = [0]
 
     def hook(_m: nn.Module, _i: Any, out: Any) -> None:
@@ -67,11 +80,11 @@ def activation_elements(network: nn.Module, sample: torch.Tensor) -> int:
     handles = [m.register_forward_hook(hook) for m in network.modules() if not list(m.children())]
     try:
         with torch.inference_mode():
-            network(sample)
+            task(network, batch)
     finally:
         for h in handles:
             h.remove()
-    return max(1, total[0] // max(1, sample.shape[0]))
+    return max(1, total[0] // max(1, n))
 
 
 def plan(n_params: int, n_samples: int, act_per_sample: int, *, eval_mode: bool,
@@ -102,12 +115,14 @@ class EngineSpec:
     ----------
     network : nn.Module
         The architecture (copied by each engine; the caller's module is never modified).
-    loss_fn : callable
-        ``loss_fn(outputs, labels)``.
+    task : callable
+        ``task(model, batch) -> loss`` (:mod:`landscape.engine._task`).
     metrics : dict of str to metric
-        Extra values per point.
-    inputs, labels : Tensor
-        The samples (CPU), moved to the engine's device once.
+        Extra values per point: ``metric(outputs, targets)`` (or objects with
+        clear/update/eval) with a :class:`Supervised` task, or batch metrics
+        ``metric(model, batch)`` (``metric_inputs = "batch"``).
+    samples : Samples
+        The evaluation batches (host memory), already cut as the plan says.
     names : list of str
         The moved parameters, aligned with ``v`` and ``w``.
     centre : dict
@@ -115,25 +130,46 @@ class EngineSpec:
     v, w : list of Tensor
         The two directions (float32, like ``names``).
     eval_mode : bool
-    points_per_call, eval_batch : int
-        The plan (see :func:`plan`): points per forward call and samples per batch.
+    points_per_call : int
+        The plan (see :func:`plan`): points per forward call.
     seed : int
         Seeds train-mode randomness per point (dropout) when ``eval_mode`` is False.
+    stream : bool or None
+        Keep the samples in host memory and copy one batch at a time; None (default)
+        decides per device: on a CUDA device when they take more than a quarter of its
+        memory (:data:`DEVICE_DATA_SHARE`), never on the CPU. Either way every point
+        sees the same batches, so the values do not depend on it.
     """
 
     network: nn.Module
-    loss_fn: Any
+    task: Any
     metrics: Mapping[str, Any]
-    inputs: torch.Tensor
-    labels: torch.Tensor
+    samples: Samples
     names: Sequence[str]
     centre: Mapping[str, torch.Tensor]
     v: Sequence[torch.Tensor]
     w: Sequence[torch.Tensor]
     eval_mode: bool = True
     points_per_call: int = 1
-    eval_batch: int | None = None
     seed: int = 0
+    stream: bool | None = None
+
+
+class _Bound:
+    """The network with a point's parameters: calling it is ``functional_call`` (for vmap).
+
+    The task receives this in place of the module; attribute reads (``model.config``) go
+    to the network itself.
+    """
+
+    def __init__(self, net: nn.Module, params: dict[str, torch.Tensor]) -> None:
+        self._net, self._params = net, params
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return functional_call(self._net, self._params, args, kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._net, name)
 
 
 class Engine:
@@ -142,39 +178,59 @@ class Engine:
     Parameters
     ----------
     spec : EngineSpec
-        The network, loss, data, centre, directions and plan.
+        The network, task, data, centre, directions and plan.
     device : str or torch.device, default="cpu"
     """
 
     def __init__(self, spec: EngineSpec, device: str | torch.device = "cpu") -> None:
-        network, loss_fn, metrics = spec.network, spec.loss_fn, spec.metrics
-        inputs, labels, names, centre, v, w = spec.inputs, spec.labels, spec.names, spec.centre, spec.v, spec.w
-        eval_mode, points_per_call, eval_batch, seed = spec.eval_mode, spec.points_per_call, spec.eval_batch, spec.seed
         self.device = torch.device(device)
-        net = copy.deepcopy(network)
-        net.load_state_dict(centre)
+        net = copy.deepcopy(spec.network)
+        net.load_state_dict(spec.centre)
         net.to(self.device)
-        net.train(not eval_mode)
+        net.train(not spec.eval_mode)
         for p in net.parameters():
             p.requires_grad_(False)
-        self.net, self.loss_fn, self.metrics = net, loss_fn, dict(metrics or {})
-        self.eval_mode, self.seed = eval_mode, int(seed)
-        self.inputs, self.labels = inputs.to(self.device), labels.to(self.device)
-        self.n = int(self.inputs.shape[0])
-        self.eval_batch = int(eval_batch or self.n)
-        self.p = int(points_per_call) if eval_mode else 1
+        self.net, self.task = net, spec.task
+        metrics = dict(spec.metrics or {})
+        self.batch_metrics = {k: m for k, m in metrics.items() if is_batch_metric(m)}
+        self.metrics = {k: m for k, m in metrics.items() if not is_batch_metric(m)}
+        self.sup = spec.task if isinstance(spec.task, Supervised) else None
+        if self.metrics and self.sup is None:
+            raise ValueError(f"metrics {sorted(self.metrics)} take (outputs, targets), which only a Supervised task "
+                             "gives; give metrics of the form metric(model, batch) with metric_inputs='batch'.")
+        self.eval_mode, self.seed = spec.eval_mode, int(spec.seed)
+        self.stream = self.device.type != "cpu" and (
+            spec.stream if spec.stream is not None else spec.samples.nbytes > _device_share(self.device))
+        samples = spec.samples.pinned() if self.stream else spec.samples.to(self.device)
+        self.batches, self.sizes = list(samples.batches), list(samples.sizes)
+        self.offsets = [int(sum(self.sizes[:i])) for i in range(len(self.sizes))]
+        self.n = samples.n
+        self.p = int(spec.points_per_call) if spec.eval_mode else 1
         named = dict(net.named_parameters())
-        self.names = list(names)
+        self.names = list(spec.names)
         self.params: list[torch.Tensor] = [named[k] for k in self.names]
         self.c = [t.detach().clone() for t in self.params]
-        self.v = [t.to(self.device, torch.float32) for t in v]
-        self.w = [t.to(self.device, torch.float32) for t in w]
+        self.v = [t.to(self.device, torch.float32) for t in spec.v]
+        self.w = [t.to(self.device, torch.float32) for t in spec.w]
         self.buffers = list(net.buffers())
         self.buffers0 = [b.detach().clone() for b in self.buffers]
         self._row_b: float | None = None
         self._row: list[torch.Tensor] | tuple[torch.Tensor, ...] = []
         self._batched: Any = None
         self._basis: torch.Tensor | None = None
+        self._targets: Any = None
+
+    def _batch(self, i: int) -> Any:
+        b = self.batches[i]
+        return to_device(b, self.device, non_blocking=True) if self.stream else b
+
+    def _all_targets(self) -> Any:
+        """The targets of every batch, concatenated (for the (outputs, targets) metrics)."""
+        if self._targets is None:
+            assert self.sup is not None
+            parts = [self.sup.split(self._batch(i))[1] for i in range(len(self.batches))]
+            self._targets = parts[0] if len(parts) == 1 else torch.cat(parts)
+        return self._targets
 
     # -- one point, in place --------------------------------------------------------
     def _set_point(self, a: float, b: float) -> None:
@@ -185,51 +241,69 @@ class Engine:
             torch._foreach_copy_(self.params, self._row)
             torch._foreach_add_(self.params, self.v, alpha=a)
 
-    def _forward_point(self, index: int) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    def _forward_point(self, index: int) -> tuple[torch.Tensor, list[Any], dict[str, float]]:
         """The loss as a 0-d tensor, left on the device: reading it back (a sync and a
         Python float per point) is done once per chunk by ``evaluate``."""
         total: Any = None
-        outs = []
-        for s in range(0, self.n, self.eval_batch):
-            x, y = self.inputs[s:s + self.eval_batch], self.labels[s:s + self.eval_batch]
+        outs: list[Any] = []
+        extra = dict.fromkeys(self.batch_metrics, 0.0)
+        single = len(self.batches) == 1
+        for i, k in enumerate(self.sizes):
+            batch = self._batch(i)
             if not self.eval_mode:
-                torch.manual_seed(self.seed + 7919 * index + s)
-            out = self.net(x)
-            loss = _mean_loss(self.loss_fn(out, y), x.shape[0], self.loss_fn)
-            if self.eval_batch >= self.n:  # one batch: its mean is the loss
+                torch.manual_seed(self.seed + 7919 * index + self.offsets[i])
+            if self.metrics:
+                assert self.sup is not None
+                x, y = self.sup.split(batch)
+                out = self.sup.outputs(self.net, x)
+                loss = self.sup.loss(out, y)
+                outs.append(out)
+            else:
+                loss = self.task(self.net, batch)
+            if single:  # one batch: its mean is the loss
                 total = loss
             else:
-                part = loss.double() * x.shape[0]
+                part = loss.double() * k
                 total = part if total is None else total + part
-            if self.metrics:
-                outs.append(out)
+            for name, metric in self.batch_metrics.items():
+                extra[name] += _as_float(metric(self.net, batch)) * k
             if not self.eval_mode and self.buffers:
                 torch._foreach_copy_(self.buffers, self.buffers0)
-        if self.eval_batch < self.n:
+        if not single:
             total = total / self.n
-        return total, outs
+        return total, outs, {k: v / self.n for k, v in extra.items()}
 
     # -- several points per call --------------------------------------------------
     def _vmapped(self) -> Any:
         if self._batched is None:
-            net, names, loss_fn, keep = self.net, self.names, self.loss_fn, bool(self.metrics)
-            fwd = sequential_forward(net, names, self.eval_mode, (self.c, self.v, self.w))
+            net, names, keep = self.net, self.names, bool(self.metrics)
+            sup = self.sup
+            fwd = sequential_forward(net, names, self.eval_mode, (self.c, self.v, self.w)) \
+                if sup is not None and sup.plain else None
             if fwd is not None:  # plain stack of layers: baddbmm per layer, vmap only the loss
-                loss_b = batched_loss(loss_fn, _mean_loss)
+                assert sup is not None
+                loss_b = batched_loss(sup.loss_fn, mean_loss)
 
-                def direct(params: tuple, x: torch.Tensor, y: torch.Tensor, coef: torch.Tensor) -> Any:
+                def direct(params: tuple, batch: Any, coef: torch.Tensor) -> Any:
+                    x, y = sup.split(batch)
                     out = fwd(params, x, coef)
                     return (loss_b(out, y), out) if keep else (loss_b(out, y),)
 
                 self._batched = direct
                 return direct
-            def one(params: tuple, x: torch.Tensor, y: torch.Tensor) -> Any:
-                out = functional_call(net, dict(zip(names, params)), (x,))
-                loss = _mean_loss(loss_fn(out, y), x.shape[0], loss_fn)
-                return (loss, out) if keep else (loss,)
+            task = self.task
 
-            mapped = vmap(one, in_dims=(0, None, None))
-            self._batched = lambda params, x, y, coef: mapped(params, x, y)
+            def one(params: tuple, batch: Any) -> Any:
+                model = _Bound(net, dict(zip(names, params)))
+                if keep:
+                    assert sup is not None
+                    x, y = sup.split(batch)
+                    out = sup.outputs(model, x)
+                    return sup.loss(out, y), out
+                return (task(model, batch),)
+
+            mapped = vmap(one, in_dims=(0, None))
+            self._batched = lambda params, batch, coef: mapped(params, batch)
         return self._batched
 
     def _forward_group(self, a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, list]:
@@ -247,17 +321,17 @@ class Engine:
         fn = self._vmapped()
         total: Any = None
         outs = []
-        for s in range(0, self.n, self.eval_batch):
-            x, y = self.inputs[s:s + self.eval_batch], self.labels[s:s + self.eval_batch]
-            res = fn(tuple(params), x, y, coef)
-            if self.eval_batch >= self.n:  # one batch: its mean is the loss
+        single = len(self.batches) == 1
+        for i, k in enumerate(self.sizes):
+            res = fn(tuple(params), self._batch(i), coef)
+            if single:  # one batch: its mean is the loss
                 total = res[0]
             else:
-                part = res[0].double() * x.shape[0]
+                part = res[0].double() * k
                 total = part if total is None else total + part
             if self.metrics:
                 outs.append(res[1])
-        if self.eval_batch < self.n:
+        if not single:
             total = total / self.n
         return total, outs
 
@@ -266,17 +340,19 @@ class Engine:
         """Loss (and metrics) at ``points`` (array (m, 2) of (a, b)); ``start`` = global index."""
         m = len(points)
         res = {"loss": np.empty(m)}
-        for name in self.metrics:
+        for name in (*self.metrics, *self.batch_metrics):
             res[name] = np.empty(m)
         with torch.inference_mode():
-            if self.p == 1:
+            if self.p == 1 or self.batch_metrics:
                 losses = []
                 for i, (a, b) in enumerate(points):
                     self._set_point(float(a), float(b))
-                    loss, outs = self._forward_point(start + i)
+                    loss, outs, extra = self._forward_point(start + i)
                     losses.append(loss)
                     if outs:
                         self._metrics_into(res, i, torch.cat(outs))
+                    for name, value in extra.items():
+                        res[name][i] = value
                 if losses:
                     res["loss"][:] = torch.stack(losses).double().cpu().numpy()
             else:
@@ -296,5 +372,10 @@ class Engine:
         return res
 
     def _metrics_into(self, res: dict, i: int, out: torch.Tensor) -> None:
+        targets = self._all_targets()
         for name, metric in self.metrics.items():
-            res[name][i] = _metric_value(metric, out, self.labels)
+            res[name][i] = _metric_value(metric, out, targets)
+
+
+def _as_float(value: Any) -> float:
+    return float(value.item() if isinstance(value, torch.Tensor) else value)

@@ -13,16 +13,17 @@ import numpy as np
 import torch
 from torch import nn
 
+from collector.common import strip_wrapper_prefixes
 from collector.train import get_metric
 from collector.trajectory import load_checkpoint
-from landscape.engine import Engine, EngineSpec, activation_elements, plan
+from landscape.engine import Engine, EngineSpec, Samples, activation_elements, batch_size, plan
 from landscape.execution._distributed import on_root
 from landscape.execution._pool import Pool
 from landscape.execution._run import run_points, start_pool, stop_pool
 from landscape.generate._plan import Execution, LandscapePlan, Problem
 from landscape.geometry._directions import grid_axes, random_directions
 from landscape.geometry._pca import pca_trajectory
-from landscape.geometry._state import check_keys, flat_float, moved_names
+from landscape.geometry._state import check_keys, fit_state, flat_float, moved_names
 from landscape.io._store import Partial, jsonable
 from landscape.result._landscape import Landscape, LossPath
 
@@ -30,13 +31,14 @@ __all__: list[str] = []
 _log = logging.getLogger("landscape")
 
 
-def _vmappable(network: nn.Module, loss_fn: Any, names: list[str], centre: Mapping[str, torch.Tensor],
-               inputs: torch.Tensor, labels: torch.Tensor) -> bool:
+def _vmappable(network: nn.Module, task: Any, names: list[str], centre: Mapping[str, torch.Tensor],
+               samples: Samples) -> bool:
     """Whether two points evaluate through vmap (tried on two samples, on the CPU)."""
     try:
         ref = flat_float(centre, names)
-        eng = Engine(EngineSpec(network, loss_fn, {}, inputs[:2], labels[:2], names, centre, ref, ref,
-                                points_per_call=2), "cpu")
+        probe = samples.first(2)
+        two = Samples([probe], [batch_size(probe, task)])
+        eng = Engine(EngineSpec(network, task, {}, two, names, centre, ref, ref, points_per_call=2), "cpu")
         eng.evaluate(np.zeros((2, 2)))
         return True
     except Exception as exc:  # any failure: evaluate one point per call
@@ -72,8 +74,7 @@ def build_landscape(problem: Problem, plan_: LandscapePlan, execution: Execution
 def _prepare(problem: Problem, plan_: LandscapePlan, names: list[str]) -> tuple[Partial, Mapping[str, torch.Tensor]]:
     """The landscape's definition (metadata, axes, points, directions) and its centre."""
     geo, label = plan_.geometry, plan_.label
-    network, inputs, labels, loss_fn, eval_mode = (problem.network, problem.inputs, problem.labels,
-                                                   problem.loss_fn, problem.eval_mode)
+    network, samples, task, eval_mode = problem.network, problem.samples, problem.task, problem.eval_mode
     kind, trajectory, size, normalization, seed = geo.kind, geo.trajectory, geo.size, geo.normalization, geo.seed
     intervals = plan_.intervals
     centre = _centre(network, trajectory, geo.centre, label)
@@ -82,7 +83,7 @@ def _prepare(problem: Problem, plan_: LandscapePlan, names: list[str]) -> tuple[
     md: dict[str, Any] = {"decomposition": {"pca": "PCA", "random": "Random"}.get(kind, "Given"),
                           "unit": plan_.unit, "step_per_epoch": plan_.step_per_epoch,
                           "normalization": normalization if kind != "given" else "none",
-                          "ignore": geo.ignore or "none", "seed": int(seed), "num_samples": int(inputs.shape[0]),
+                          "ignore": geo.ignore or "none", "seed": int(seed), "num_samples": samples.n,
                           "landscape_size": int(size), "eval_mode": bool(eval_mode),
                           "moved_parameters": names}
     coords = None
@@ -93,7 +94,7 @@ def _prepare(problem: Problem, plan_: LandscapePlan, names: list[str]) -> tuple[
         def load(k: int) -> list[torch.Tensor]:
             if k == n - 1:
                 return ref
-            sd = load_checkpoint(trajectory[k], what=f"checkpoint {k} of {label}")
+            sd = fit_state(network, load_checkpoint(trajectory[k], what=f"checkpoint {k} of {label}"))
             check_keys(network, sd, what=f"checkpoint {k} of {label}")
             return flat_float(sd, names)
 
@@ -107,7 +108,7 @@ def _prepare(problem: Problem, plan_: LandscapePlan, names: list[str]) -> tuple[
         v, w = random_directions(ref, seed, normalization)
     else:
         assert geo.given is not None
-        dv, dw = geo.given
+        dv, dw = strip_wrapper_prefixes(dict(geo.given[0])), strip_wrapper_prefixes(dict(geo.given[1]))
         missing = [k for k in names if k not in dv or k not in dw]
         if missing:
             raise ValueError(f"The 'directions' dicts lack the parameters {missing}.")
@@ -121,10 +122,11 @@ def _prepare(problem: Problem, plan_: LandscapePlan, names: list[str]) -> tuple[
     if coords is not None:
         points = np.concatenate([points, coords])
     n_params = sum(p.numel() for p in network.parameters())
-    act = activation_elements(_copy_with(network, centre), inputs[:2])
-    p, eval_batch = plan(n_params, int(inputs.shape[0]), act, eval_mode=eval_mode, vmappable=True)
-    if p > 1 and not _vmappable(network, loss_fn, names, centre, inputs, labels):
-        p, eval_batch = plan(n_params, int(inputs.shape[0]), act, eval_mode=eval_mode, vmappable=False)
+    probe = samples.first(2)
+    act = activation_elements(_copy_with(network, centre), task, probe, batch_size(probe, task))
+    p, eval_batch = plan(n_params, samples.n, act, eval_mode=eval_mode, vmappable=True)
+    if p > 1 and not _vmappable(network, task, names, centre, samples):
+        p, eval_batch = plan(n_params, samples.n, act, eval_mode=eval_mode, vmappable=False)
     md.update(points_per_call=p, eval_batch=eval_batch)
     m = len(points)
     path_intervals = None
@@ -139,9 +141,9 @@ def _centre(network: nn.Module, trajectory: Sequence[Any] | None, centre: Mappin
             label: str) -> Mapping[str, torch.Tensor]:
     """The trajectory's last checkpoint, else ``centre``, else the network's own state."""
     if trajectory is not None:
-        return load_checkpoint(trajectory[-1], what=f"checkpoint {len(trajectory) - 1} of {label}")
+        return fit_state(network, load_checkpoint(trajectory[-1], what=f"checkpoint {len(trajectory) - 1} of {label}"))
     if centre is not None:
-        return centre
+        return fit_state(network, centre)
     return {k: v.detach().cpu() for k, v in network.state_dict().items()}
 
 
@@ -207,7 +209,7 @@ def _build(problem: Problem, plan_: LandscapePlan, execution: Execution, *, pool
     """:func:`build_landscape` with its worker pool decided."""
     label, tag, geo = plan_.label, plan_.tag, plan_.geometry
     store, dist, fingerprint = execution.store, execution.dist, plan_.fingerprint
-    network, inputs, labels = problem.network, problem.inputs, problem.labels
+    network = problem.network
     names, _still = moved_names(network, geo.ignore)
     metrics = _usable_metrics(problem.metrics)
     root = dist is None or dist.root
@@ -246,9 +248,8 @@ def _build(problem: Problem, plan_: LandscapePlan, execution: Execution, *, pool
     values = part.values
     n_workers = dist.world if dist is not None else len(execution.devices)
     chunks = chunk_bounds(part.done, p, n_workers)
-    spec = EngineSpec(network=network, loss_fn=problem.loss_fn, metrics=metrics, inputs=inputs, labels=labels,
-                      names=names, centre=c, v=v, w=w, eval_mode=problem.eval_mode, points_per_call=p,
-                      eval_batch=eval_batch, seed=geo.seed)
+    spec = EngineSpec(network=network, task=problem.task, metrics=metrics, samples=problem.samples.rebatch(eval_batch),
+                      names=names, centre=c, v=v, w=w, eval_mode=problem.eval_mode, points_per_call=p, seed=geo.seed)
     todo = sum(hi - lo for _, lo, hi in chunks)
     _log.info("%s: %d of %d points to evaluate, %d per call, %d chunk(s)", label, todo, len(part.points), p,
               len(chunks))

@@ -13,6 +13,7 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
+from landscape.engine import Samples
 from landscape.execution._distributed import Dist
 from landscape.execution._pool import Pool
 from landscape.io._store import Store
@@ -24,25 +25,24 @@ Kind = Literal["pca", "random", "given"]
 
 @dataclass(frozen=True)
 class Problem:
-    """What is evaluated at every point: the network, the loss, the samples, the mode.
+    """What is evaluated at every point: the network, the task, the samples, the mode.
 
     Attributes
     ----------
     network : nn.Module
         The architecture; checkpoints load into a copy of it.
-    loss_fn : callable
-        ``loss_fn(outputs, labels)``.
-    inputs, labels : Tensor
-        Exactly the samples every point's loss is the mean over (CPU).
+    task : callable
+        ``task(model, batch) -> loss`` (``Supervised(loss_fn)`` for a loss function).
+    samples : Samples
+        Exactly the samples every point's loss is the mean over (host memory).
     metrics : dict of str to metric
         Extra surfaces.
     eval_mode : bool
     """
 
     network: nn.Module
-    loss_fn: Any
-    inputs: torch.Tensor
-    labels: torch.Tensor
+    task: Any
+    samples: Samples
     metrics: Mapping[str, Any] = field(default_factory=dict)
     eval_mode: bool = True
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from torch import nn
 
-from collector.common import check_param
+from collector.common import check_param, unwrap_module
 from collector.summary import SummaryRecord
 from collector.trajectory import (
     CKPT_DIR,
@@ -23,14 +23,14 @@ from collector.trajectory import (
     read_train_metadata,
     validate_collect_landscape,
 )
-from landscape.engine._data import collate
+from landscape.engine import Supervised, as_task, collect
 from landscape.execution._devices import resolve_devices
 from landscape.execution._distributed import check_devices_for_dist, detect, on_root
 from landscape.execution._run import start_pool, stop_pool
 from landscape.generate._build import build_landscape, metric_dict
-from landscape.generate._compute import check_common
+from landscape.generate._compute import check_common, check_metrics
 from landscape.generate._plan import Execution, Geometry, LandscapePlan, Problem
-from landscape.geometry._state import check_keys
+from landscape.geometry._state import check_keys, fit_state
 from landscape.io._store import Store, file_digest, model_digest, tensor_digest
 from landscape.result._landscape import Landscape
 
@@ -97,10 +97,13 @@ class SummaryLandscape:
         Parameters
         ----------
         callback_fn : callable
-            Returns ``(model, network, dataset, metrics)``: ``model.loss_fn`` is the loss,
-            ``network`` the architecture the checkpoints load into, ``dataset`` the data
-            (its first ``num_samples`` samples are used) and ``metrics`` None or extra
-            surfaces by name.
+            Returns ``(model, network, dataset, metrics)`` or ``(model, network, dataset,
+            metrics, task)``: ``model.loss_fn`` is the loss (``loss_fn(outputs, labels)``),
+            unless a fifth item, a ``task(model, batch) -> loss``, is given (then ``model``
+            may be None); ``network`` the architecture the checkpoints load into;
+            ``dataset`` the data (its first ``num_samples`` samples are used; batches of
+            any structure the task understands); ``metrics`` None or extra surfaces by
+            name.
         collect_landscape : dict, default=None
             Overrides of ``train_metadata.json`` (landscape_size, unit, create_landscape,
             num_samples, intervals) for this call.
@@ -149,25 +152,30 @@ class SummaryLandscape:
         check_devices_for_dist(distributed, device_ids, _GEN)
         devices, threads = resolve_devices(None if device_ids is None else list(device_ids), _GEN)
         got = callback_fn()
-        if not (isinstance(got, (tuple, list)) and len(got) == 4):
+        if not (isinstance(got, (tuple, list)) and len(got) in (4, 5)):
             raise ValueError(f"The 'callback_fn' parameter of {_GEN} must return (model, network, dataset, "
-                             f"metrics); got {type(got).__name__}"
+                             f"metrics) or (model, network, dataset, metrics, task); got {type(got).__name__}"
                              f"{' of length ' + str(len(got)) if isinstance(got, (tuple, list)) else ''}.")
-        model, network, dataset, metrics = got
+        model, network, dataset, metrics = got[:4]
+        given_task = got[4] if len(got) == 5 else None
         if not isinstance(network, nn.Module):
             raise ValueError(f"callback_fn must return an nn.Module as its second item (network); "
                              f"got {type(network).__name__}.")
+        network = unwrap_module(network)  # DDP, DataParallel, torch.compile: the module inside
         loss_fn = getattr(model, "loss_fn", None)
-        if not callable(loss_fn):
-            raise ValueError("callback_fn must return a model (first item) whose loss_fn is callable; "
-                             f"got {type(model).__name__} with loss_fn={loss_fn!r}.")
+        if given_task is None and not callable(loss_fn):
+            raise ValueError("callback_fn must return a model (first item) whose loss_fn is callable, or a task "
+                             f"as its fifth item; got {type(model).__name__} with loss_fn={loss_fn!r}.")
+        task = as_task(None if given_task is not None else loss_fn, given_task, caller=f"{_GEN} (callback_fn)")
         if metrics is not None and not isinstance(metrics, (dict, set, list, tuple)):
             raise ValueError(f"callback_fn must return a dict of metrics or None as its fourth item; "
                              f"got {type(metrics).__name__}.")
+        metric_map = metric_dict(metrics)
+        check_metrics(metric_map, task, f"{_GEN} (callback_fn)")
         for n, path in paths.items():  # every checkpoint matches the network before any work
-            check_keys(network, load_checkpoint(path, what=f"{unit} {n}"),
+            check_keys(network, fit_state(network, load_checkpoint(path, what=f"{unit} {n}")),
                        what=f"the checkpoint of {unit} {n} ({os.path.basename(path)})")
-        inputs, labels = collate(dataset, cfg["num_samples"], caller=_GEN)
+        samples = collect(dataset, cfg["num_samples"], task, caller=_GEN)
         out_dir = os.fspath(output) if output is not None else self.summary_dir
         geo = dict(size=cfg["landscape_size"], normalization=normalization, ignore=ignore, seed=seed)
         plans: list[LandscapePlan] = []
@@ -179,7 +187,7 @@ class SummaryLandscape:
             last = intervals[-1][-1]
             plans.append(LandscapePlan(Geometry("random", trajectory=[paths[last]], **geo), intervals=[last],
                                        tag=f"landscape_{[last]}", unit=unit, step_per_epoch=cfg["step_per_epoch"]))
-        problem = Problem(network, loss_fn, inputs, labels, metrics=metric_dict(metrics), eval_mode=eval_mode)
+        problem = Problem(network, task, samples, metrics=metric_map, eval_mode=eval_mode)
         dist = detect(distributed, _GEN)
         # one set of worker processes for every landscape of this call (none in a distributed run)
         pool = start_pool(devices, threads) if dist is None else None
@@ -224,13 +232,13 @@ class SummaryLandscape:
         """Everything that defines each landscape, digests for files, network and data."""
         digests: dict[str, str] = {}
         geo0 = plans[0].geometry if plans else None
-        common = {"landscape_size": cfg["landscape_size"], "num_samples": int(problem.inputs.shape[0]),
+        common = {"landscape_size": cfg["landscape_size"], "num_samples": problem.samples.n,
                   "normalization": geo0.normalization if geo0 else None,
                   "ignore": (geo0.ignore if geo0 else None) or "none", "eval_mode": problem.eval_mode,
                   "unit": cfg["unit"], "step_per_epoch": cfg["step_per_epoch"],
-                  "model": model_digest(problem.network), "loss_fn": repr(problem.loss_fn),
+                  "model": model_digest(problem.network), "loss_fn": _task_name(problem.task),
                   "metrics": sorted(str(k) for k in problem.metrics),
-                  "data": tensor_digest(problem.inputs, problem.labels)}
+                  "data": tensor_digest(*problem.samples.tensors())}
         out = {}
         for pl in plans:
             geo = pl.geometry
@@ -268,3 +276,11 @@ class SummaryLandscape:
 
         shutil.rmtree(self.ckpt_dir, onerror=onerror)
 
+
+def _task_name(task: Any) -> str:
+    """How the fingerprint names the loss: the loss_fn's repr for ``Supervised(loss_fn)`` with the
+    default layout (as before tasks existed, so older landscapes.h5 files still resume), else the
+    task's repr."""
+    if isinstance(task, Supervised) and task.plain:
+        return repr(task.loss_fn)
+    return repr(task)

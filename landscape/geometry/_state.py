@@ -8,27 +8,40 @@ from typing import Any
 import torch
 from torch import nn
 
-__all__: list[str] = []
+from collector.common import strip_wrapper_prefixes
+
+__all__ = ["moved_names", "fit_state", "check_keys", "flat_float"]
 
 
 def moved_names(network: nn.Module, ignore: str | None) -> tuple[list[str], list[str]]:
-    """Return ``(moved, still)``: trainable float parameters named weight/bias.
+    """Return ``(moved, still)``: every floating-point parameter, by its first name.
 
-    ``moved`` get a direction; with ``ignore="biasbn"`` every moved tensor with at most
-    one dimension is put in ``still`` instead (its direction is zero, Li et al.).
+    Every parameter moves, whatever it is called (a learned positional embedding, a cls
+    token and a layer-scale gamma as much as weights and biases); buffers (batch-norm
+    statistics) never do; a parameter shared by two modules (tied embeddings) is listed
+    once, under the first name ``named_parameters`` gives it, so it moves once. With
+    ``ignore="biasbn"`` every tensor with at most one dimension is put in ``still``
+    instead (its direction is zero, Li et al.).
     """
     moved, still = [], []
-    for name, p in network.named_parameters():
-        leaf = name.rsplit(".", 1)[-1]
-        if not (p.requires_grad and p.is_floating_point()):
-            continue
-        if ("weight" not in leaf and "bias" not in leaf) or "moment" in name:
+    for name, p in network.named_parameters():  # remove_duplicate: tied parameters once
+        if not p.is_floating_point():
             continue
         if ignore == "biasbn" and p.dim() <= 1:
             still.append(name)
         else:
             moved.append(name)
     return moved, still
+
+
+def fit_state(network: nn.Module, state: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``state`` with the ``module.`` / ``_orig_mod.`` prefixes of DDP, DataParallel and
+    ``torch.compile`` removed when that makes its keys the (unwrapped) network's."""
+    expected = set(network.state_dict().keys())
+    if set(state.keys()) == expected:
+        return state
+    stripped = strip_wrapper_prefixes(dict(state))
+    return stripped if set(stripped.keys()) == expected else state
 
 
 def check_keys(network: nn.Module, state: Mapping[str, Any], *, what: str) -> None:

@@ -121,11 +121,12 @@ def test_train_mode_keeps_centre_running_stats_and_is_reproducible(trained, data
     b = landscape.compute_landscape(net, nn.CrossEntropyLoss(), data, **kw)
     np.testing.assert_array_equal(a.z, b.z)
     assert a.metadata["points_per_call"] == 1 and np.isfinite(a.z).all()
-    from landscape.engine import Engine, EngineSpec
+    from landscape.engine import Engine, EngineSpec, Samples, Supervised
 
     names, _ = moved_names(net, None)
     ref = [traj[-1][n].float() for n in names]
-    eng = Engine(EngineSpec(net, nn.CrossEntropyLoss(), {}, data[0][:40], data[1][:40], names, traj[-1], ref, ref,
+    samples = Samples([(data[0][:40], data[1][:40])], [40])
+    eng = Engine(EngineSpec(net, Supervised(nn.CrossEntropyLoss()), {}, samples, names, traj[-1], ref, ref,
                             eval_mode=False))
     eng.evaluate(np.array([[0.1, 0.2], [0.3, -0.1]]))
     assert torch.equal(eng.net.bn.running_mean, traj[-1]["bn.running_mean"])

@@ -78,7 +78,7 @@ def test_cuda_matches_cpu_and_refuses_missing_ids(trained, data):
 def test_sequential_fast_path_identical_across_workers_and_chunks():
     """The direct batched forward (baddbmm, first layer from precomputed planes) gives the
     same bits with 1 or 2 workers (2 or 1 threads each) and whatever the chunking."""
-    from landscape.engine import Engine, EngineSpec
+    from landscape.engine import Engine, EngineSpec, Samples, Supervised
 
     g = torch.Generator().manual_seed(0)
     x, y = torch.randn(96, 64, generator=g), torch.randint(0, 10, (96,), generator=g)
@@ -92,8 +92,8 @@ def test_sequential_fast_path_identical_across_workers_and_chunks():
     names = [k for k, _ in net.named_parameters()]
     c = [t.detach() for t in net.parameters()]
     v = [torch.randn(t.shape, generator=g) for t in c]
-    eng = Engine(EngineSpec(net, nn.CrossEntropyLoss(), {}, x[:64], y[:64], names, net.state_dict(), v, v,
-                            points_per_call=4))
+    eng = Engine(EngineSpec(net, Supervised(nn.CrossEntropyLoss()), {}, Samples([(x[:64], y[:64])], [64]), names,
+                            net.state_dict(), v, v, points_per_call=4))
     pts = np.random.default_rng(0).uniform(-1, 1, (16, 2))
     whole = eng.evaluate(pts)["loss"]
     parts = np.concatenate([eng.evaluate(pts[:8])["loss"], eng.evaluate(pts[8:], 8)["loss"]])

@@ -1,0 +1,43 @@
+"""Tasks: the loss of a model on a batch, for any batch structure and model output.
+
+A task is ``task(model, batch) -> loss``, a 0-d tensor, the mean over the batch's
+samples. Give one to ``compute_landscape(network, data=..., task=...)`` or as the fifth
+item of ``SummaryLandscape``'s ``callback_fn`` result when batches are not
+``(inputs, labels)`` pairs or the model's output is not what the loss takes.
+
+Examples
+--------
+A Hugging Face model whose batches are dicts with ``labels``:
+
+>>> from landscape.tasks import HuggingFace
+>>> task = HuggingFace()                        # model(**batch).loss
+
+Batches ``(image, mask, target)`` for a model called ``model(image, mask)``, whose
+output is ``(logits, aux)``:
+
+>>> import torch
+>>> from landscape.tasks import Supervised
+>>> task = Supervised(torch.nn.CrossEntropyLoss(), inputs=lambda b: (b[0], b[1]), targets=2, output=0)
+
+Any function works; a metric of the same shape (``metric(model, batch)``) says so with
+``metric_inputs = "batch"``:
+
+>>> def accuracy(model, batch):
+...     x, y = batch
+...     return (model(x).argmax(1) == y).float().mean()
+>>> accuracy.metric_inputs = "batch"
+"""
+
+from landscape.engine._task import (
+    HuggingFace,
+    Supervised,
+    Task,
+    batch_size,
+    classification,
+    regression,
+    slice_batch,
+    to_device,
+)
+
+__all__ = ["Task", "Supervised", "HuggingFace", "classification", "regression", "to_device", "batch_size",
+           "slice_batch"]
