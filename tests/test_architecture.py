@@ -47,6 +47,7 @@ LAYERS = [
     ["landscape"],
     ["viz.io"],
     ["viz.plots"],
+    ["viz.tensorboard"],
     ["viz"],
     ["landscape.cli", "landscape.__main__"],
 ]

@@ -32,8 +32,16 @@ def run_plot(args: argparse.Namespace) -> int:
     landscapes = select_landscapes(args.path, args.tag)
     kinds = ["contour", "filled", "surface", "heatmap"] if args.kind == "all" else [args.kind]
     single = len(landscapes) * len(kinds) == 1
-    if args.output is not None and single and args.output.suffix:
-        targets = [args.output]
+    if args.output is not None and args.output.suffix:
+        # a file name: that file for one figure, else FILE_<tag>[_<kind>].png beside it
+        out = args.output
+        if single:
+            targets = [out]
+        else:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            targets = [out.with_name(f"{out.stem}_{safe_name(ls.tag or 'landscape')}"
+                                     f"{'_' + k if len(kinds) > 1 else ''}{out.suffix}")
+                       for ls in landscapes for k in kinds]
     else:
         folder = args.output or (args.path if args.path.is_dir() else args.path.parent) / "plots"
         folder.mkdir(parents=True, exist_ok=True)
