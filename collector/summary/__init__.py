@@ -12,7 +12,9 @@ writes it), ``_files`` (file names, lazy creation, size limit), ``_histogram`` a
 GraphProto), ``_slabs`` (the memory of histogram snapshots), ``_values`` (validate and
 copy a value on the caller's thread), ``_events`` (a record's Event bytes, the npy
 export), ``_writer`` (``EventWriter``: the files, the writer thread, batching and write
-errors), ``_record`` (``SummaryRecord``, the API over them), ``_reader`` and ``_operators``.
+errors), ``_record`` (``SummaryRecord``, the API over them), ``_reader`` and ``_operators``;
+``_tensorboard`` (``TensorBoardWriter``: our events as TensorBoard's, with the optional
+``tensorboard`` package) beside them.
 
 Examples
 --------

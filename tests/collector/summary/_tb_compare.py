@@ -59,10 +59,10 @@ def assert_same_as_ours(summary_dir, tb_dir) -> set[str]:
             assert tag not in tags["histograms"]
             continue
         kinds.add("histogram")
-        got = {e.step: e.histogram_value for e in acc.Histograms(tag)}
-        assert sorted(got) == sorted(h["step"] for h in nonempty), tag
-        for h in nonempty:
-            tb = got[h["step"]]
+        events = acc.Histograms(tag)
+        assert [e.step for e in events] == [h["step"] for h in nonempty], tag
+        for event, h in zip(events, nonempty):
+            tb = event.histogram_value
             np.testing.assert_array_equal(tb.bucket_limit, h["left"] + h["width"], err_msg=tag)
             np.testing.assert_array_equal(tb.bucket, h["count"].astype(np.float64), err_msg=tag)
             assert (tb.min, tb.max, tb.sum, tb.num) == (h["min"], h["max"], h["sum"], float(h["count"].sum())), tag
