@@ -329,7 +329,7 @@ class SummaryCollector(PlainLoopMixin, Callback):
             # integration's resumed fit) keeps the checkpoints its first part saved.
             done = (int(cb_params.get("cur_step_num") or 0) if self._landscape.unit == "step"
                     else int(cb_params.get("initial_epoch") or 0))
-            network = cb_params.get("network") or cb_params.get("train_network")
+            network = run_network(cb_params)
             if done > 0 and network is not None:
                 self._landscape.adopt_saved(network, done)
 

@@ -18,6 +18,9 @@ from collector.integrations._common import CollectorAdapter, scalar_metrics
 
 __all__ = ["HFCollector"]
 
+#: What the trainer adds to an evaluation's metrics about its speed (``speed_metrics``).
+_SPEED_SUFFIXES = ("_runtime", "_samples_per_second", "_steps_per_second")
+
 
 class HFCollector(CollectorAdapter, TrainerCallback):
     """Collect what :class:`~collector.SummaryCollector` collects from a Hugging Face ``Trainer``.
@@ -124,9 +127,11 @@ collect_tensor_freq, max_file_size, export_options, tensorboard_dir
             self.collector().epoch_end()
 
     def on_evaluate(self, args: Any, state: Any, control: Any, metrics: Any = None, **kwargs: Any) -> None:
-        """An eval lineage from the evaluation's metrics."""
+        """An eval lineage from the evaluation's metrics (not its timings, nor the epoch it ran at)."""
         if state.is_world_process_zero:
-            self.collector().log_eval(scalar_metrics(metrics), valid_dataset=kwargs.get("eval_dataloader"))
+            kept = {k: v for k, v in scalar_metrics(metrics).items()
+                    if k != "epoch" and not k.endswith(_SPEED_SUFFIXES)}
+            self.collector().log_eval(kept, valid_dataset=kwargs.get("eval_dataloader"))
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         """Train lineage and ``train_metadata.json``; close the files."""
