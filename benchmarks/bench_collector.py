@@ -4,7 +4,7 @@ The demo-sized run: MLP 64-128-128-10 on scikit-learn's digits (inputs / 16), ba
 SGD momentum, 10 epochs (290 steps). The collector runs with ``collect_freq=10`` and
 ``collect_landscape`` intervals on (by default the MindSpore fixture's
 ``unit="epoch", intervals=[[1..5], [6..10]]``; ``--unit step`` saves at 15 steps instead).
-Runs alternate (without, with, the reference below, without, ...) in one process; the median of each is
+Runs alternate (without, with, the reference below, the Lightning pair, without, ...) in one process; the median of each is
 reported as one JSON line, with the ratio of the minimums and the median of each pair's
 ratio (a run with the collector over the run without it just before), which follow the
 machine's drift less on a shared machine::
@@ -16,6 +16,14 @@ work the collector cannot leave out in this configuration, in its plainest form 
 loss and copies of five parameters at 30 collections, ten state-dict copies, sorting
 and bucketing the copies, eleven files, one fx trace): its ratio (``essential_ratio``)
 shows how much of the overhead the required work alone takes on the machine at hand.
+
+Two more series, when PyTorch Lightning is installed: the same network, data, optimizer
+and ``collect_landscape`` settings trained by ``lightning.pytorch.Trainer.fit`` without a
+callback and with :class:`collector.integrations.LightningCollector` (no logger, progress
+bar, model summary or Lightning checkpoints; the Trainer is built outside the timed
+``fit``). They alternate with the three above; ``lightning_ratio`` is their medians' ratio
+and ``lightning_overhead_ms`` the difference. Every series is reported with its median
+and range (``*_range_s``: the fastest and the slowest run).
 
 The collector's runs write into fresh folders under ``--dir`` (default: the system's
 temporary folder). Creating files is part of the overhead (two summary files, ten
@@ -33,6 +41,7 @@ import shutil
 import statistics
 import tempfile
 import time
+import warnings
 
 import numpy as np
 import torch
@@ -41,6 +50,13 @@ from torch.utils.data import DataLoader
 
 from collector import Callback, Model, SummaryCollector
 from landscape.examples import MLP, digits_loader
+
+try:
+    import lightning.pytorch as pl
+
+    from collector.integrations import LightningCollector
+except ImportError:  # the Lightning series are left out
+    pl = None
 
 
 class EssentialWork(Callback):
@@ -121,6 +137,43 @@ def _run(loader: DataLoader, epochs: int, collector_kwargs: dict | None, folder:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def _lightning_run(loader: DataLoader, epochs: int, collector_kwargs: dict | None, folder: str | None = None) -> float:
+    """``Trainer.fit`` of the same network, optimizer and data; timed from fit to its return."""
+
+    class LitMLP(pl.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net, self.loss_fn = MLP(), nn.CrossEntropyLoss()
+
+        def forward(self, x):
+            return self.net(x)
+
+        def training_step(self, batch, batch_idx):
+            x, y = batch
+            return self.loss_fn(self(x), y)
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.05, momentum=0.9)
+
+    torch.manual_seed(0)
+    module = LitMLP()
+    tmp = tempfile.mkdtemp(prefix="bench_collector_lit_", dir=folder)
+    try:
+        callbacks = [LightningCollector(tmp, **collector_kwargs)] if collector_kwargs is not None else []
+        trainer = pl.Trainer(max_epochs=epochs, accelerator="cpu", devices=1, callbacks=callbacks, logger=False,
+                             enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+                             num_sanity_val_steps=0, default_root_dir=tmp)
+        start = time.perf_counter()
+        trainer.fit(module, loader)  # includes closing the collector's files and writing its metadata
+        return time.perf_counter() - start
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _range(times: list[float]) -> list[float]:
+    return [round(min(times), 4), round(max(times), 4)]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=7)
@@ -128,6 +181,7 @@ def main() -> None:
     parser.add_argument("--unit", choices=["epoch", "step"], default="epoch")
     parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's)")
     parser.add_argument("--dir", default=None, help="where the runs write (default: the system's temporary folder)")
+    parser.add_argument("--no-lightning", action="store_true", help="leave out the two Lightning series")
     args = parser.parse_args()
     if args.repeats < 1:
         parser.error(f"--repeats must be at least 1, got {args.repeats}")
@@ -152,13 +206,35 @@ def main() -> None:
     _run(loader, 1, None)
     _run(loader, 1, {"collect_freq": 10}, folder)
     _run(loader, 1, None, folder, essential)
-    without, with_collector, with_essential = [], [], []
+    lightning = pl is not None and not args.no_lightning
+    if lightning:
+        import logging
+
+        logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)  # its notices on every fit
+        warnings.filterwarnings("ignore", message=".*LeafSpec.*is deprecated")  # a notice of Lightning's own
+        _lightning_run(loader, 1, None)
+        _lightning_run(loader, 1, {"collect_freq": 10}, folder)
+    without, with_collector, with_essential, lit_without, lit_with = [], [], [], [], []
     for _ in range(args.repeats):
         without.append(_run(loader, args.epochs, None))
         with_collector.append(_run(loader, args.epochs, kwargs, folder))
         with_essential.append(_run(loader, args.epochs, None, folder, essential))
+        if lightning:
+            lit_without.append(_lightning_run(loader, args.epochs, None))
+            lit_with.append(_lightning_run(loader, args.epochs, kwargs, folder))
     base, coll = statistics.median(without), statistics.median(with_collector)
     ess = statistics.median(with_essential)
+    extra: dict = {"lightning": "not installed" if pl is None else "left out (--no-lightning)"}
+    if lightning:
+        lb, lw = statistics.median(lit_without), statistics.median(lit_with)
+        pairs = [w / b for w, b in zip(lit_with, lit_without)]
+        extra = {"lightning": pl.__version__,
+                 "lightning_median_without_s": round(lb, 4), "lightning_median_with_s": round(lw, 4),
+                 "lightning_range_without_s": _range(lit_without), "lightning_range_with_s": _range(lit_with),
+                 "lightning_ratio": round(lw / lb, 4),
+                 "lightning_pair_ratio_median": round(statistics.median(pairs), 4),
+                 "lightning_pair_ratio_range": [round(min(pairs), 4), round(max(pairs), 4)],
+                 "lightning_overhead_ms": round(1000 * (lw - lb), 1)}
     print(json.dumps({
         "benchmark": "collector_overhead",
         "model": "MLP 64-128-128-10, digits, batch 64",
@@ -169,6 +245,9 @@ def main() -> None:
         "median_pair_ratio": round(statistics.median(w / b for w, b in zip(with_collector, without)), 4),
         "overhead_ms": round(1000 * (coll - base), 1), "target": 1.05,
         "essential_ratio": round(ess / base, 4), "essential_overhead_ms": round(1000 * (ess - base), 1),
+        "range_without_s": _range(without), "range_with_s": _range(with_collector),
+        "range_essential_s": _range(with_essential),
+        **extra,
     }))
 
 

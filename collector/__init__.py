@@ -9,7 +9,10 @@ Public names are re-exported here from the layer subpackages (bottom to top):
 - :mod:`collector.trajectory` -- interval checkpoints and ``train_metadata.json``;
 - :mod:`collector.train` -- ``Model``, callbacks, metrics, ``ModelCheckpoint``;
 - :mod:`collector.lineage` -- train/eval lineage and its queries;
-- :mod:`collector.collect` -- ``SummaryCollector`` (with ``Model`` or a plain loop).
+- :mod:`collector.collect` -- ``SummaryCollector`` (with ``Model`` or a plain loop);
+- :mod:`collector.integrations` -- ``LightningCollector`` and ``HFCollector``, the same
+  collection from PyTorch Lightning and Hugging Face trainers (each framework imported
+  only when its callback is used).
 
 Names are imported on first use (PEP 562): ``import collector.common`` from ``viz``
 does not load the summary format, torch's fx tracer or the protobuf classes.

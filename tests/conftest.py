@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -23,3 +25,14 @@ def _close_leftover_summary_records():
 def mindspore_run() -> Path:
     """The summary directory MindSpore 2.10 wrote (see tests/data/README-fixtures.md)."""
     return MINDSPORE_RUN
+
+
+@pytest.fixture(scope="session")
+def demo_run(tmp_path_factory) -> Path:
+    """``landscape demo --size 6`` run once (in a subprocess, as a user runs it) for the tests that read its output."""
+    out = tmp_path_factory.mktemp("demo") / "run"
+    res = subprocess.run([sys.executable, "-m", "landscape", "demo", "--out", str(out), "--size", "6"],
+                         capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1], timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert "landscape_[1, 5]" in res.stdout and "landscape_[10]" in res.stdout and "Done in" in res.stdout
+    return out

@@ -48,6 +48,7 @@ LAYERS = [
     ["landscape"],
     ["viz.io"],
     ["viz.plots"],
+    ["viz.tensorboard"],
     ["viz"],
     ["landscape.cli", "landscape.__main__"],
 ]
@@ -66,6 +67,7 @@ FORMATS = {
     "train_metadata.json": (("string", "train_metadata.json"), "collector/trajectory/_metadata.py"),
     "summary record framing (masked CRC32C)": (("import", "google_crc32c"), "collector/summary/_framing.py"),
     "the .proto definitions": (("string", "_protos"), "collector/summary/_proto.py"),
+    "TensorBoard event files": (("import", "tensorboard"), "collector/summary/_tensorboard.py"),
 }
 
 
@@ -108,13 +110,27 @@ def _defining_module(package: str, name: str) -> tuple[str, bool]:
     that defines the object (found by importing, as Python would), or the package itself."""
     if f"{package}.{name}" in SOURCES:
         return f"{package}.{name}", False
-    obj = getattr(importlib.import_module(package), name)
+    try:
+        obj = getattr(importlib.import_module(package), name)
+    except ImportError:  # an optional dependency (tensorboard, lightning, ...) is not installed here
+        return _declared_module(package, name), True
     if isinstance(obj, types.ModuleType):
         return obj.__name__, False
     owner = getattr(obj, "__module__", None)
     if isinstance(owner, str) and owner in SOURCES:
         return owner, True
     return package, True
+
+
+def _declared_module(package: str, name: str) -> str:
+    """Where a package's ``__init__`` says ``name`` comes from (its ``from M import name``, the
+    ``TYPE_CHECKING`` block included), read from the source without importing anything."""
+    tree = ast.parse(SOURCES[package].read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            if any((a.asname or a.name) == name for a in node.names):
+                return node.module
+    return package
 
 
 def _parse(name: str, path: Path) -> list[Import]:

@@ -3,11 +3,15 @@
 Every ```python block of README.md runs in one namespace (later blocks use what earlier
 ones defined, as in one notebook), in a fresh working directory. A block preceded by a
 ``<!-- readme-test: skip (reason) -->`` line is not run (it needs a cluster or a
-service); the reason is required. A README example that no longer runs fails here.
+service); the reason is required. A block preceded by ``<!-- readme-test: needs
+module[, module] -->`` (an optional integration) runs where those modules are installed
+(the test extra installs them all, so CI runs every block). A README example that no
+longer runs fails here.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 from pathlib import Path
@@ -16,12 +20,26 @@ import matplotlib
 import pytest
 
 README = Path(__file__).resolve().parents[1] / "README.md"
-_BLOCK = re.compile(r"(?P<skip><!-- readme-test: skip \((?P<why>[^)]+)\) -->\n)?```python\n(?P<code>.*?)```", re.S)
+_BLOCK = re.compile(r"(?:(?P<skip><!-- readme-test: skip \((?P<why>[^)]+)\) -->\n)"
+                    r"|<!-- readme-test: needs (?P<needs>[\w., ]+) -->\n)?```python\n(?P<code>.*?)```", re.S)
+
+
+def _missing(needs: str | None) -> list[str]:
+    names = [n.strip() for n in (needs or "").split(",") if n.strip()]
+    return [n for n in names if importlib.util.find_spec(n) is None]
 
 
 def _blocks() -> list[tuple[int, str, str | None]]:
+    """``(line, code, why not run)``: why is None for a block that runs here."""
     text = README.read_text()
-    return [(text[:m.start()].count("\n") + 1, m.group("code"), m.group("why")) for m in _BLOCK.finditer(text)]
+    out = []
+    for m in _BLOCK.finditer(text):
+        why = m.group("why")
+        missing = _missing(m.group("needs"))
+        if why is None and missing:
+            why = f"needs {', '.join(missing)}"
+        out.append((text[:m.start()].count("\n") + 1, m.group("code"), why))
+    return out
 
 
 def test_the_readme_has_python_examples():

@@ -17,7 +17,8 @@
 #
 # Prints one "### <label>" line followed by the JSON body for each query:
 # train-jobs, plugins/single-job per run, landscape intervals and landscapes (interval + final),
-# scalar metadata, histograms, graph nodes (when a graph exists), lineages, dataset graph.
+# scalar metadata, histograms, graph nodes (when a graph exists), lineages (with the body
+# MindInsight's lineage page sends), dataset graph, the lineage page's optimisation targets.
 # Exit status: 0 all queries answered without an error_code, 1 some query failed,
 # 2 setup/start/load failure. MindInsight is stopped on exit (trap).
 set -u -o pipefail
@@ -186,12 +187,17 @@ for TID in "${TRAIN_IDS[@]}"; do
     fi
 done
 
-query "lineagemgr/lineages" -X POST -H 'Content-Type: application/json' -d '{}' "$URL/lineagemgr/lineages"
+# The body MindInsight's model-lineage page sends (its table lists model lineages).
+query "lineagemgr/lineages" -X POST -H 'Content-Type: application/json' \
+    -d '{"lineage_type": {"in": ["model"]}}' "$URL/lineagemgr/lineages"
 mapfile -t LINEAGE_IDS < <(jget 'print("\n".join(o["summary_dir"] for o in d.get("object", [])))' 2>/dev/null)
 for TID in "${LINEAGE_IDS[@]}"; do
     [ -n "$TID" ] || continue
     query "datasets/dataset_graph $TID" --get --data-urlencode "train_id=$TID" "$URL/datasets/dataset_graph"
 done
+# The lineage page's optimisation panels (hyper-parameter importance): HTTP 500 with pandas >= 2.
+query "optimizer/targets/search" -X POST -H 'Content-Type: application/json' -d '{}' \
+    "$URL/optimizer/targets/search"
 
 echo "mindinsight_check: done in $(( $(date +%s) - T0 ))s, failed=$FAILED" >&2
 exit "$FAILED"

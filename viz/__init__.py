@@ -1,7 +1,8 @@
 """Pictures and files of loss landscapes: load, plot (matplotlib), animate, export.
 
-Two layers: :mod:`viz.io` (load landscapes from summaries and HDF5 files, find runs,
-export VTP/CSV/HDF5) and :mod:`viz.plots` above it (matplotlib). Names are imported on
+Three layers: :mod:`viz.io` (load landscapes from summaries and HDF5 files, find runs,
+export VTP/CSV/HDF5), :mod:`viz.plots` above it (matplotlib) and :mod:`viz.tensorboard`
+above both (summary runs as TensorBoard runs, landscapes drawn; needs ``tensorboard``). Names are imported on
 first use (PEP 562), so ``viz.find_runs`` or ``viz.export(ls, "x.csv")`` do not load
 matplotlib; when the plots load, the headless Agg backend is selected if no backend was
 chosen and there is no display. Importing viz also makes it the picture Jupyter shows
@@ -42,15 +43,17 @@ __all__ = [
     "export",
     "repr_png",
     "view_angle",
+    "export_tensorboard",
 ]
 
 _IO = ("load_landscapes", "find_runs", "export")
+_SUBPACKAGES = ("io", "plots", "tensorboard")
 
 
 def __getattr__(name: str) -> Any:
-    if name in __all__ or name in ("io", "plots"):
-        module = "viz.io" if name in _IO else "viz.plots"
-        value = importlib.import_module(f"viz.{name}") if name in ("io", "plots") else \
+    if name in __all__ or name in _SUBPACKAGES:
+        module = "viz.io" if name in _IO else "viz.tensorboard" if name == "export_tensorboard" else "viz.plots"
+        value = importlib.import_module(f"viz.{name}") if name in _SUBPACKAGES else \
             getattr(importlib.import_module(module), name)
         globals()[name] = value
         return value
@@ -87,3 +90,4 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load on f
         repr_png,
         view_angle,
     )
+    from viz.tensorboard import export_tensorboard

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import math
+import numbers
 import os
 import re
 import time
@@ -24,6 +26,7 @@ from collector.collect._plain_loop import PlainLoopMixin
 from collector.collect._plan import collection_kind, tensor_collect_range
 from collector.common._torch import unwrap_module
 from collector.common._validation import (
+    InstanceOf,
     Interval,
     Options,
     check_directory,
@@ -112,6 +115,11 @@ class SummaryCollector(PlainLoopMixin, Callback):
         Largest size in bytes of each summary file; None: no limit.
     export_options : dict, default=None
         ``{"tensor_format": "npy"}`` also exports tensors as .npy files.
+    tensorboard_dir : str or os.PathLike, default=None
+        Also write the summaries as TensorBoard events in this directory while training
+        (``tensorboard --logdir`` shows them live): scalars, histograms, images, tensors,
+        and the lineage as hyper-parameters. Needs the ``tensorboard`` package. Not
+        MindSpore's: a keyword of ours.
 
     Notes
     -----
@@ -158,6 +166,8 @@ class SummaryCollector(PlainLoopMixin, Callback):
         collect_tensor_freq: int | None = None,
         max_file_size: int | None = None,
         export_options: dict[str, Any] | None = None,
+        *,
+        tensorboard_dir: str | os.PathLike | None = None,
     ) -> None:
         c = "SummaryCollector"
         check_param("summary_dir", summary_dir, ["path"], caller=c)
@@ -171,6 +181,10 @@ class SummaryCollector(PlainLoopMixin, Callback):
         check_param("collect_tensor_freq", collect_tensor_freq, [None, Interval(int, 1, None)], caller=c)
         check_param("max_file_size", max_file_size, [None, Interval(int, 0, None)], caller=c)
         self._export_options = check_export_options(export_options, c)
+        check_param("tensorboard_dir", tensorboard_dir, [None, "path"], caller=c)
+        if tensorboard_dir is not None and importlib.util.find_spec("tensorboard") is None:
+            raise ImportError(f"The 'tensorboard_dir' parameter of {c} needs the 'tensorboard' package, which is not "
+                              "installed. HINT: pip install tensorboard, or leave tensorboard_dir None.")
         check_directory("summary_dir", summary_dir, caller=c,
                         hint="pass the folder the summaries (and ckpt_dir/) go to; a file of that name is in the way.")
         # Everything is valid: only now touch the file system.
@@ -181,6 +195,7 @@ class SummaryCollector(PlainLoopMixin, Callback):
         self._keep_default_action = keep_default_action
         self._collect_tensor_freq = collect_tensor_freq
         self._max_file_size = max_file_size
+        self._tensorboard_dir = None if tensorboard_dir is None else os.path.realpath(os.fspath(tensorboard_dir))
         self._record: Any = None  # the SummaryRecord while a run is open (see _open)
         self._landscape = (LandscapeCollector(os.path.join(self._summary_dir, CKPT_DIR),
                                               self._specified["collect_landscape"])
@@ -218,11 +233,12 @@ class SummaryCollector(PlainLoopMixin, Callback):
         self._train_cb_params: CallbackParams | None = None
         self._train_ended = True
         self._last_flush = time.monotonic()
+        self._logged_loss: float | None = None  # the last log_loss value
 
     def _open(self) -> None:
         if self._record is None:
             self._record = SummaryRecord(self._summary_dir, max_file_size=self._max_file_size,
-                                         export_options=self._export_options)
+                                         export_options=self._export_options, tensorboard_dir=self._tensorboard_dir)
 
     def close(self) -> None:
         """Wait for pending checkpoint writes and close the summary files."""
@@ -261,6 +277,35 @@ class SummaryCollector(PlainLoopMixin, Callback):
         check_param("name", name, ["nonempty_str"], caller="SummaryCollector.add_value")
         self._user_values[(plugin, name)] = value
 
+    def log_loss(self, loss: Any, step: int | None = None) -> None:
+        """Record ``loss/auto`` at ``step`` now, for a loss reported apart from the step.
+
+        For training loops that report their loss on their own schedule (a Hugging Face
+        ``Trainer`` logs the mean loss every ``logging_steps``): the loss is recorded at
+        once, as its own event (``collect_freq`` does not apply), if ``collect_metric`` is
+        on, and the last one logged is the final loss of the train lineage when the steps
+        gave none.
+
+        Parameters
+        ----------
+        loss : float or torch.Tensor
+            The loss (a tensor is averaged in float32).
+        step : int, default=None
+            The global step it belongs to; None: the last step of the plain loop.
+        """
+        c = "SummaryCollector.log_loss"
+        check_param("step", step, [None, Interval(int, 0, None)], caller=c)
+        check_param("loss", loss, [InstanceOf(numbers.Real, description="a real number"), torch.Tensor], caller=c)
+        if step is None:
+            step = int(self._plain.original_args().cur_step_num) if self._plain is not None else 0
+        self._logged_loss = _loss_value(loss)
+        if not self._specified["collect_metric"]:
+            return
+        if self._record is None:
+            self._open()
+        self._record.add_value("scalar", "loss/auto", self._logged_loss)
+        self._record.record(int(step), plugin_filter=_no_tensors)
+
     # ------------------------------------------------------------ hooks
     def begin(self, run_context: RunContext) -> None:
         """Open the summary files and prepare the collection plan of this run."""
@@ -278,6 +323,13 @@ class SummaryCollector(PlainLoopMixin, Callback):
             self._initial_lr = float(optimizer.param_groups[0]["lr"])
         if self._landscape is not None:
             self._landscape.reset()
+            # A resumed run (Model.train(initial_epoch=...), begin_train(initial_step=...), an
+            # integration's resumed fit) keeps the checkpoints its first part saved.
+            done = (int(cb_params.get("cur_step_num") or 0) if self._landscape.unit == "step"
+                    else int(cb_params.get("initial_epoch") or 0))
+            network = run_network(cb_params)
+            if done > 0 and network is not None:
+                self._landscape.adopt_saved(network, done)
 
     def _total_steps(self, cb_params: Mapping[str, Any]) -> int | None:
         epochs, batches = cb_params.get("epoch_num"), cb_params.get("batch_num")

@@ -89,6 +89,27 @@ class LandscapeCollector:
         self.digests = {}
         self.metadata_written = False
 
+    def adopt_saved(self, network: nn.Module, done: int) -> list[int]:
+        """Count the checkpoints of numbers up to ``done`` already in ``ckpt_dir`` (a resumed run).
+
+        A run resumed after step or epoch ``done`` does not pass those numbers again;
+        the checkpoints its first part saved there (same network class, same unit) make
+        its intervals complete. Returns the numbers adopted.
+        """
+        name = type(unwrap_module(network)).__name__
+        adopted = []
+        for n in self._wanted_sorted:
+            if n > done:
+                break
+            file_name = checkpoint_file_name(name, n, self.unit)
+            if os.path.isfile(os.path.join(self.ckpt_dir, file_name)):
+                self.files[n] = file_name
+                adopted.append(n)
+        if adopted:
+            logger.info("collect_landscape: resumed after %s %d; the checkpoints of %s %s saved before are kept.",
+                        self.unit, done, self.unit, adopted)
+        return adopted
+
     def maybe_save(self, network: nn.Module, number: int) -> bool:
         """Save a checkpoint if ``number`` (step or epoch, per ``unit``) is in an interval."""
         if number not in self.wanted:

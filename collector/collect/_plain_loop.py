@@ -26,6 +26,7 @@ class PlainLoopMixin:
 
     if TYPE_CHECKING:  # what SummaryCollector, the class this mixes into, provides
         _record: Any
+        _logged_loss: float | None
 
         def begin(self, run_context: RunContext) -> None: ...
         def step_end(self, run_context: RunContext) -> None: ...
@@ -42,6 +43,9 @@ class PlainLoopMixin:
         epoch_num: int | None = None,
         batch_num: int | None = None,
         batch_size: int | None = None,
+        *,
+        initial_step: int = 0,
+        initial_epoch: int = 0,
     ) -> None:
         """Start collecting in a plain PyTorch loop (no :class:`Model`).
 
@@ -57,9 +61,16 @@ class PlainLoopMixin:
             Total epochs (lineage, and the tensor-collection plan).
         batch_num, batch_size : int, optional
             Steps per epoch and samples per batch when the dataset does not tell.
+        initial_step, initial_epoch : int, default=0
+            Steps and epochs trained before, when a run resumes from a checkpoint: the
+            first :meth:`step` is step ``initial_step + 1`` of epoch ``initial_epoch + 1``,
+            and the landscape checkpoints the earlier part saved (up to that step or
+            epoch, still in ``ckpt_dir``) count for the intervals.
         """
         c = "SummaryCollector.begin_train"
         check_param("network", network, [InstanceOf(nn.Module)], caller=c)
+        check_param("initial_step", initial_step, [Interval(int, 0, None)], caller=c)
+        check_param("initial_epoch", initial_epoch, [Interval(int, 0, None)], caller=c)
         check_param("epoch_num", epoch_num, [None, Interval(int, 1, None)], caller=c)
         check_param("batch_num", batch_num, [None, Interval(int, 1, None)], caller=c)
         check_param("batch_size", batch_size, [None, Interval(int, 1, None)], caller=c)
@@ -77,7 +88,9 @@ class PlainLoopMixin:
         params = CallbackParams(
             train_network=network, network=network, optimizer=optimizer, loss_fn=loss_fn, mode="train",
             train_dataset=train_dataset, epoch_num=epoch_num, batch_num=batch_num, batch_size=batch_size,
-            cur_epoch_num=1, cur_step_num=0, cur_step_in_epoch=0, net_outputs=None, train_dataset_element=None,
+            cur_epoch_num=initial_epoch + 1, cur_step_num=initial_step, initial_epoch=initial_epoch,
+            cur_step_in_epoch=max(0, initial_step - initial_epoch * batch_num) if batch_num else 0,
+            net_outputs=None, train_dataset_element=None,
             list_callback=[self], device_number=device_number, parallel_mode=parallel_mode,
         )
         self._plain = RunContext(params)
@@ -124,6 +137,8 @@ class PlainLoopMixin:
             params.cur_epoch_num -= 1  # the last epoch_end() already moved past the final epoch
         if params.epoch_num is None:
             params.epoch_num = params.cur_epoch_num
+        if params.net_outputs is None and self._logged_loss is not None:
+            params.net_outputs = self._logged_loss  # the loss came through log_loss only
         try:
             self.end(ctx)
         finally:
@@ -143,6 +158,7 @@ class PlainLoopMixin:
                                 batch_size=batch_size if isinstance(batch_size, int) else None,
                                 batch_num=batch_num, cur_step_num=0, list_callback=[self])
         opened_here = self._record is None
+        mode = None if opened_here else self._record.mode
         ctx = RunContext(params)
         self.begin(ctx)
         try:
@@ -150,3 +166,5 @@ class PlainLoopMixin:
         finally:
             if opened_here:
                 self.close()
+            elif mode is not None and self._record is not None:
+                self._record.set_mode(mode)  # back to training when evaluating between epochs

@@ -12,7 +12,9 @@ writes it), ``_files`` (file names, lazy creation, size limit), ``_histogram`` a
 GraphProto), ``_slabs`` (the memory of histogram snapshots), ``_values`` (validate and
 copy a value on the caller's thread), ``_events`` (a record's Event bytes, the npy
 export), ``_writer`` (``EventWriter``: the files, the writer thread, batching and write
-errors), ``_record`` (``SummaryRecord``, the API over them), ``_reader`` and ``_operators``.
+errors), ``_record`` (``SummaryRecord``, the API over them), ``_reader`` and ``_operators``;
+``_tensorboard`` (``TensorBoardWriter``: our events as TensorBoard's, with the optional
+``tensorboard`` package) beside them.
 
 Examples
 --------
@@ -33,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 __all__ = ["scalar", "tensor", "image", "histogram", "is_recording",
            "SummaryRecord", "PLUGINS", "SummaryReader", "read_events", "summary_files",
-           "SummaryReadError", "CorruptRecordError", "RecordIssue"]
+           "SummaryReadError", "CorruptRecordError", "RecordIssue", "TensorBoardWriter"]
 
 # Loaded on first use (PEP 562): ``collector.proto`` and the reader need only the message
 # classes, not SummaryRecord's torch and fx tracer.
@@ -42,6 +44,8 @@ _WHERE = {
     **dict.fromkeys(("SummaryRecord", "PLUGINS"), "collector.summary._record"),
     **dict.fromkeys(("SummaryReader", "read_events", "summary_files"), "collector.summary._reader"),
     **dict.fromkeys(("SummaryReadError", "CorruptRecordError", "RecordIssue"), "collector.summary._framing"),
+    # needs the optional tensorboard package, imported only here (on first use)
+    "TensorBoardWriter": "collector.summary._tensorboard",
 }
 
 
@@ -62,3 +66,4 @@ if TYPE_CHECKING:
     from collector.summary._operators import histogram, image, is_recording, scalar, tensor
     from collector.summary._reader import SummaryReader, read_events, summary_files
     from collector.summary._record import PLUGINS, SummaryRecord
+    from collector.summary._tensorboard import TensorBoardWriter

@@ -113,6 +113,10 @@ class SummaryRecord:
     export_options : dict, optional
         ``{"tensor_format": "npy"}`` also writes every tensor value as
         ``export_{seconds}/tensor/{url-quoted tag}_{step}.npy`` under ``log_dir``.
+    tensorboard_dir : str or os.PathLike, optional
+        Also write everything recorded as TensorBoard events in this directory, as it
+        is written (see :class:`collector.summary.TensorBoardWriter` for what becomes
+        what); needs the ``tensorboard`` package. Not MindSpore's: a keyword of ours.
 
     Examples
     --------
@@ -133,8 +137,11 @@ class SummaryRecord:
         max_file_size: int | None = None,
         raise_exception: bool = False,
         export_options: dict | None = None,
+        *,
+        tensorboard_dir: str | os.PathLike | None = None,
     ) -> None:
         caller = "SummaryRecord"
+        check_param("tensorboard_dir", tensorboard_dir, [None, "path"], caller=caller)
         check_directory("log_dir", log_dir, caller=caller,
                         hint="pass the folder the summary files go to (a file of that name is in the way).")
         check_param("file_prefix", file_prefix, [str], caller=caller)
@@ -159,9 +166,15 @@ class SummaryRecord:
                 )
             os.makedirs(log_dir, exist_ok=True)
             self._log_dir = os.path.realpath(os.fspath(log_dir))
+            mirror = None
+            if tensorboard_dir is not None:
+                # optional dependency: tensorboard is imported only when its files are asked for
+                from collector.summary._tensorboard import TensorBoardWriter
+
+                mirror = TensorBoardWriter(tensorboard_dir)
             self._writer = EventWriter(self._log_dir, file_prefix, file_suffix, max_file_size,
                                        raise_exception=raise_exception, export_format=export_format,
-                                       on_batch_taken=self._slabs.reset)
+                                       on_batch_taken=self._slabs.reset, mirror=mirror)
             self._closed = False
             open_record_ref = weakref.ref(self)
         self._network = network

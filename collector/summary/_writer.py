@@ -15,7 +15,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from collector.common import BackgroundWriter
 from collector.summary._events import (
@@ -29,7 +29,7 @@ from collector.summary._files import EventFileSet
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["EventWriter", "BATCH_RECORDS", "BATCH_BYTES", "BATCH_SECONDS"]
+__all__ = ["EventWriter", "EventMirror", "BATCH_RECORDS", "BATCH_BYTES", "BATCH_SECONDS"]
 
 # Recorded events wait in a batch until one of these is reached (or flush/close), then
 # the writer thread encodes and writes the whole batch. Encoding each record as it came
@@ -41,6 +41,14 @@ __all__ = ["EventWriter", "BATCH_RECORDS", "BATCH_BYTES", "BATCH_SECONDS"]
 BATCH_RECORDS = 512
 BATCH_BYTES = 32 << 20
 BATCH_SECONDS = 2.0
+
+
+class EventMirror(Protocol):
+    """What receives a copy of every event an :class:`EventWriter` writes (a TensorBoard writer)."""
+
+    def add_payload(self, kind: str, payload: bytes) -> None: ...
+    def flush(self) -> None: ...
+    def close(self) -> None: ...
 
 
 class EventWriter:
@@ -74,11 +82,15 @@ class EventWriter:
     on_batch_taken : callable, optional
         Called when a non-empty batch is taken to be written, before it is written
         (SummaryRecord starts new snapshot slabs then: the batch's are sorted in place).
+    mirror : EventMirror, optional
+        Also receives every event written, as ``mirror.add_payload(file, event bytes)``
+        (``file`` "summary" or "lineage"), on the thread that writes it; flushed and
+        closed with the files. An error of the mirror is handled like a write error.
     """
 
     def __init__(self, log_dir: str, file_prefix: str, file_suffix: str, max_file_size: int | None, *,
                  raise_exception: bool = False, export_format: str | None = None,
-                 on_batch_taken: Callable[[], None] | None = None) -> None:
+                 on_batch_taken: Callable[[], None] | None = None, mirror: EventMirror | None = None) -> None:
         if export_format not in ("npy", None):
             raise ValueError(f"EventWriter: export_format must be 'npy' or None. Got {export_format!r} instead.")
         self.log_dir = log_dir
@@ -88,6 +100,7 @@ class EventWriter:
         self._export = (functools.partial(export_npy, os.path.join(log_dir, f"export_{self.files.seconds}", "tensor"))
                         if export_format == "npy" else None)
         self._on_batch_taken = on_batch_taken
+        self._mirror = mirror
         self._errors: list[BaseException] = []
         # Guards the batch: records not yet handed to the thread.
         self._lock = threading.Lock()
@@ -167,6 +180,8 @@ class EventWriter:
             self._write_batch_locked(self._take_batch())
             for f in self.files.files():
                 f.flush()
+            if self._mirror is not None:
+                self._mirror_call(self._mirror.flush)
         self.raise_pending()
 
     def close(self) -> None:
@@ -185,6 +200,8 @@ class EventWriter:
                     f.close()
                 except OSError as exc:
                     self._on_error(exc)
+            if self._mirror is not None:
+                self._mirror_call(self._mirror.close)
         self.raise_pending()
 
     def raise_pending(self) -> None:
@@ -231,12 +248,22 @@ class EventWriter:
         """
         if not batch:
             return
+        mirror = self._mirror
         for (step, wall_time, values), histograms in zip(batch, batch_histograms(batch)):
             try:
                 for kind, payload in record_events(step, wall_time, values, histograms, self._export):
                     (self.files.summary if kind == "summary" else self.files.lineage).write(payload)
+                    if mirror is not None:
+                        self._mirror_call(mirror.add_payload, kind, payload)
             except Exception as exc:
                 self._on_error(exc)
+
+    def _mirror_call(self, fn: Callable[..., Any], *args: Any) -> None:
+        """Call the mirror; its failure is reported like a write error and never stops our own files."""
+        try:
+            fn(*args)
+        except Exception as exc:
+            self._on_error(RuntimeError(f"the event mirror ({type(self._mirror).__name__}) failed: {exc!r}"))
 
     def _on_error(self, exc: BaseException) -> None:
         if self.raise_exception:

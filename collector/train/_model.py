@@ -103,7 +103,7 @@ class Model:
     tensor is moved to the network's device. The run-context arguments carry
     ``train_network``, ``network``, ``optimizer``, ``loss_fn``, ``epoch_num``,
     ``batch_num``, ``cur_epoch_num``, ``cur_step_num``, ``cur_step_in_epoch``,
-    ``net_outputs`` (the loss tensor, not synchronised to the host), ``mode``,
+    ``initial_epoch`` (training), ``net_outputs`` (the loss tensor, not synchronised to the host), ``mode``,
     ``train_dataset`` / ``valid_dataset``, ``train_dataset_element`` (the current
     batch's inputs), ``list_callback``, ``batch_size``, ``device_number`` and
     ``parallel_mode`` ("stand_alone", or "data_parallel" under torch.distributed).
@@ -210,6 +210,7 @@ class Model:
         cbs = _CallbackList(callbacks, caller=c)
         cb_params = self._base_params("train", train_dataset, cbs)
         cb_params.update(train_dataset=train_dataset, epoch_num=epoch, cur_epoch_num=initial_epoch,
+                         initial_epoch=initial_epoch,
                          cur_step_num=initial_epoch * (cb_params.batch_num or 0))
         run_context = RunContext(cb_params)
         network, optimizer, device = self.network, self.optimizer, _device_of(self.network)

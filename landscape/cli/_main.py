@@ -118,7 +118,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("plot", help="draw the landscapes of a summary directory, events file or landscapes.h5")
     p.add_argument("path", type=Path)
-    p.add_argument("-o", "--output", type=Path, help="PNG file, or a folder when several figures are drawn")
+    p.add_argument("-o", "--output", type=Path,
+                   help="PNG file (several figures: FILE_<tag>[_<kind>].png beside it), or a folder (no suffix)")
     p.add_argument("--kind", choices=("contour", "filled", "surface", "heatmap", "line", "eigen-ratio", "all"),
                    help="how planes are drawn (default filled); lines are drawn as lines, and --kind line "
                         "draws only them; eigen-ratio: the Hessian's |lambda_min/lambda_max| map (gen --eigen-ratio)")
@@ -130,11 +131,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("base_dir", type=Path)
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
-    p = sub.add_parser("export", help="export landscapes as VTP (ParaView), CSV or HDF5 (Li et al.'s layout)")
+    p = sub.add_parser("export", help="export landscapes as VTP (ParaView), CSV or HDF5 (Li et al.'s layout), "
+                                      "or whole runs as TensorBoard event files")
     p.add_argument("path", type=Path)
-    p.add_argument("--format", choices=("vtp", "csv", "h5"), required=True)
-    p.add_argument("-o", "--output", type=Path, help="output folder (default: next to PATH)")
-    p.add_argument("--tag", help="only this landscape")
+    p.add_argument("--format", choices=("vtp", "csv", "h5", "tensorboard"), required=True,
+                   help="tensorboard: every run under PATH (scalars, histograms, images, lineage as hparams, "
+                        "landscapes as meshes, pictures and tensors)")
+    p.add_argument("-o", "--output", "--out", type=Path, dest="output",
+                   help="output folder (default: PATH/export, for tensorboard PATH/export/tensorboard)")
+    p.add_argument("--tag", help="only this landscape (not with --format tensorboard)")
 
     p = sub.add_parser(
         "lineage", help="list, filter and sort the runs' lineage (hyper-parameters, metrics)",

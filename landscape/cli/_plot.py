@@ -46,8 +46,16 @@ def run_plot(args: argparse.Namespace) -> int:
     pairs = [(ls, k) for ls in landscapes for k in _kinds(ls, args.kind)]
     if not pairs:
         raise UsageError(f"--kind line: {str(args.path)!r} holds no line (only planes); leave --kind out")
-    if args.output is not None and len(pairs) == 1 and args.output.suffix:
-        targets = [args.output]
+    if args.output is not None and args.output.suffix:
+        # a file name: that file for one figure, else FILE_<tag>[_<kind>].png beside it
+        out = args.output
+        if len(pairs) == 1:
+            targets = [out]
+        else:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            several = len({id(ls) for ls, _ in pairs}) < len(pairs)  # some landscape drawn several ways
+            targets = [out.with_name(f"{out.stem}_{safe_name(ls.tag or 'landscape')}"
+                                     f"{'_' + k if several else ''}{out.suffix}") for ls, k in pairs]
     else:
         folder = args.output or (args.path if args.path.is_dir() else args.path.parent) / "plots"
         check_directory("--output", folder, caller="landscape plot",

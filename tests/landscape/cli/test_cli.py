@@ -21,12 +21,9 @@ def _run(*args: str, cwd: Path | None = None, timeout: int = 300) -> subprocess.
 
 
 @pytest.fixture(scope="module")
-def demo_dir(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("demo") / "run"
-    res = _run("demo", "--out", str(out), "--size", "6")
-    assert res.returncode == 0, res.stderr
-    assert "landscape_[1, 5]" in res.stdout and "landscape_[10]" in res.stdout and "Done in" in res.stdout
-    return out
+def demo_dir(demo_run) -> Path:
+    """The demo's run (tests/conftest.py), made by ``landscape demo --size 6`` in a subprocess."""
+    return demo_run
 
 
 def test_demo_writes_summaries_checkpoints_h5_and_pngs(demo_dir):
@@ -56,6 +53,22 @@ def test_ls_lists_run_with_landscapes_and_final_loss(demo_dir):
     (row,) = json.loads(res.stdout)
     assert row["run"] == "run" and len(row["landscapes"]) == 3 and "loss/auto" in row["scalars"]
     assert row["final_loss"] is not None and np.isfinite(row["final_loss"])
+
+
+def test_plot_to_a_file_name_with_several_landscapes(demo_dir, tmp_path):
+    """-o FILE.png and three landscapes: FILE_<tag>.png beside it (not a folder named FILE.png)."""
+    res = _run("plot", str(demo_dir), "-o", str(tmp_path / "pics" / "ls.png"))
+    assert res.returncode == 0, res.stderr
+    names = sorted(p.name for p in (tmp_path / "pics").iterdir())
+    assert names == ["ls_landscape_10.png", "ls_landscape_1_5.png", "ls_landscape_6_10.png"]
+    assert all((tmp_path / "pics" / n).read_bytes()[:4] == b"\x89PNG" for n in names)
+    assert res.stdout.split() == [str(tmp_path / "pics" / n) for n in
+                                  ("ls_landscape_1_5.png", "ls_landscape_6_10.png", "ls_landscape_10.png")]
+    res = _run("plot", str(demo_dir), "--tag", "landscape_[10]", "--kind", "all", "-o", str(tmp_path / "k.png"))
+    assert res.returncode == 0, res.stderr
+    assert sorted(p.name for p in tmp_path.glob("k_*.png")) == [
+        "k_landscape_10_contour.png", "k_landscape_10_filled.png", "k_landscape_10_heatmap.png",
+        "k_landscape_10_surface.png"]
 
 
 def test_plot_and_export(demo_dir, tmp_path):

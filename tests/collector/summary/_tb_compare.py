@@ -1,0 +1,135 @@
+"""TensorBoard's own reader against ours: every kind a summary directory holds, value by value.
+
+``assert_same_as_ours(summary_dir, tb_dir)`` reads the summaries with our
+:class:`SummaryReader` and the TensorBoard files with TensorBoard's ``EventAccumulator``
+and compares scalars, histograms, images, tensors, landscapes (mesh, grid tensor,
+picture) and the lineage (hyper-parameters and metrics), so the converter is checked
+against the reader, not against itself.
+"""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+from PIL import Image
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from tensorboard.plugins.hparams import plugin_data_pb2
+from tensorboard.util import tensor_util
+
+from collector import SummaryReader, get_summary_lineage
+
+
+def accumulator(tb_dir) -> EventAccumulator:
+    acc = EventAccumulator(str(tb_dir), size_guidance={"scalars": 0, "histograms": 0, "images": 0, "tensors": 0})
+    acc.Reload()
+    return acc
+
+
+def _tensor(acc: EventAccumulator, tag: str) -> np.ndarray:
+    (event,) = acc.Tensors(tag)
+    return tensor_util.make_ndarray(event.tensor_proto)
+
+
+def hparams(acc: EventAccumulator) -> tuple[dict, list[str]]:
+    """The session's hyper-parameters (name -> value) and the experiment's metric tags."""
+    content = acc.PluginTagToContent("hparams")
+    session = plugin_data_pb2.HParamsPluginData.FromString(content["_hparams_/session_start_info"])
+    experiment = plugin_data_pb2.HParamsPluginData.FromString(content["_hparams_/experiment"])
+    values = {}
+    for name, value in session.session_start_info.hparams.items():
+        values[name] = getattr(value, value.WhichOneof("kind"))
+    return values, [m.name.tag for m in experiment.experiment.metric_infos]
+
+
+def assert_same_as_ours(summary_dir, tb_dir) -> set[str]:
+    """Compare everything; return the kinds found (scalar, histogram, image, tensor, landscape, lineage)."""
+    ours = SummaryReader(summary_dir)
+    acc = accumulator(tb_dir)
+    tags = acc.Tags()
+    kinds = set()
+    for tag, (steps, values) in ours.scalars().items():
+        kinds.add("scalar")
+        got = acc.Scalars(tag)
+        assert [e.step for e in got] == steps.tolist(), tag
+        np.testing.assert_array_equal(np.float32([e.value for e in got]), values.astype(np.float32), err_msg=tag)
+    for tag, items in ours.histograms().items():
+        nonempty = [h for h in items if h["count"].sum()]  # one without a finite value is left out
+        if not nonempty:
+            assert tag not in tags["histograms"]
+            continue
+        kinds.add("histogram")
+        events = acc.Histograms(tag)
+        assert [e.step for e in events] == [h["step"] for h in nonempty], tag
+        for event, h in zip(events, nonempty):
+            tb = event.histogram_value
+            np.testing.assert_array_equal(tb.bucket_limit, h["left"] + h["width"], err_msg=tag)
+            np.testing.assert_array_equal(tb.bucket, h["count"].astype(np.float64), err_msg=tag)
+            assert (tb.min, tb.max, tb.sum, tb.num) == (h["min"], h["max"], h["sum"], float(h["count"].sum())), tag
+    for tag, items in ours.images().items():
+        kinds.add("image")
+        got = acc.Images(tag)
+        assert [e.step for e in got] == [s for s, _ in items], tag
+        for event, (_, array) in zip(got, items):
+            decoded = np.asarray(Image.open(io.BytesIO(event.encoded_image_string)))
+            np.testing.assert_array_equal(decoded.reshape(array.shape), array, err_msg=tag)
+            assert (event.height, event.width) == array.shape[:2]
+    for tag, items in ours.tensors().items():
+        kinds.add("tensor")
+        got = acc.Tensors(tag)
+        assert [e.step for e in got] == [s for s, _ in items], tag
+        for event, (_, array) in zip(got, items):
+            tb = tensor_util.make_ndarray(event.tensor_proto)
+            assert tb.dtype == array.dtype and tb.shape == array.shape, tag
+            np.testing.assert_array_equal(tb, array, err_msg=tag)
+    for tag, ls in ours.landscapes().items():
+        kinds.add("landscape")
+        x, y, z = ls["x"], ls["y"], ls["z"].reshape(ls["y"].size, ls["x"].size)
+        grid = _tensor(acc, f"{tag}/grid")
+        assert grid.shape == (y.size, x.size, 3)
+        np.testing.assert_array_equal(grid[..., 0], np.broadcast_to(x, z.shape))
+        np.testing.assert_array_equal(grid[..., 1], np.broadcast_to(y[:, None], z.shape))
+        np.testing.assert_array_equal(grid[..., 2], z)
+        vertices = _tensor(acc, f"{tag}/surface_VERTEX")[0]
+        finite = np.isfinite(z)
+        lifted = np.where(finite, z, z[finite].max())
+        want = np.stack([np.broadcast_to(x, z.shape).ravel(), np.broadcast_to(y[:, None], z.shape).ravel(),
+                         lifted.ravel()], axis=1).astype(np.float32)
+        np.testing.assert_array_equal(vertices, want)
+        faces = _tensor(acc, f"{tag}/surface_FACE")[0]
+        cells = finite[:-1, :-1] & finite[:-1, 1:] & finite[1:, :-1] & finite[1:, 1:]
+        assert faces.shape[0] >= 2 * cells.sum() and faces.max() < x.size * y.size
+        colors = _tensor(acc, f"{tag}/surface_COLOR")[0]
+        assert colors.shape == (x.size * y.size, 3) and colors.dtype == np.uint8
+        # darker where the loss is lower (viridis runs from dark blue to yellow)
+        assert colors[np.nanargmin(np.where(finite, z, np.inf))].sum() < colors[np.nanargmax(lifted)].sum()
+        if "path_x" in ls:
+            path = _tensor(acc, f"{tag}/path_VERTEX")[0]
+            np.testing.assert_array_equal(path, np.stack([ls["path_x"], ls["path_y"], ls["path_z"]], 1)
+                                          .astype(np.float32))
+        if f"{tag}/filled_contour" in tags["images"]:
+            (picture,) = acc.Images(f"{tag}/filled_contour")
+            im = Image.open(io.BytesIO(picture.encoded_image_string))
+            assert im.format == "PNG" and im.size == (picture.width, picture.height) and picture.step == ls["step"]
+    lineage = get_summary_lineage(str(summary_dir)) if ours.lineage() else None
+    if lineage is not None:
+        kinds.add("lineage")
+        values, metrics = hparams(acc)
+        for key, value in {**lineage.get("hyper_parameters", {}), **lineage.get("train_dataset", {})}.items():
+            if isinstance(value, float):
+                assert np.float32(values[key]) == np.float32(value), key
+            else:
+                assert values[key] == value, key
+        if lineage.get("algorithm", {}).get("network"):
+            assert values["network"] == lineage["algorithm"]["network"]
+        loss = lineage.get("algorithm", {}).get("loss")
+        if loss is not None:
+            assert "lineage/loss" in metrics
+            assert np.float32(acc.Scalars("lineage/loss")[-1].value) == np.float32(loss)
+        for name, value in (lineage.get("metric") or {}).items():
+            if not isinstance(value, (int, float)):
+                assert f"lineage/metric/{name}" not in metrics  # only numbers are metrics
+                continue
+            assert f"lineage/metric/{name}" in metrics
+            assert np.float32(acc.Scalars(f"lineage/metric/{name}")[-1].value) == np.float32(value)
+    return kinds
