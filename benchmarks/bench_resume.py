@@ -5,8 +5,7 @@ The demo MLP (64-128-128-10) with 10 checkpoints along a short training on the d
 intervals [1..5] and [6..10] plus the result landscape (three landscapes), ``--size``
 per side, 512 samples. Three timings, medians of ``--repeats`` runs each:
 
-* ``plain_s``: the three landscapes through the private core without a store (what
-  ``compute_landscape`` does);
+* ``plain_s``: the three landscapes through ``compute_landscape`` (no store);
 * ``resumable_s``: ``SummaryLandscape.gen_landscapes_with_multi_process`` into a fresh
   folder (fingerprints with SHA-256 of checkpoints and data, the progress groups written
   by atomic file replacement, every chunk flushed, the final groups, the summary events);
@@ -65,11 +64,8 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=40)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    from landscape import SummaryLandscape
-    from landscape.engine._data import collate
+    from landscape import SummaryLandscape, compute_landscape
     from landscape.examples import MLP, digits_tensors
-    from landscape.generate._build import build_landscape
-    from landscape.generate._plan import Execution, Geometry, LandscapePlan, Problem
 
     root = tempfile.mkdtemp(prefix="bench_resume_")
     try:
@@ -81,17 +77,13 @@ def main() -> None:
 
         ckpt = os.path.join(run, "ckpt_dir")
         path = [os.path.join(ckpt, f"MLP_{e}_epoch.pt") for e in range(1, 11)]
-        inputs, labels = collate((x, y), 512, caller="bench")
 
         def plain() -> None:
-            problem = Problem(MLP(), _Model.loss_fn, inputs, labels)
-            common = dict(unit="epoch", step_per_epoch=28)
             for iv in ([1, 2, 3, 4, 5], [6, 7, 8, 9, 10]):
-                geo = Geometry("pca", size=args.size, trajectory=[path[i - 1] for i in iv])
-                build_landscape(problem, LandscapePlan(geo, tag=f"landscape_{[iv[0], iv[-1]]}", intervals=iv,
-                                                       **common), Execution())
-            geo = Geometry("random", size=args.size, trajectory=[path[-1]])
-            build_landscape(problem, LandscapePlan(geo, tag="landscape_[10]", intervals=[10], **common), Execution())
+                compute_landscape(MLP(), _Model.loss_fn, (x, y), directions="pca", size=args.size, num_samples=512,
+                                  checkpoints=[path[i - 1] for i in iv], tag=f"landscape_{[iv[0], iv[-1]]}")
+            compute_landscape(MLP(), _Model.loss_fn, (x, y), size=args.size, num_samples=512,
+                              checkpoints=[path[-1]], tag="landscape_[10]")
 
         def resumable(out: str) -> None:
             SummaryLandscape(run).gen_landscapes_with_multi_process(

@@ -5,17 +5,14 @@ The one owner of both formats: the collector writes them through this subpackage
 ``_metadata`` for ``train_metadata.json`` and the ``collect_landscape`` keys it records).
 Integrity (``_integrity``): every checkpoint's SHA-256 and size are recorded as it is
 written, and every failure to use a checkpoint is a :class:`CheckpointError`.
+
+The checkpoint functions (``_checkpoints``, which needs torch) load on first use (PEP 562),
+so that the metadata and the digests can be read without torch (``landscape gen``
+recognises a finished run before importing it).
 """
 
-from collector.trajectory._checkpoints import (
-    IN_MEMORY_SAVE_BYTES,
-    check_checkpoints,
-    check_state_dict,
-    cpu_state_dict,
-    load_checkpoint,
-    save_file,
-    to_cpu,
-)
+from typing import Any
+
 from collector.trajectory._integrity import (
     CheckpointError,
     CheckpointNotFoundError,
@@ -40,3 +37,14 @@ __all__ = ["cpu_state_dict", "save_file", "load_checkpoint", "to_cpu", "IN_MEMOR
            "CheckpointNotFoundError", "FileDigest", "file_digest", "TrainMetadata", "read_train_metadata",
            "recorded_digest", "validate_collect_landscape", "checkpoint_file_name", "LANDSCAPE_DEFAULTS",
            "METADATA_FILE", "CKPT_DIR", "DIGEST_KEY"]
+
+_LAZY = {"IN_MEMORY_SAVE_BYTES", "check_checkpoints", "check_state_dict", "cpu_state_dict", "load_checkpoint",
+         "save_file", "to_cpu"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        from collector.trajectory import _checkpoints  # torch: only when a checkpoint function is used
+
+        return getattr(_checkpoints, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -14,6 +14,7 @@ import numpy as np
 
 from collector.train import get_metric
 from landscape.cli._common import UsageError
+from landscape.cli._stamp import record_finished
 from landscape.curvature import EIGEN_RATIO, EigenRatio
 from landscape.generate import SummaryLandscape
 
@@ -63,8 +64,9 @@ def _nanmin(z: np.ndarray) -> float:
     return float(finite.min()) if finite.size else float("nan")
 
 
-def run_gen(args: argparse.Namespace) -> int:
-    """Generate the landscapes of a summary directory and report what was evaluated."""
+def run_gen(args: argparse.Namespace, stamp_key: str | None = None) -> int:
+    """Generate the landscapes of a summary directory and report what was evaluated; with
+    ``stamp_key`` (:func:`landscape.cli._stamp.command_key`) record the finished run."""
     started = time.perf_counter()
     callback_fn = load_task(args.task)
     if getattr(args, "eigen_ratio", False):
@@ -93,6 +95,8 @@ def run_gen(args: argparse.Namespace) -> int:
         print(f"{ls.tag}: {shape}, min loss {_nanmin(ls.z):.6g}{marks}, "
               f"evaluated {st.get('evaluated', 0)} of {st.get('points', 0)} points"
               + (f" ({kept} already in landscapes.h5)" if kept else ""))
+    if stamp_key is not None:
+        record_finished(args, stamp_key, [ls.tag or "landscape" for ls in landscapes])
     print(f"Wrote {len(landscapes)} landscape(s) to {out} (summary events and landscapes.h5) "
           f"in {time.perf_counter() - started:.1f} s")
     return 0

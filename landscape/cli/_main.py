@@ -89,6 +89,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--num-samples", type=_positive, help="override num_samples")
     p.add_argument("--devices", type=_int_list, help="device ids, e.g. 0,1 (CPU: that many worker processes)")
     p.add_argument("--output", type=Path, help="where to write the landscapes (default: SUMMARY_DIR)")
+    p.add_argument("--verify", action="store_true",
+                   help="on a run this same command finished, check everything again (call the task, hash its "
+                        "network and data) instead of trusting the stamp in landscapes.h5")
     p.add_argument("--normalization", choices=("layer", "filter", "dfilter", "dlayer", "weight", "none"),
                    help="direction normalization (default: layer for random and PCA directions)")
     p.add_argument("--biasbn", choices=("normalize", "li"), default="normalize",
@@ -169,10 +172,19 @@ def _command(name: str) -> Callable[[argparse.Namespace], int]:
 
         return _demo.run_demo if name == "demo" else _demo.run_config
     if name == "gen":
-        # start-up: torch and the engine only for gen
-        from landscape.cli import _gen
+        # start-up: a finished run is recognised without torch (landscape/cli/_stamp.py)
+        from landscape.cli import _stamp
 
-        return _gen.run_gen
+        def run_gen(args: argparse.Namespace) -> int:
+            key = _stamp.command_key(args)
+            if key is not None and _stamp.finished_run(args, key):
+                return 0
+            # start-up: torch and the engine only when gen has work to do
+            from landscape.cli import _gen
+
+            return _gen.run_gen(args, stamp_key=key)
+
+        return run_gen
     if name == "plot":
         # start-up: matplotlib only for plot
         from landscape.cli import _plot

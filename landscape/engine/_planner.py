@@ -49,7 +49,11 @@ MAX_POINTS_PER_CALL = 64
 #: 2-core CPU. A count, not a timing, so whether a run calibrates never depends on the load.
 CALIBRATE_FROM_WORK = 2e10
 #: Share of the estimated evaluation time the calibration may take.
-CALIBRATE_SHARE = 0.05
+CALIBRATE_SHARE = 0.1
+#: ... or when the landscape has at least this many points of at least this much work each (a
+#: ResNet-20 over 256 CIFAR images is 1.3e8; tiny test models stay on the heuristic)
+CALIBRATE_FROM_POINTS = 64
+CALIBRATE_POINT_WORK = 5e7
 #: At most this long is spent calibrating, whatever the landscape's size.
 CALIBRATE_MAX_S = 30.0
 #: Samples the candidates are timed on: the plans' ranking does not depend on how many
@@ -219,7 +223,11 @@ def choose_plan(spec: EngineSpec, *, n_points: int, device: str = "cpu", mode: A
         p, eval_batch = plan(n_params, n, act, eval_mode=spec.eval_mode, vmappable=False)
     heuristic = Plan(p, kinds[0] if p > 1 else None, eval_batch)
     work = float(n_points) * n * max(n_params, act)
-    if mode == "heuristic" or (not samples.merged and p == 1) or work < CALIBRATE_FROM_WORK:
+    # Timing pays off on a heavy landscape, or on enough points that a few timed calls are a small
+    # share: the evaluation batch alone is worth measuring (convolutional and attention models run
+    # fastest at 64-128 samples per batch on a CPU, MLPs at all of them; no size rule predicts it).
+    many = n_points >= CALIBRATE_FROM_POINTS and work >= n_points * CALIBRATE_POINT_WORK
+    if mode == "heuristic" or (not samples.merged and p == 1) or (work < CALIBRATE_FROM_WORK and not many):
         return heuristic
     # One point per call, timed on (at most CALIBRATE_SAMPLES of) the real samples, sets the budget.
     timed = _head(samples, CALIBRATE_SAMPLES)
@@ -246,7 +254,7 @@ def choose_plan(spec: EngineSpec, *, n_points: int, device: str = "cpu", mode: A
         trial = dataclasses.replace(spec, samples=timed.rebatch(eb), points_per_call=q, batching=kind)
         try:
             t0 = time.perf_counter()
-            t = _time_per_point(trial, device, max(q, 2) if q > 1 else 2)
+            t = _time_per_point(trial, device, max(q, 2) if q > 1 else 1)  # one point: warmed up already
             spent += time.perf_counter() - t0
         except Exception as exc:
             _log.info("plan p=%d %s batch=%d failed in calibration: %s", q, kind, eb, exc)

@@ -45,7 +45,7 @@ from landscape.result import Landscape, LossPath
 
 __all__ = ["read_h5", "write_h5", "write_h5_single", "write_group", "read_group", "rewrite", "drop_stale_copies",
            "is_hdf5", "Partial", "landscape_status", "read_progress", "write_progress", "progress_writer",
-           "H5_NAME", "PROGRESS", "SCHEMA_VERSION"]
+           "H5_NAME", "PROGRESS", "SCHEMA_VERSION", "GEN_STAMP", "read_gen_stamp", "write_gen_stamp"]
 
 H5_NAME = "landscapes.h5"
 PROGRESS = "_in_progress"
@@ -309,3 +309,34 @@ def progress_writer(path: str | os.PathLike,
             fh.flush()
 
         yield write
+
+
+#: Root attribute of landscapes.h5 where ``landscape gen`` records the command that finished
+#: its landscapes (see ``landscape/cli/_stamp.py``).
+GEN_STAMP = "gen_stamp"
+
+
+def read_gen_stamp(path: str | os.PathLike) -> tuple[str | None, dict[str, str | None]]:
+    """The recorded command stamp (or None) and, for every finished landscape, its stored
+    fingerprint's JSON text; unfinished landscapes are left out."""
+    with h5py.File(path, "r", locking=False) as fh:
+        raw = fh.attrs.get(GEN_STAMP)
+        stamp = None if raw is None else str(raw)
+        unfinished = set(fh[PROGRESS]) if PROGRESS in fh else set()
+        done = {}
+        for tag in fh:
+            if tag == PROGRESS or tag in unfinished or not isinstance(fh[tag], h5py.Group):
+                continue
+            if "train_loss" in fh[tag]:
+                fp = fh[tag].attrs.get("fingerprint")
+                done[tag] = None if fp is None else str(fp)
+        return stamp, done
+
+
+def write_gen_stamp(path: str | os.PathLike, stamp: str) -> None:
+    """Record ``stamp`` as the file's root attribute (one atomic rewrite)."""
+
+    def add(fh: Any) -> None:
+        fh.attrs[GEN_STAMP] = stamp
+
+    rewrite(path, add=add)
