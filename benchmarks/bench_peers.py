@@ -367,6 +367,14 @@ def main() -> None:
         for n in (int(s) for s in sample_list.split(",")):
             net, (x, y), _, _ = workload(name, n)
             net.eval()
+            # As trained weights would be: loss-landscapes' filter normalisation divides by the norm of
+            # every entry of a 1-D tensor, and fails (ZeroDivisionError) on the zero BatchNorm biases
+            # of a freshly initialised network.
+            g = torch.Generator().manual_seed(0)
+            with torch.no_grad():
+                for m in net.modules():
+                    if isinstance(m, nn.BatchNorm2d):
+                        m.bias.copy_(0.1 * torch.randn(m.bias.shape, generator=g))
             loader = DataLoader(TensorDataset(x, y), batch_size=128)
             grid = np.stack(np.meshgrid(np.linspace(-1, 1, steps), np.linspace(-1, 1, steps)), -1).reshape(-1, 2)
             li_points = min(len(grid), max(8, steps))

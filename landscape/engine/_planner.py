@@ -51,9 +51,12 @@ CALIBRATE_FROM_WORK = 2e10
 #: Share of the estimated evaluation time the calibration may take.
 CALIBRATE_SHARE = 0.1
 #: ... or when the landscape has at least this many points of at least this much work each (a
-#: ResNet-20 over 256 CIFAR images is 1.3e8; tiny test models stay on the heuristic)
+#: ResNet-20 over 256 CIFAR images is 1.3e8, the digits MLP over 512 samples 1.4e7; tiny test models
+#: stay on the heuristic)
 CALIBRATE_FROM_POINTS = 64
-CALIBRATE_POINT_WORK = 5e7
+CALIBRATE_POINT_WORK = 1e7
+#: ... and whose evaluation, timed at one point per call, takes at least this long
+CALIBRATE_FROM_SECONDS = 2.0
 #: At most this long is spent calibrating, whatever the landscape's size.
 CALIBRATE_MAX_S = 30.0
 #: Samples the candidates are timed on: the plans' ranking does not depend on how many
@@ -233,6 +236,8 @@ def choose_plan(spec: EngineSpec, *, n_points: int, device: str = "cpu", mode: A
     timed = _head(samples, CALIBRATE_SAMPLES)
     one = dataclasses.replace(spec, samples=timed.rebatch(eval_batch), points_per_call=1, batching=None)
     t1 = _time_per_point(one, device, 1)
+    if work < CALIBRATE_FROM_WORK and t1 * n_points * n / timed.n < CALIBRATE_FROM_SECONDS:
+        return heuristic  # a landscape of a second or two: timing the candidates would cost more than it saves
     budget = min(CALIBRATE_MAX_S, max(CALIBRATE_SHARE * t1 * n_points * n / timed.n, 4 * t1))
     spent = 2 * t1
     timings: dict[str, float] = {f"p=1 batch={eval_batch}": t1}
