@@ -22,6 +22,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,8 @@ def _file_sha256(path: str) -> str:
 
 def _task_file(spec: str) -> str | None:
     module = spec.partition(":")[0]
+    if os.getcwd() not in sys.path:  # found as load_task finds it: next to where the command runs
+        sys.path.insert(0, os.getcwd())
     try:
         found = importlib.util.find_spec(module)  # imports a dotted name's parent packages, not the module
     except (ImportError, ValueError):

@@ -20,11 +20,30 @@ _PROBE = ("import sys; from landscape.cli._main import main; rc = main(sys.argv[
           "print('TORCH', 'torch' in sys.modules); sys.exit(rc)")
 
 
-def _gen(summary_dir, out, *extra):
-    res = subprocess.run([sys.executable, "-c", _PROBE, "gen", str(summary_dir), "--task", TASK, "--output",
-                          str(out), "--size", "5", *extra], capture_output=True, text=True, cwd=ROOT, timeout=300)
+def _gen(summary_dir, out, *extra, cwd=ROOT, task=TASK):
+    # the probe is a script in a folder of its own, as the `landscape` console script is: the current
+    # directory is not on sys.path unless the command puts it there
+    probe = Path(str(out) + "_probe") / "probe.py"
+    probe.parent.mkdir(parents=True, exist_ok=True)
+    probe.write_text(_PROBE.replace("; ", "\n"))
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    res = subprocess.run([sys.executable, str(probe), "gen", str(summary_dir), "--task", task, "--output",
+                          str(out), "--size", "5", *extra], capture_output=True, text=True, cwd=cwd, timeout=300,
+                         env=env)
     assert res.returncode == 0, res.stderr
     return res.stdout
+
+
+def test_a_task_module_in_the_current_directory_is_stamped(summary_dir, tmp_path):
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "mytask.py").write_text("from tests.landscape._gen_task import task\n")
+    out = tmp_path / "out"
+    assert "evaluated 25 of 25" in _gen(summary_dir, out, cwd=work, task="mytask:task")
+    again = _gen(summary_dir, out, cwd=work, task="mytask:task")
+    assert "Nothing to do" in again and "TORCH False" in again
+    (work / "mytask.py").write_text("from tests.landscape._gen_task import task  # edited\n")
+    assert "Nothing to do" not in _gen(summary_dir, out, cwd=work, task="mytask:task")
 
 
 def test_a_finished_run_is_answered_without_torch_and_changes_are_not(summary_dir, tmp_path):
