@@ -26,20 +26,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from collector.trajectory import CKPT_DIR, METADATA_FILE
+from collector.trajectory import CKPT_DIR, METADATA_FILE, file_digest
 from landscape.io._h5 import H5_NAME, read_gen_stamp, read_h5, write_gen_stamp
 
 __all__ = ["command_key", "finished_run", "record_finished"]
 
 _NOT_OPTIONS = {"command", "verbose", "restart", "verify"}
-
-
-def _file_sha256(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _task_file(spec: str) -> str | None:
@@ -85,8 +77,8 @@ def command_key(args: argparse.Namespace) -> str | None:
                 st = entry.stat()
                 files.append([entry.name, st.st_size, st.st_mtime_ns])
     options = {k: _jsonable(v) for k, v in sorted(vars(args).items()) if k not in _NOT_OPTIONS}
-    what = {"options": options, "task_file": [os.path.abspath(task_file), _file_sha256(task_file)],
-            "metadata": _file_sha256(metadata), "ckpt_dir": files}
+    what = {"options": options, "task_file": [os.path.abspath(task_file), file_digest(task_file).sha256],
+            "metadata": file_digest(metadata).sha256, "ckpt_dir": files}
     return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()
 
 

@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from collector.trajectory import file_digest as trajectory_file_digest
 from landscape.io._h5 import (
     Partial,
     drop_stale_copies,
@@ -79,11 +80,7 @@ def _sha(*parts: bytes) -> str:
 
 
 def file_digest(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+    return trajectory_file_digest(path).sha256
 
 
 def tensor_digest(*tensors: torch.Tensor) -> str:
