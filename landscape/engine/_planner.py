@@ -230,7 +230,8 @@ def choose_plan(spec: EngineSpec, *, n_points: int, device: str = "cpu", mode: A
     # share: the evaluation batch alone is worth measuring (convolutional and attention models run
     # fastest at 64-128 samples per batch on a CPU, MLPs at all of them; no size rule predicts it).
     many = n_points >= CALIBRATE_FROM_POINTS and work >= n_points * CALIBRATE_POINT_WORK
-    if mode == "heuristic" or (not samples.merged and p == 1) or (work < CALIBRATE_FROM_WORK and not many):
+    if mode == "heuristic" or (not samples.merged and p == 1) or (work < CALIBRATE_FROM_WORK and not many) or (
+            work < CALIBRATE_FROM_WORK / 10):  # well under a second: not even one point is worth timing
         return heuristic
     # One point per call, timed on (at most CALIBRATE_SAMPLES of) the real samples, sets the budget.
     timed = _head(samples, CALIBRATE_SAMPLES)
