@@ -5,10 +5,13 @@ from __future__ import annotations
 import datetime as _dt
 import re
 from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 from collector.common import check_directory
 
-__all__ = ["UsageError", "fresh_dir", "safe_name"]
+__all__ = ["UsageError", "fresh_dir", "safe_name", "describe"]
 
 
 class UsageError(Exception):
@@ -33,3 +36,12 @@ def fresh_dir(requested: Path | None, stem: str) -> Path:
 def safe_name(tag: str) -> str:
     """A file-name stem from a tag: 'landscape_[1, 5]' -> 'landscape_1_5'."""
     return re.sub(r"[^A-Za-z0-9-]+", "_", tag).strip("_")
+
+
+def describe(ls: Any) -> str:
+    """``tag: NXxNY, min loss ..., A <loss of A> ...``: how ``gen`` reports a landscape."""
+    finite = ls.z[np.isfinite(ls.z)]
+    low = float(finite.min()) if finite.size else float("nan")
+    shape = "x".join(str(n) for n in ls.z.shape[::-1])  # points along x, then y
+    marks = "".join(f", {k} {v[2]:.6g}" for k, v in ls.markers.items())
+    return f"{ls.tag}: {shape}, min loss {low:.6g}{marks}"

@@ -10,10 +10,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
-
 from collector.train import get_metric
-from landscape.cli._common import UsageError
+from landscape.cli._common import UsageError, describe
 from landscape.cli._stamp import record_finished
 from landscape.curvature import EIGEN_RATIO, EigenRatio
 from landscape.generate import SummaryLandscape
@@ -59,11 +57,6 @@ def with_eigen_ratio(callback_fn: Callable[..., Any]) -> Callable[[], Any]:
     return wrapped
 
 
-def _nanmin(z: np.ndarray) -> float:
-    finite = z[np.isfinite(z)]
-    return float(finite.min()) if finite.size else float("nan")
-
-
 def run_gen(args: argparse.Namespace, stamp_key: str | None = None) -> int:
     """Generate the landscapes of a summary directory and report what was evaluated; with
     ``stamp_key`` (:func:`landscape.cli._stamp.command_key`) record the finished run."""
@@ -90,9 +83,7 @@ def run_gen(args: argparse.Namespace, stamp_key: str | None = None) -> int:
     for ls in landscapes:
         st = sl.last_stats.get(ls.tag or "", {})
         kept = st.get("points", 0) - st.get("evaluated", 0)
-        shape = "x".join(str(n) for n in ls.z.shape[::-1])  # points along x, then y
-        marks = "".join(f", {k} {v[2]:.6g}" for k, v in ls.markers.items())
-        print(f"{ls.tag}: {shape}, min loss {_nanmin(ls.z):.6g}{marks}, "
+        print(f"{describe(ls)}, "
               f"evaluated {st.get('evaluated', 0)} of {st.get('points', 0)} points"
               + (f" ({kept} already in landscapes.h5)" if kept else ""))
     if stamp_key is not None:

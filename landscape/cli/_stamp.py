@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from collector.trajectory import CKPT_DIR, METADATA_FILE, file_digest
+from landscape.cli._common import describe
 from landscape.io._h5 import H5_NAME, read_gen_stamp, read_h5, write_gen_stamp
 
 __all__ = ["command_key", "finished_run", "record_finished"]
@@ -104,11 +105,7 @@ def finished_run(args: argparse.Namespace, key: str) -> bool:
         return False
     landscapes = read_h5(h5)
     for tag in tags:
-        ls = landscapes[tag]
-        finite = ls.z[ls.z == ls.z]
-        shape = "x".join(str(n) for n in ls.z.shape[::-1])
-        low = f"{float(finite.min()):.6g}" if finite.size else "nan"
-        print(f"{tag}: {shape}, min loss {low}, already complete in {H5_NAME}")
+        print(f"{describe(landscapes[tag])}, already complete in {H5_NAME}")
     print(f"Nothing to do: {len(tags)} landscape(s) in {output_dir(args)} were finished by this same command "
           "(same options, task file and checkpoints). The task's data was not re-read; pass --verify to "
           "check everything again.")

@@ -229,9 +229,9 @@ def choose_plan(spec: EngineSpec, *, n_points: int, device: str = "cpu", mode: A
     # Timing pays off on a heavy landscape, or on enough points that a few timed calls are a small
     # share: the evaluation batch alone is worth measuring (convolutional and attention models run
     # fastest at 64-128 samples per batch on a CPU, MLPs at all of them; no size rule predicts it).
-    many = n_points >= CALIBRATE_FROM_POINTS and work >= n_points * CALIBRATE_POINT_WORK
-    if mode == "heuristic" or (not samples.merged and p == 1) or (work < CALIBRATE_FROM_WORK and not many) or (
-            work < CALIBRATE_FROM_WORK / 10):  # well under a second: not even one point is worth timing
+    # many points of real size, and not well under a second in all (then not even one point is worth timing)
+    many = n_points >= CALIBRATE_FROM_POINTS and work >= max(n_points * CALIBRATE_POINT_WORK, CALIBRATE_FROM_WORK / 10)
+    if mode == "heuristic" or (not samples.merged and p == 1) or (work < CALIBRATE_FROM_WORK and not many):
         return heuristic
     # One point per call, timed on (at most CALIBRATE_SAMPLES of) the real samples, sets the budget.
     timed = _head(samples, CALIBRATE_SAMPLES)

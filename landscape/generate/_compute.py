@@ -19,7 +19,6 @@ from collector.common import (
 from collector.train import check_metrics as check_metric_forms
 from collector.trajectory import check_checkpoints
 from landscape.engine import as_task, collect
-from landscape.engine._engine import BATCHINGS
 from landscape.execution._devices import resolve_devices
 from landscape.execution._distributed import check_devices_for_dist, detect
 from landscape.generate._build import build_landscape, metric_dict
@@ -27,6 +26,7 @@ from landscape.generate._options import (
     check_common,
     check_metrics,
     check_patterns,
+    check_plan,
     check_range,
     check_selection,
     resolve_view,
@@ -35,7 +35,7 @@ from landscape.generate._plan import Execution, Geometry, Kind, LandscapePlan, P
 from landscape.io._store import model_digest
 from landscape.result._landscape import Landscape
 
-__all__ = ["compute_landscape", "check_common", "check_metrics", "check_plan"]
+__all__ = ["compute_landscape"]
 _CALLER = "compute_landscape"
 
 Normalization = Literal["layer", "filter", "dfilter", "dlayer", "weight", "none"]
@@ -58,25 +58,6 @@ def _plan_cache(network: nn.Module, task: Any, samples: Any, eval_mode: bool, se
     while len(_PLAN_CACHES) > PLAN_CACHES_KEPT:
         _PLAN_CACHES.popitem(last=False)
     return _PLAN_CACHES[key]
-
-
-def check_plan(plan: Any, caller: str) -> None:
-    """``"auto"``, ``"heuristic"`` or a dict with points_per_call, batching and eval_batch."""
-    if isinstance(plan, Mapping):
-        unknown = sorted(set(plan) - {"points_per_call", "batching", "eval_batch"})
-        if unknown or "points_per_call" not in plan:
-            raise InvalidParameterError(
-                f"The 'plan' parameter of {caller} must be 'auto', 'heuristic' or a dict with the keys "
-                f"'points_per_call' (required), 'batching' and 'eval_batch'. Got {dict(plan)!r} instead.")
-        check_param("plan['points_per_call']", plan["points_per_call"], [Interval(int, 1, None)], caller=caller)
-        check_param("plan['batching']", plan.get("batching"), [None, Options(BATCHINGS)], caller=caller)
-        check_param("plan['eval_batch']", plan.get("eval_batch"), [None, Interval(int, 1, None)], caller=caller)
-        if plan["points_per_call"] > 1 and plan.get("batching") is None:
-            raise InvalidParameterError(f"The 'plan' parameter of {caller}: points_per_call > 1 needs a 'batching' "
-                                        f"({', '.join(BATCHINGS)}). Got {dict(plan)!r} instead.")
-        return
-    check_param("plan", plan, [Options(("auto", "heuristic"))], caller=caller,
-                hint="or a dict {'points_per_call': 4, 'batching': 'folded', 'eval_batch': 256}.")
 
 
 def compute_landscape(

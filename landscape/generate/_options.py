@@ -14,11 +14,12 @@ from torch import nn
 
 from collector.common import Interval, InvalidParameterError, Options, check_param
 from landscape.engine import Supervised, is_batch_metric, is_point_metric
+from landscape.engine._engine import BATCHINGS
 from landscape.geometry._directions import BIASBN, NORMALIZATIONS
 from landscape.geometry._state import moved_names
 
-__all__ = ["check_common", "check_metrics", "check_range", "check_patterns", "check_selection", "resolve_view",
-           "View"]
+__all__ = ["check_common", "check_metrics", "check_plan", "check_range", "check_patterns", "check_selection",
+           "resolve_view", "View"]
 
 AxisRange = tuple[float, float, int]
 
@@ -91,6 +92,25 @@ def check_metrics(metrics: Mapping[str, Any], task: Any, caller: str) -> None:
             f"The 'metrics' parameter of {caller}: {legacy} are computed on (outputs, targets), which only a "
             f"loss_fn or a Supervised task gives; the task here is {task!r}. HINT: write them as "
             "metric(model, batch) and set metric.metric_inputs = 'batch'.")
+
+
+def check_plan(plan: Any, caller: str) -> None:
+    """``"auto"``, ``"heuristic"`` or a dict with points_per_call, batching and eval_batch."""
+    if isinstance(plan, Mapping):
+        unknown = sorted(set(plan) - {"points_per_call", "batching", "eval_batch"})
+        if unknown or "points_per_call" not in plan:
+            raise InvalidParameterError(
+                f"The 'plan' parameter of {caller} must be 'auto', 'heuristic' or a dict with the keys "
+                f"'points_per_call' (required), 'batching' and 'eval_batch'. Got {dict(plan)!r} instead.")
+        check_param("plan['points_per_call']", plan["points_per_call"], [Interval(int, 1, None)], caller=caller)
+        check_param("plan['batching']", plan.get("batching"), [None, Options(BATCHINGS)], caller=caller)
+        check_param("plan['eval_batch']", plan.get("eval_batch"), [None, Interval(int, 1, None)], caller=caller)
+        if plan["points_per_call"] > 1 and plan.get("batching") is None:
+            raise InvalidParameterError(f"The 'plan' parameter of {caller}: points_per_call > 1 needs a 'batching' "
+                                        f"({', '.join(BATCHINGS)}). Got {dict(plan)!r} instead.")
+        return
+    check_param("plan", plan, [Options(("auto", "heuristic"))], caller=caller,
+                hint="or a dict {'points_per_call': 4, 'batching': 'folded', 'eval_batch': 256}.")
 
 
 @dataclass(frozen=True)

@@ -31,11 +31,11 @@ from landscape.execution._devices import resolve_devices
 from landscape.execution._distributed import check_devices_for_dist, detect, on_root
 from landscape.execution._run import start_pool, stop_pool
 from landscape.generate._build import build_landscape, metric_dict
-from landscape.generate._compute import check_plan
 from landscape.generate._options import (
     check_common,
     check_metrics,
     check_patterns,
+    check_plan,
     check_range,
     check_selection,
     resolve_view,

@@ -78,81 +78,51 @@ def _fmt(values: np.ndarray) -> str:
     return " ".join(repr(float(v)) for v in np.ravel(values))
 
 
+def _filled(values: np.ndarray) -> np.ndarray:
+    """Non-finite values replaced by the largest finite one (VTK readers cannot draw NaN)."""
+    finite = np.isfinite(values)
+    return np.where(finite, values, values[finite].max() if finite.any() else 0.0)
+
+
 def _write_vtp(ls: Landscape, out: Path, x: np.ndarray, y: np.ndarray, z: np.ndarray) -> None:
+    """A plane as VTK PolyData quads (a quad only where its four corners are finite), a line as
+    polylines at ``(x, 0, loss)`` (one per run of finite values)."""
+    finite = np.isfinite(z).ravel()
     if ls.dims == 1:
-        _write_vtp_line(ls, out, x, z)
-        return
-    nx, ny = x.size, y.size
-    finite = np.isfinite(z)
-    top = float(z[finite].max()) if finite.any() else 0.0
-    zf = np.where(finite, z, top)
-    X, Y = np.meshgrid(x, y)  # point k = i * nx + j is (x[j], y[i])
-    points = np.column_stack([X.ravel(), Y.ravel(), zf.ravel()])
-    ok = finite.ravel()
-    polys = []
-    for i in range(ny - 1):
-        for j in range(nx - 1):
-            k = i * nx + j
-            quad = (k, k + 1, k + 1 + nx, k + nx)
-            if all(ok[q] for q in quad):
-                polys.append(quad)
-    conn = np.asarray(polys, dtype=np.int64).reshape(-1)
-    offsets = 4 * np.arange(1, len(polys) + 1, dtype=np.int64)
-    arrays = [("loss", zf)]
-    for name, surf in ls.surfaces.items():
-        s = np.asarray(surf, dtype=np.float64)
-        if s.shape == z.shape:
-            fin = np.isfinite(s)
-            arrays.append((str(name), np.where(fin, s, s[fin].max() if fin.any() else 0.0)))
+        points = np.column_stack([x, np.zeros_like(x), _filled(z)])
+        runs, start = [], None
+        for k in range(x.size + 1):
+            if k < x.size and finite[k]:
+                start = k if start is None else start
+            elif start is not None:
+                if k - start >= 2:
+                    runs.append(list(range(start, k)))
+                start = None
+        cells = "Lines"
+        conn = [i for run in runs for i in run]
+        offsets = np.cumsum([len(r) for r in runs]).astype(np.int64).tolist()
+    else:
+        nx, ny = x.size, y.size
+        X, Y = np.meshgrid(x, y)  # point k = i * nx + j is (x[j], y[i])
+        points = np.column_stack([X.ravel(), Y.ravel(), _filled(z).ravel()])
+        polys = []
+        for i in range(ny - 1):
+            for j in range(nx - 1):
+                k = i * nx + j
+                quad = (k, k + 1, k + 1 + nx, k + nx)
+                if all(finite[q] for q in quad):
+                    polys.append(quad)
+        cells = "Polys"
+        conn = [k for quad in polys for k in quad]
+        offsets = (4 * np.arange(1, len(polys) + 1, dtype=np.int64)).tolist()
+    arrays = [("loss", _filled(z))] + [(str(name), _filled(np.asarray(surf, dtype=np.float64)))
+                                       for name, surf in ls.surfaces.items() if np.shape(surf) == z.shape]
+    counts = {"Lines": 0, "Polys": 0, cells: len(offsets)}
     lines = ['<?xml version="1.0"?>',
              '<VTKFile type="PolyData" version="1.0" byte_order="LittleEndian">',
              "  <PolyData>",
-             f'    <Piece NumberOfPoints="{nx * ny}" NumberOfVerts="0" NumberOfLines="0" NumberOfStrips="0" '
-             f'NumberOfPolys="{len(polys)}">',
-             '      <PointData Scalars="loss">']
-    for name, vals in arrays:
-        safe = _xml_attr(name)
-        lines.append(f'        <DataArray type="Float64" Name="{safe}" format="ascii">{_fmt(vals)}</DataArray>')
-    lines.append('        <DataArray type="UInt8" Name="finite" format="ascii">'
-                 + " ".join("1" if v else "0" for v in ok) + "</DataArray>")
-    lines += ["      </PointData>", "      <Points>",
-              f'        <DataArray type="Float64" NumberOfComponents="3" format="ascii">{_fmt(points)}</DataArray>',
-              "      </Points>", "      <Polys>",
-              '        <DataArray type="Int64" Name="connectivity" format="ascii">'
-              + " ".join(map(str, conn.tolist())) + "</DataArray>",
-              '        <DataArray type="Int64" Name="offsets" format="ascii">'
-              + " ".join(map(str, offsets.tolist())) + "</DataArray>",
-              "      </Polys>", "    </Piece>", "  </PolyData>", "</VTKFile>", ""]
-    out.write_text("\n".join(lines), encoding="utf-8")
-
-
-def _write_vtp_line(ls: Landscape, out: Path, x: np.ndarray, z: np.ndarray) -> None:
-    """A line as VTK PolyData: its points at ``(x, 0, loss)``, one polyline per finite run."""
-    finite = np.isfinite(z)
-    top = float(z[finite].max()) if finite.any() else 0.0
-    zf = np.where(finite, z, top)
-    points = np.column_stack([x, np.zeros_like(x), zf])
-    runs, start = [], None
-    for k in range(x.size + 1):
-        if k < x.size and finite[k]:
-            start = k if start is None else start
-        elif start is not None:
-            if k - start >= 2:
-                runs.append(list(range(start, k)))
-            start = None
-    conn = [i for run in runs for i in run]
-    offsets = np.cumsum([len(r) for r in runs]).astype(np.int64)
-    arrays = [("loss", zf)]
-    for name, surf in ls.surfaces.items():
-        sv = np.asarray(surf, dtype=np.float64)
-        if sv.shape == z.shape:
-            fin = np.isfinite(sv)
-            arrays.append((str(name), np.where(fin, sv, sv[fin].max() if fin.any() else 0.0)))
-    lines = ['<?xml version="1.0"?>',
-             '<VTKFile type="PolyData" version="1.0" byte_order="LittleEndian">',
-             "  <PolyData>",
-             f'    <Piece NumberOfPoints="{x.size}" NumberOfVerts="0" NumberOfLines="{len(runs)}" '
-             'NumberOfStrips="0" NumberOfPolys="0">',
+             f'    <Piece NumberOfPoints="{len(points)}" NumberOfVerts="0" NumberOfLines="{counts["Lines"]}" '
+             f'NumberOfStrips="0" NumberOfPolys="{counts["Polys"]}">',
              '      <PointData Scalars="loss">']
     for name, vals in arrays:
         lines.append(f'        <DataArray type="Float64" Name="{_xml_attr(name)}" format="ascii">{_fmt(vals)}'
@@ -161,12 +131,12 @@ def _write_vtp_line(ls: Landscape, out: Path, x: np.ndarray, z: np.ndarray) -> N
                  + " ".join("1" if v else "0" for v in finite) + "</DataArray>")
     lines += ["      </PointData>", "      <Points>",
               f'        <DataArray type="Float64" NumberOfComponents="3" format="ascii">{_fmt(points)}</DataArray>',
-              "      </Points>", "      <Lines>",
+              "      </Points>", f"      <{cells}>",
               '        <DataArray type="Int64" Name="connectivity" format="ascii">'
               + " ".join(map(str, conn)) + "</DataArray>",
               '        <DataArray type="Int64" Name="offsets" format="ascii">'
-              + " ".join(map(str, offsets.tolist())) + "</DataArray>",
-              "      </Lines>", "    </Piece>", "  </PolyData>", "</VTKFile>", ""]
+              + " ".join(map(str, offsets)) + "</DataArray>",
+              f"      </{cells}>", "    </Piece>", "  </PolyData>", "</VTKFile>", ""]
     out.write_text("\n".join(lines), encoding="utf-8")
 
 
