@@ -230,3 +230,24 @@ def test_ddp_spawn_writes_on_global_rank_zero_only(tmp_path):
     assert hp["parallel_mode"] == "data_parallel" and hp["device_num"] == 2
     steps, _ = SummaryReader(run).scalars()["loss/auto"]
     assert steps.tolist() == [1, 5, 10, 15, 20, 25, 30, 35, 40]
+
+
+def _layout(run):
+    """The summary files' name suffixes (_MS / _lineage), their version records' strings, and the
+    kinds of summary values (scalar, histogram, graph, ...) the run holds."""
+    files = {p.name.rsplit("_", 1)[-1] for p in run.iterdir() if ".summary." in p.name}
+    reader = SummaryReader(run, strict=True)  # every record's framing and CRCs as MindSpore writes them
+    versions = {e.version for e in reader.events + reader.lineage_events if e.HasField("version")}
+    kinds = {v.WhichOneof("value") for e in reader.events if e.HasField("summary") for v in e.summary.value}
+    return files, versions, kinds
+
+
+def test_summary_files_have_mindspores_layout(fitted, mindspore_run):
+    """MindInsight reads a Lightning run as it reads MindSpore's: the same file names, version
+    record and framing (strict reader: every CRC checked), and the fixture's value kinds."""
+    run, _ = fitted
+    files, versions, kinds = _layout(run)
+    ms_files, ms_versions, ms_kinds = _layout(mindspore_run)
+    assert files == ms_files == {"MS", "lineage"}
+    assert versions == ms_versions
+    assert {"scalar_value", "histogram"} <= kinds and kinds <= ms_kinds | {"image", "tensor"}
