@@ -43,9 +43,10 @@ from tqdm.auto import tqdm
 from landscape.engine._batched import batched_loss, sequential_forward
 from landscape.engine._data import Samples
 from landscape.engine._folded import fold_network
+from landscape.engine._malloc import tune_malloc
 from landscape.engine._task import Supervised, batch_size, mean_loss, to_device
 
-__all__ = ["Engine", "EngineSpec", "is_batch_metric", "is_point_metric", "BATCHINGS"]
+__all__ = ["Engine", "EngineSpec", "is_batch_metric", "is_point_metric", "BATCHINGS", "MEMORY_FORMATS"]
 _log = logging.getLogger("landscape")
 
 #: The ways a group of points runs, in the order they are tried.
@@ -111,6 +112,12 @@ class EngineSpec:
     batching : {"sequential", "folded", "vmap"} or None
         How a group of points runs (see :meth:`Engine._group_fn`); None takes the first that
         applies.
+    memory_format : {"contiguous", "channels_last"}
+        The layout of the network's 4-D parameters (convolution kernels) at one point per
+        call: with channels-last kernels every convolution's output is channels-last too,
+        which oneDNN (CPU) and cuDNN run faster for most CNNs (1.2-2x measured on ResNets
+        and a MNIST CNN on a CPU). The values differ from the contiguous layout's by float
+        rounding only; every point uses the same layout, so chunking never changes them.
     seed : int
         Seeds train-mode randomness per point (dropout) when ``eval_mode`` is False.
     stream : bool or None
@@ -133,6 +140,11 @@ class EngineSpec:
     seed: int = 0
     stream: bool | None = None
     batching: str | None = None
+    memory_format: str = "contiguous"
+
+
+#: The layouts :attr:`EngineSpec.memory_format` names.
+MEMORY_FORMATS = {"contiguous": torch.contiguous_format, "channels_last": torch.channels_last}
 
 
 class _Bound:
@@ -164,9 +176,13 @@ class Engine:
 
     def __init__(self, spec: EngineSpec, device: str | torch.device = "cpu") -> None:
         self.device = torch.device(device)
+        if self.device.type == "cpu":
+            tune_malloc()  # the same activations freed and allocated every call: keep their pages
         net = copy.deepcopy(spec.network)
         net.load_state_dict(spec.centre)
         net.to(self.device)
+        if spec.memory_format != "contiguous":
+            net.to(memory_format=MEMORY_FORMATS[spec.memory_format])  # type: ignore[call-overload]  # accepted at run time
         net.train(not spec.eval_mode)
         for p in net.parameters():
             p.requires_grad_(False)
@@ -193,8 +209,9 @@ class Engine:
         self.names = list(spec.names)
         self.params: list[torch.Tensor] = [named[k] for k in self.names]
         self.c = [t.detach().clone() for t in self.params]
-        self.v = [t.to(self.device, torch.float32) for t in spec.v]
-        self.w = [t.to(self.device, torch.float32) for t in spec.w]
+        # the directions in the layout of the tensor they move (channels-last kernels included)
+        self.v = [torch.empty_like(c, dtype=torch.float32).copy_(t) for c, t in zip(self.c, spec.v)]
+        self.w = [torch.empty_like(c, dtype=torch.float32).copy_(t) for c, t in zip(self.c, spec.w)]
         self.buffers = list(net.buffers())
         self.buffers0 = [b.detach().clone() for b in self.buffers]
         self._row_b: float | None = None

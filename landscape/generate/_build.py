@@ -227,7 +227,8 @@ def _build(problem: Problem, plan_: LandscapePlan, execution: Execution, *, pool
     chunks = chunk_bounds(part.done, p, n_workers)
     spec = EngineSpec(network=network, task=problem.task, metrics=metrics, samples=problem.samples.rebatch(eval_batch),
                       names=names, centre=c, v=v, w=w, eval_mode=problem.eval_mode, points_per_call=p, seed=geo.seed,
-                      batching=batching if p > 1 else None)
+                      batching=batching if p > 1 else None,
+                      memory_format=str(part.md.get("memory_format") or "contiguous"))
     todo = sum(hi - lo for _, lo, hi in chunks)
     _log.info("%s: %d of %d points to evaluate, %d per call, %d chunk(s)", label, todo, len(part.points), p,
               len(chunks))

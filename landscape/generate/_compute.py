@@ -181,7 +181,9 @@ def compute_landscape(
         whole landscape.
     plan : {"auto", "heuristic"} or dict, default="auto"
         How points are evaluated: points per call, how a group runs (``"sequential"``,
-        ``"folded"``, ``"vmap"``) and samples per batch. "auto" sizes it from the model
+        ``"folded"``, ``"vmap"``), samples per batch and the layout of convolution kernels
+        (``"memory_format"``: ``"channels_last"`` by default for networks with ``Conv2d``
+        at one point per call, ``"contiguous"`` otherwise). "auto" sizes it from the model
         and, for a landscape of more than a few seconds, times the candidates and keeps the
         fastest (never a batched plan slower than one point per call); "heuristic" never
         times; a dict ``{"points_per_call": 4, "batching": "folded", "eval_batch": 256}``

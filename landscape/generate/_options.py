@@ -14,7 +14,7 @@ from torch import nn
 
 from collector.common import Interval, InvalidParameterError, Options, check_param
 from landscape.engine import Supervised, is_batch_metric, is_point_metric
-from landscape.engine._engine import BATCHINGS
+from landscape.engine._engine import BATCHINGS, MEMORY_FORMATS
 from landscape.geometry._directions import BIASBN, NORMALIZATIONS
 from landscape.geometry._state import moved_names
 
@@ -95,16 +95,20 @@ def check_metrics(metrics: Mapping[str, Any], task: Any, caller: str) -> None:
 
 
 def check_plan(plan: Any, caller: str) -> None:
-    """``"auto"``, ``"heuristic"`` or a dict with points_per_call, batching and eval_batch."""
+    """``"auto"``, ``"heuristic"`` or a dict with points_per_call, batching, eval_batch and
+    memory_format."""
     if isinstance(plan, Mapping):
-        unknown = sorted(set(plan) - {"points_per_call", "batching", "eval_batch"})
+        unknown = sorted(set(plan) - {"points_per_call", "batching", "eval_batch", "memory_format"})
         if unknown or "points_per_call" not in plan:
             raise InvalidParameterError(
                 f"The 'plan' parameter of {caller} must be 'auto', 'heuristic' or a dict with the keys "
-                f"'points_per_call' (required), 'batching' and 'eval_batch'. Got {dict(plan)!r} instead.")
+                f"'points_per_call' (required), 'batching', 'eval_batch' and 'memory_format'. "
+                f"Got {dict(plan)!r} instead.")
         check_param("plan['points_per_call']", plan["points_per_call"], [Interval(int, 1, None)], caller=caller)
         check_param("plan['batching']", plan.get("batching"), [None, Options(BATCHINGS)], caller=caller)
         check_param("plan['eval_batch']", plan.get("eval_batch"), [None, Interval(int, 1, None)], caller=caller)
+        check_param("plan['memory_format']", plan.get("memory_format"), [None, Options(tuple(MEMORY_FORMATS))],
+                    caller=caller)
         if plan["points_per_call"] > 1 and plan.get("batching") is None:
             raise InvalidParameterError(f"The 'plan' parameter of {caller}: points_per_call > 1 needs a 'batching' "
                                         f"({', '.join(BATCHINGS)}). Got {dict(plan)!r} instead.")

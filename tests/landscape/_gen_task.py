@@ -32,7 +32,7 @@ class _Model:
 def task():
     if os.environ.get("LANDSCAPE_TEST_ONE_POINT") == "1":
         from landscape.engine import _planner as _evaluate
-        _evaluate.TARGET_WORK = 0  # one point per call: many small chunks
+        _evaluate.CALL_BYTES = 0  # one point per call: many small chunks
     torch.manual_seed(0)
     x, y = make_data()
     return _Model(), SlowMLP(), [(x[i:i + 32], y[i:i + 32]) for i in range(0, len(x), 32)], None

@@ -34,7 +34,7 @@ def _task_with_ratio(tol: float = 1e-4):
 
 
 def test_eigen_ratio_resumes_after_an_interruption(summary_dir, tmp_path, monkeypatch):
-    monkeypatch.setattr(_evaluate, "TARGET_WORK", 0)  # one point per call: several chunks
+    monkeypatch.setattr(_evaluate, "CALL_BYTES", 0)  # one point per call: several chunks
     ref = SummaryLandscape(summary_dir).gen_landscapes_with_multi_process(
         _task_with_ratio(), collect_landscape=OVERRIDE, output=tmp_path / "ref")[-1]
     assert np.isfinite(ref.surfaces["eigen_ratio"]).all()

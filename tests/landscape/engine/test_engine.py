@@ -24,7 +24,7 @@ def _check_all(ls, net, centre, names, v, w, loader, n):
 @pytest.mark.parametrize("batched", [True, False])
 def test_random_landscape_matches_plain_loop(trained, data, batched, monkeypatch):
     if not batched:
-        monkeypatch.setattr(_evaluate, "TARGET_WORK", 0)
+        monkeypatch.setattr(_evaluate, "CALL_BYTES", 0)
     net, traj = trained
     x, y = data
     loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=20)

@@ -102,3 +102,78 @@ def test_compute_landscape_records_the_plan(plan):
         assert ls.metadata["eval_batch"] == 32 and ls.metadata["plan"] == "given"
     else:
         assert ls.metadata["plan"] == "heuristic"
+
+
+def _cnn_spec(plan_fields=None):
+    from tests.landscape.engine.test_folded import ResidualCNN
+
+    torch.manual_seed(0)
+    net = ResidualCNN()
+    x, y = torch.randn(20, 3, 8, 8), torch.randint(0, 5, (20,))
+    spec, parts = _spec(net, x, y)
+    return net, x, y, spec, parts
+
+
+@pytest.mark.parametrize("batches", [1, 3])
+def test_channels_last_kernels_give_the_loop_values_whatever_the_chunking(batches):
+    from landscape.engine import Engine
+
+    net, x, y, spec, (names, v, w, centre) = _cnn_spec()
+    if batches > 1:
+        samples = Samples([(x[i::batches], y[i::batches]) for i in range(batches)],
+                          [len(x[i::batches]) for i in range(batches)])
+        x = torch.cat([x[i::batches] for i in range(batches)])
+        y = torch.cat([y[i::batches] for i in range(batches)])
+        spec = EngineSpec(net, spec.task, {}, samples, names, centre, v, w)
+    pts = np.random.default_rng(0).uniform(-1, 1, (7, 2))
+    ref = _naive(net, names, v, w, centre, x, y, pts, nn.CrossEntropyLoss())
+    cl = EngineSpec(**{**spec.__dict__, "memory_format": "channels_last"})
+    eng = Engine(cl)
+    assert eng.net.get_submodule("conv1").weight.is_contiguous(memory_format=torch.channels_last)
+    whole = eng.evaluate(pts)["loss"]
+    np.testing.assert_allclose(whole, ref, rtol=1e-5, atol=1e-6)
+    # the same bits however the points are split between calls and engines
+    split = np.concatenate([Engine(cl).evaluate(pts[:3])["loss"], Engine(cl).evaluate(pts[3:], start=3)["loss"]])
+    assert np.array_equal(whole, split)
+    # the caller's network keeps its layout
+    assert net.conv1.weight.is_contiguous()
+
+
+def test_the_plan_lays_convolution_kernels_out_channels_last_at_one_point_per_call():
+    net, x, y, spec, _ = _cnn_spec()
+    assert choose_plan(spec, n_points=16, mode={"points_per_call": 1}).memory_format == "contiguous"
+    monkey = _planner.CALL_BYTES
+    try:
+        _planner.CALL_BYTES = 0  # one point per call
+        one = choose_plan(spec, n_points=16, mode="heuristic")
+    finally:
+        _planner.CALL_BYTES = monkey
+    assert (one.points_per_call, one.memory_format) == (1, "channels_last")
+    assert one.metadata()["memory_format"] == "channels_last"
+    many = choose_plan(spec, n_points=16, mode="heuristic")  # a tiny CNN: several points per call
+    assert many.points_per_call > 1 and many.memory_format == "contiguous"
+    mlp = _spec(MLP(hidden=16), torch.rand(32, 64), torch.randint(0, 10, (32,)))[0]
+    assert choose_plan(mlp, n_points=16, mode={"points_per_call": 1}).memory_format == "contiguous"
+    given = {"points_per_call": 1, "memory_format": "channels_last"}
+    ls = landscape.compute_landscape(net, nn.CrossEntropyLoss(), (x, y), size=3, num_samples=20, plan=given)
+    assert ls.metadata["memory_format"] == "channels_last" and ls.metadata["plan"] == "given"
+    with pytest.raises(ValueError, match=r"plan\['memory_format'\].*channels_last"):
+        landscape.compute_landscape(net, nn.CrossEntropyLoss(), (x, y), size=3, num_samples=20,
+                                    plan={"points_per_call": 1, "memory_format": "nhwc"})
+
+
+def test_calibration_times_both_layouts_of_a_cnn(monkeypatch):
+    net, x, y, spec, _ = _cnn_spec()
+    monkeypatch.setattr(_planner, "CALIBRATE_FROM_WORK", 0)
+    monkeypatch.setattr(_planner, "CALL_BYTES", 0)  # one point per call: only layouts and batches compete
+    seen = []
+
+    def timed(trial, device, points):
+        seen.append((trial.points_per_call, trial.samples.sizes[0], trial.memory_format))
+        return 0.5 if trial.memory_format == "contiguous" else 1.0
+
+    monkeypatch.setattr(_planner, "_time_per_point", timed)
+    chosen = choose_plan(spec, n_points=10_000)
+    assert seen[0] == (1, 20, "channels_last") and (1, 20, "contiguous") in seen
+    assert chosen.memory_format == "contiguous" and chosen.how == "calibrated"
+    assert "p=1 batch=20 channels_last" in chosen.timings and "p=1 batch=20" in chosen.timings

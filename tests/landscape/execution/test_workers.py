@@ -23,7 +23,7 @@ from tests.landscape._helpers import children as _children
 @pytest.mark.parametrize("batched", [True, False])
 def test_one_and_two_workers_identical(trained, data, batched, monkeypatch):
     if not batched:
-        monkeypatch.setattr(_evaluate, "TARGET_WORK", 0)
+        monkeypatch.setattr(_evaluate, "CALL_BYTES", 0)
     net, traj = trained
     kw = dict(directions="pca", checkpoints=traj, size=7, num_samples=64)
     one = landscape.compute_landscape(net, nn.CrossEntropyLoss(), data, **kw)
@@ -45,7 +45,7 @@ class Exploding(nn.Module):
 
 @pytest.mark.parametrize("device_ids", [None, [0, 1]])
 def test_worker_exception_names_landscape_chunk_device(data, device_ids, monkeypatch):
-    monkeypatch.setattr(_evaluate, "TARGET_WORK", 0)
+    monkeypatch.setattr(_evaluate, "CALL_BYTES", 0)
     torch.manual_seed(0)
     net = Exploding()
     with torch.no_grad():
@@ -104,7 +104,7 @@ def test_killed_worker_fails_fast_naming_chunk_and_device_and_rerun_completes(su
     from landscape import SummaryLandscape
     from tests.landscape import _gen_task
 
-    monkeypatch.setattr(_evaluate, "TARGET_WORK", 0)
+    monkeypatch.setattr(_evaluate, "CALL_BYTES", 0)
     monkeypatch.setenv("LANDSCAPE_TEST_SLOW", "0.02")  # inherited by the workers
     monkeypatch.setenv("LANDSCAPE_FLUSH_SECONDS", "0")  # every chunk on disk at once
     out = tmp_path / "out"

@@ -42,7 +42,7 @@ def _done_counts(h5):
 @pytest.fixture
 def reference(summary_dir, tmp_path, monkeypatch):
     """An uninterrupted run (one point per call, as the interrupted runs)."""
-    monkeypatch.setattr(_evaluate, "TARGET_WORK", 0)
+    monkeypatch.setattr(_evaluate, "CALL_BYTES", 0)
     out = tmp_path / "reference"
     SummaryLandscape(summary_dir).gen_landscapes_with_multi_process(
         _gen_task.task, collect_landscape={"landscape_size": 12}, output=out)
@@ -89,7 +89,7 @@ def test_sigkill_midway_then_rerun_equals_uninterrupted_and_evaluates_only_missi
     assert before[TAGS[0]] is None  # finished before the kill
     assert 0 < before[TAGS[1]] < 147
     # the rerun, in this process: count the points the engine is asked for
-    monkeypatch.setattr(_evaluate, "TARGET_WORK", 0)
+    monkeypatch.setattr(_evaluate, "CALL_BYTES", 0)
     asked = []
     original = Engine.evaluate
     monkeypatch.setattr(Engine, "evaluate", lambda self, pts, start=0: asked.append(len(pts)) or
@@ -106,7 +106,7 @@ def test_sigkill_midway_then_rerun_equals_uninterrupted_and_evaluates_only_missi
 
 
 def test_rerun_of_a_finished_generation_evaluates_nothing(summary_dir, tmp_path, reference, monkeypatch):
-    monkeypatch.setattr(_evaluate, "TARGET_WORK", 0)
+    monkeypatch.setattr(_evaluate, "CALL_BYTES", 0)
     out = tmp_path / "reference"  # the fixture's finished output
     sl = SummaryLandscape(summary_dir)
     again = sl.gen_landscapes_with_multi_process(_gen_task.task, collect_landscape={"landscape_size": 12},
@@ -125,7 +125,7 @@ def test_rerun_of_a_finished_generation_evaluates_nothing(summary_dir, tmp_path,
     ("model", "model: "),
 ])
 def test_changed_input_is_refused_naming_what_differs(summary_dir, tmp_path, change, fragment, monkeypatch):
-    monkeypatch.setattr(_evaluate, "TARGET_WORK", 0)
+    monkeypatch.setattr(_evaluate, "CALL_BYTES", 0)
     out = tmp_path / "out"
     sl = SummaryLandscape(summary_dir)
     sl.gen_landscapes_with_multi_process(_gen_task.task, collect_landscape={"landscape_size": 12}, output=out)
@@ -154,7 +154,7 @@ def test_changed_input_is_refused_naming_what_differs(summary_dir, tmp_path, cha
 
 
 def test_unfinished_landscape_with_other_inputs_is_refused(summary_dir, tmp_path, monkeypatch):
-    monkeypatch.setattr(_evaluate, "TARGET_WORK", 0)
+    monkeypatch.setattr(_evaluate, "CALL_BYTES", 0)
     # however long the flush period, an interruption writes the points evaluated so far
     monkeypatch.setenv("LANDSCAPE_FLUSH_SECONDS", "1000")
     out = tmp_path / "out"

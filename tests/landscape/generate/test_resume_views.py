@@ -33,7 +33,7 @@ def _done(h5, tag):
 @pytest.mark.parametrize("view", sorted(VIEWS))
 def test_sigkill_midway_then_rerun_equals_uninterrupted(summary_dir, tmp_path, monkeypatch, view):
     args, kwargs, tag = VIEWS[view]
-    monkeypatch.setattr(_evaluate, "TARGET_WORK", 0)  # one point per call, as the killed run
+    monkeypatch.setattr(_evaluate, "CALL_BYTES", 0)  # one point per call, as the killed run
     ref_dir = tmp_path / "reference"
     SummaryLandscape(summary_dir).gen_landscapes_with_multi_process(_gen_task.task, output=ref_dir, **kwargs)
     reference = read_h5(ref_dir / "landscapes.h5")[tag]

@@ -58,7 +58,7 @@ def _all_names(net):
 def test_interpolation_ends_are_the_models_and_every_point_the_plain_loop(trained, data, models, batched,
                                                                            monkeypatch):
     if not batched:
-        monkeypatch.setattr(_evaluate, "TARGET_WORK", 0)
+        monkeypatch.setattr(_evaluate, "CALL_BYTES", 0)
     net, _ = trained
     x, y = data
     a, b, _ = models
