@@ -156,9 +156,18 @@ def batched_loss(loss_fn: Any, mean_loss: Callable) -> Callable:
     classes = isinstance(loss_fn, (nn.CrossEntropyLoss, nn.NLLLoss))
     ignore = getattr(loss_fn, "ignore_index", None)
 
+    # whether a label tensor holds ignore_index, checked once per tensor (a device sync per call saved): the
+    # engine passes the same label tensors at every call; held here so that their ids stay theirs
+    ignored: dict[int, tuple[torch.Tensor, bool]] = {}
+
     def flat(out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         if classes and not y.is_floating_point():
-            if bool(torch.as_tensor(y == ignore).any()):
+            hit = ignored.get(id(y))
+            if hit is None or hit[0] is not y:
+                if len(ignored) >= 64:  # streamed batches: new tensors every call
+                    ignored.clear()
+                hit = ignored[id(y)] = (y, bool(torch.as_tensor(y == ignore).any()))
+            if hit[1]:
                 return general(out, y)  # the mean skips ignored samples
         elif tuple(out.shape[1:]) != tuple(y.shape):
             return general(out, y)  # broadcasting between outputs and targets: keep it exact

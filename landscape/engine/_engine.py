@@ -44,7 +44,7 @@ from landscape.engine._batched import batched_loss, sequential_forward
 from landscape.engine._data import Samples
 from landscape.engine._folded import fold_network
 from landscape.engine._malloc import tune_malloc
-from landscape.engine._task import Supervised, batch_size, mean_loss, to_device
+from landscape.engine._task import Supervised, batch_size, mean_loss, slice_batch, to_device
 
 __all__ = ["Engine", "EngineSpec", "is_batch_metric", "is_point_metric", "BATCHINGS", "MEMORY_FORMATS"]
 _log = logging.getLogger("landscape")
@@ -220,6 +220,7 @@ class Engine:
         self.batching = spec.batching
         self.batching_used: str | None = None
         self._basis: torch.Tensor | None = None
+        self._group_idx: list[int] | None = None  # the moved parameters a group builds (None: all)
         self._targets: Any = None
 
     def _batch(self, i: int) -> Any:
@@ -309,14 +310,34 @@ class Engine:
         if kind == "folded":
             if sup is None or not self.eval_mode:
                 return None
-            folded = fold_network(net, names, self.c, self.v, self.w)
+            # an engine whose points all go through groups never needs the network itself: fold it in place
+            in_place = self.p > 1 and not self.batch_metrics and not self.point_metrics
+            folded = fold_network(net, names, self.c, self.v, self.w, copy=not in_place)
             if folded is None:
                 return None
             loss_f = batched_loss(sup.loss_fn, mean_loss)
 
+            # Parameters only the first layers read (linear in the point, computed from the inputs once) need
+            # not be built for every group: which ones the network reads is found once, on one sample.
+            x1 = sup.split(self._batch(0))[0]
+            x1 = slice_batch(x1, 1, size=batch_size(x1))
+            coef0 = torch.zeros(self.p, 3, device=self.device)
+            coef0[:, 0] = 1.0
+            centre = [c.unsqueeze(0).expand(self.p, *c.shape) for c in self.c]
+
+            def probe() -> None:
+                folded.set_points(names, centre, coef0, 1)
+                sup.outputs(folded, x1)
+
+            reads = folded.parameters_read(probe)
+            folded.ctx.cache.clear()  # (the probe's own products of the first layers)
+            folded.ctx.cache_bytes = 0
+            self._group_idx = [i for i, k in enumerate(names) if reads is None or k in reads]
+            built = [names[i] for i in self._group_idx]
+
             def fold(params: tuple, batch: Any, coef: torch.Tensor) -> Any:
                 x, y = sup.split(batch)
-                folded.set_points(names, params, coef, batch_size(x))
+                folded.set_points(built, params, coef, batch_size(x))
                 out = sup.outputs(folded, x)
                 p = coef.shape[0]
                 out = out.reshape(p, out.shape[0] // p, *out.shape[1:])
@@ -339,17 +360,19 @@ class Engine:
 
     def _forward_group(self, a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, list]:
         p = a.shape[0]
-        if self._basis is None:  # rows: centre, v, w, all moved parameters flattened
-            self._basis = torch.stack([torch.cat([t.reshape(-1) for t in ts]) if ts
+        fn = self._group_fn()
+        idx = self._group_idx if self._group_idx is not None else range(len(self.c))
+        if self._basis is None:  # rows: centre, v, w, the group's moved parameters flattened
+            self._basis = torch.stack([torch.cat([ts[i].reshape(-1) for i in idx]) if len(idx)
                                        else torch.zeros(0, device=self.device) for ts in (self.c, self.v, self.w)])
         # every point's parameters in one (p, 3) @ (3, P) product instead of 3 ops per tensor
         coef = torch.stack([torch.ones_like(a), a, b], dim=1)
         flat = coef @ self._basis
         params, o = [], 0
-        for c in self.c:
+        for i in idx:
+            c = self.c[i]
             params.append(flat[:, o:o + c.numel()].view(p, *c.shape))
             o += c.numel()
-        fn = self._group_fn()
         total: Any = None
         outs = []
         single = len(self.batches) == 1

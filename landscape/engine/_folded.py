@@ -27,7 +27,7 @@ numbers.
 
 from __future__ import annotations
 
-import copy
+import copy as _copy
 import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -55,6 +55,7 @@ class _Context:
         self.coef: torch.Tensor | None = None  # (p, 3): rows (1, a, b)
         self.cache: dict[tuple, tuple[torch.Tensor, torch.Size]] = {}
         self.cache_bytes = 0
+        self.reads: set[str] | None = None  # while not None, the moved parameters the leaves read
 
 
 class _Leaf(nn.Module):
@@ -73,8 +74,14 @@ class _Leaf(nn.Module):
     def param(self, name: str) -> torch.Tensor | None:
         """The parameter ``name`` at every point, ``(p, *shape)`` (a broadcast view when fixed)."""
         full = f"{self.prefix}{name}"
+        if self.ctx.reads is not None:
+            self.ctx.reads.add(full)
         if full in self.ctx.params:
             return self.ctx.params[full]
+        if name in self.planes:  # moved, but not among the parameters built for the group: built here
+            assert self.ctx.coef is not None
+            rows = torch.stack([t.reshape(-1) for t in self.planes[name]])
+            return (self.ctx.coef @ rows).view(self.ctx.p, *self.planes[name][0].shape)
         t = self.fixed.get(name)
         return None if t is None else t.unsqueeze(0).expand(self.ctx.p, *t.shape)
 
@@ -269,15 +276,21 @@ class FoldedNetwork:
     Parameters
     ----------
     net : nn.Module
-        The engine's network (its parameters hold the centre; it is copied, not changed).
+        The engine's network (its parameters hold the centre).
     planes : dict of str to (Tensor, Tensor, Tensor)
         ``(centre, v, w)`` of each moved parameter, on the device.
+    copy : bool, default=True
+        Fold a copy of ``net``; False replaces ``net``'s own layers (an engine that never
+        evaluates one point at a time saves the copy). Either way nothing is replaced when the
+        network cannot be folded.
     """
 
-    def __init__(self, net: nn.Module, planes: Mapping[str, tuple[torch.Tensor, torch.Tensor, torch.Tensor]]) -> None:
+    def __init__(self, net: nn.Module, planes: Mapping[str, tuple[torch.Tensor, torch.Tensor, torch.Tensor]],
+                 copy: bool = True) -> None:
         self.ctx = _Context()
-        self.net = copy.deepcopy(net)
+        self.net = _copy.deepcopy(net) if copy else net
         owners: dict[str, str] = {}
+        replacements: list[tuple[str, nn.Module]] = []
         for mod_name, module in list(self.net.named_modules()):
             own = [k for k, _ in module.named_parameters(recurse=False)]
             if not own:
@@ -298,10 +311,12 @@ class FoldedNetwork:
                 raise ValueError("batch norm in train mode mixes the samples of a batch")
             for k in own:
                 owners[f"{prefix}{k}"] = mod_name
-            self._replace(mod_name, folded(self.ctx, prefix, module, planes))
+            replacements.append((mod_name, folded(self.ctx, prefix, module, planes)))
         missing = [k for k in planes if k not in owners]
         if missing:
             raise ValueError(f"parameters {missing} are not owned by a foldable layer")
+        for mod_name, new in replacements:  # only once every layer is known to fold
+            self._replace(mod_name, new)
 
     def _replace(self, name: str, new: nn.Module) -> None:
         if not name:
@@ -316,6 +331,20 @@ class FoldedNetwork:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.net, name)
 
+    def parameters_read(self, run: Any) -> set[str] | None:
+        """The moved parameters the folded layers read while ``run()`` calls the network (the
+        first Linear or Conv on the model's inputs reads none: see :meth:`_Leaf.linear_in_point`),
+        or None when ``run`` fails."""
+        self.ctx.reads = set()
+        try:
+            run()
+            return set(self.ctx.reads)
+        except Exception as exc:  # an unusual forward: every parameter is built, as without this
+            _log.info("could not tell which parameters the folded layers read (%s)", exc)
+            return None
+        finally:
+            self.ctx.reads = None
+
     def set_points(self, names: Sequence[str], params: Sequence[torch.Tensor], coef: torch.Tensor, n: int) -> None:
         """The group's parameters (``(p, *shape)`` each, like ``names``), coefficients and batch size."""
         self.ctx.p = int(coef.shape[0])
@@ -325,10 +354,10 @@ class FoldedNetwork:
 
 
 def fold_network(net: nn.Module, names: Sequence[str], centre: Sequence[torch.Tensor], v: Sequence[torch.Tensor],
-                 w: Sequence[torch.Tensor]) -> FoldedNetwork | None:
+                 w: Sequence[torch.Tensor], copy: bool = True) -> FoldedNetwork | None:
     """A :class:`FoldedNetwork`, or None when this network cannot be folded (the reason is logged)."""
     try:
-        return FoldedNetwork(net, {k: (c, a, b) for k, c, a, b in zip(names, centre, v, w)})
+        return FoldedNetwork(net, {k: (c, a, b) for k, c, a, b in zip(names, centre, v, w)}, copy=copy)
     except ValueError as exc:
         _log.info("points cannot be folded into the batch: %s", exc)
         return None

@@ -128,3 +128,67 @@ def test_refused_where_folding_cannot_be_right():
     params = [p.detach() for p in bn.parameters()]
     zeros = [torch.zeros_like(p) for p in params]
     assert fold_network(bn, names, params, zeros, zeros) is None  # train-mode statistics mix samples
+
+
+class HalfFoldable(nn.Module):
+    """A foldable Linear before a GRU, which has no folded form."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 6)
+        self.gru = nn.GRU(6, 3, batch_first=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.gru(self.fc(x))[0][:, -1]
+
+
+def test_folding_in_place_replaces_nothing_when_a_layer_cannot_fold():
+    net = HalfFoldable()
+    names = [k for k, _ in net.named_parameters()]
+    params = [p.detach() for p in net.parameters()]
+    zeros = [torch.zeros_like(p) for p in params]
+    assert fold_network(net, names, params, zeros, zeros, copy=False) is None
+    assert type(net.fc) is nn.Linear and type(net.gru) is nn.GRU  # refused before any replacement
+    mlp = MLP(hidden=8).eval()
+    names = [k for k, _ in mlp.named_parameters()]
+    params = [p.detach() for p in mlp.parameters()]
+    zeros = [torch.zeros_like(p) for p in params]
+    folded = fold_network(mlp, names, params, zeros, zeros, copy=False)
+    assert folded is not None and folded.net is mlp and type(mlp.fc1) is not nn.Linear
+
+
+def test_point_metrics_beside_folded_groups_see_the_network_itself():
+    net = MLP(hidden=8)
+    x, y = torch.rand(12, 64), torch.randint(0, 10, (12,))
+    names, v, w, centre = _setup(net, x, y)
+    task = Supervised(nn.CrossEntropyLoss())
+
+    def point_loss(model, task_, samples, moved):  # needs the plain network at the point
+        assert type(model.fc1) is nn.Linear
+        return float(task_(model, samples.batches[0]))
+
+    point_loss.metric_inputs = "point"
+    samples = Samples([(x, y)], [12])
+    eng = Engine(EngineSpec(net, task, {"again": point_loss}, samples, names, centre, v, w, points_per_call=4,
+                            batching="folded"))
+    pts = np.random.default_rng(1).uniform(-1, 1, (6, 2))
+    res = eng.evaluate(pts)
+    assert eng.batching_used == "folded"
+    np.testing.assert_allclose(res["again"], res["loss"], rtol=1e-5)
+    np.testing.assert_allclose(res["loss"], _naive(net, names, v, w, centre, x, y, pts, nn.CrossEntropyLoss()),
+                               rtol=2e-5, atol=1e-6)
+
+
+def test_groups_build_only_the_parameters_the_folded_layers_read():
+    net = MLP(hidden=8)
+    x, y = torch.rand(12, 64), torch.randint(0, 10, (12,))
+    names, v, w, centre = _setup(net, x, y)
+    eng = Engine(EngineSpec(net, Supervised(nn.CrossEntropyLoss()), {}, Samples([(x, y)], [12]), names, centre, v, w,
+                            points_per_call=4, batching="folded"))
+    pts = np.random.default_rng(3).uniform(-1, 1, (5, 2))
+    got = eng.evaluate(pts)["loss"]
+    # fc1 sees the inputs themselves: its output is linear in the point and computed from three products,
+    # so its parameters are never built per point
+    assert [names[i] for i in eng._group_idx] == ["fc2.weight", "fc2.bias", "fc3.weight", "fc3.bias"]
+    np.testing.assert_allclose(got, _naive(net, names, v, w, centre, x, y, pts, nn.CrossEntropyLoss()),
+                               rtol=2e-5, atol=1e-6)
