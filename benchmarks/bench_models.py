@@ -128,7 +128,7 @@ def ours_points_per_s(model: torch.nn.Module, data: Any, task: Any, n: int, grid
                            eval_mode=eval_mode)
     dt = time.perf_counter() - t0
     peak_mb = max(0, _rss_kb("VmHWM") - base) / 1024
-    plan = {k: ls.metadata.get(k) for k in ("points_per_call", "eval_batch", "plan")}
+    plan = {k: ls.metadata.get(k) for k in ("points_per_call", "batching", "eval_batch", "memory_format", "plan")}
     return grid * grid / dt, plan, peak_mb
 
 
