@@ -42,6 +42,7 @@ from tqdm.auto import tqdm
 
 from landscape.engine._batched import batched_loss, sequential_forward
 from landscape.engine._data import Samples
+from landscape.engine._equivalents import replace_equivalents
 from landscape.engine._folded import fold_network
 from landscape.engine._malloc import tune_malloc
 from landscape.engine._task import Supervised, batch_size, mean_loss, slice_batch, to_device
@@ -179,6 +180,7 @@ class Engine:
         if self.device.type == "cpu":
             tune_malloc()  # the same activations freed and allocated every call: keep their pages
         net = copy.deepcopy(spec.network)
+        replace_equivalents(net)  # e.g. Hugging Face's gelu_new as one fused kernel (same function)
         net.load_state_dict(spec.centre)
         net.to(self.device)
         if spec.memory_format != "contiguous":
