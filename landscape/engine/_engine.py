@@ -44,6 +44,7 @@ from landscape.engine._batched import batched_loss, sequential_forward
 from landscape.engine._data import Samples
 from landscape.engine._equivalents import replace_equivalents
 from landscape.engine._folded import fold_network
+from landscape.engine._fuse import fuse_conv_bn
 from landscape.engine._malloc import tune_malloc
 from landscape.engine._task import Supervised, batch_size, mean_loss, slice_batch, to_device
 
@@ -224,6 +225,10 @@ class Engine:
         self._basis: torch.Tensor | None = None
         self._group_idx: list[int] | None = None  # the moved parameters a group builds (None: all)
         self._targets: Any = None
+        # one point per call in eval mode: convolution + batch norm pairs run as one convolution, its
+        # kernels rebuilt from the moved parameters at every point (the loss only: metrics see the network)
+        self.fused = fuse_conv_bn(net) if spec.eval_mode and self.p == 1 else None
+        self.run_net: Any = self.fused if self.fused is not None else net
 
     def _batch(self, i: int) -> Any:
         b = self.batches[i]
@@ -245,6 +250,8 @@ class Engine:
         if self.params:
             torch._foreach_copy_(self.params, self._row)
             torch._foreach_add_(self.params, self.v, alpha=a)
+        if self.fused is not None:
+            self.fused.refresh()
 
     def _forward_point(self, index: int) -> tuple[torch.Tensor, list[Any], dict[str, float]]:
         """The loss as a 0-d tensor, left on the device: reading it back (a sync and a
@@ -260,11 +267,11 @@ class Engine:
             if self.metrics:
                 assert self.sup is not None
                 x, y = self.sup.split(batch)
-                out = self.sup.outputs(self.net, x)
+                out = self.sup.outputs(self.run_net, x)
                 loss = self.sup.loss(out, y)
                 outs.append(out)
             else:
-                loss = self.task(self.net, batch)
+                loss = self.task(self.run_net, batch)
             if single:  # one batch: its mean is the loss
                 total = loss
             else:
