@@ -60,6 +60,10 @@ CALIBRATE_FROM_POINTS = 64
 CALIBRATE_POINT_WORK = 1e7
 #: ... and whose evaluation, timed at one point per call, takes at least this long
 CALIBRATE_FROM_SECONDS = 2.0
+#: Fewer points than this are never timed: one candidate (a warm-up call and a timed point, twice the
+#: time of a point) would already cost more than CALIBRATE_SHARE of the landscape (16 points of a
+#: ResNet-18 spent a quarter of their time choosing the evaluation batch).
+CALIBRATE_MIN_POINTS = 40
 #: At most this long is spent calibrating, whatever the landscape's size.
 CALIBRATE_MAX_S = 30.0
 #: Samples the candidates are timed on: the plans' ranking does not depend on how many
@@ -250,7 +254,8 @@ def choose_plan(spec: EngineSpec, *, n_points: int, device: str = "cpu", mode: A
     # fastest at 64-128 samples per batch on a CPU, MLPs at all of them; no size rule predicts it).
     # many points of real size, and not well under a second in all (then not even one point is worth timing)
     many = n_points >= CALIBRATE_FROM_POINTS and work >= max(n_points * CALIBRATE_POINT_WORK, CALIBRATE_FROM_WORK / 10)
-    if mode == "heuristic" or (not samples.merged and p == 1) or (work < CALIBRATE_FROM_WORK and not many):
+    if mode == "heuristic" or (not samples.merged and p == 1) or (work < CALIBRATE_FROM_WORK and not many) \
+            or n_points < CALIBRATE_MIN_POINTS:
         return heuristic
     # One point per call, timed on (at most CALIBRATE_SAMPLES of) the real samples, sets the budget.
     timed = _head(samples, CALIBRATE_SAMPLES)

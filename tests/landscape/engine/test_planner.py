@@ -177,3 +177,16 @@ def test_calibration_times_both_layouts_of_a_cnn(monkeypatch):
     assert seen[0] == (1, 20, "channels_last") and (1, 20, "contiguous") in seen
     assert chosen.memory_format == "contiguous" and chosen.how == "calibrated"
     assert "p=1 batch=20 channels_last" in chosen.timings and "p=1 batch=20" in chosen.timings
+
+
+def test_a_landscape_of_few_points_is_never_timed(monkeypatch):
+    torch.manual_seed(0)
+    spec, _ = _spec(MLP(hidden=16), torch.rand(64, 64), torch.randint(0, 10, (64,)))
+    monkeypatch.setattr(_planner, "CALIBRATE_FROM_WORK", 0)  # heavy enough, whatever its size
+
+    def never(*args, **kwargs):
+        raise AssertionError("timing one candidate would cost more than the share of 16 points")
+
+    monkeypatch.setattr(_planner, "_time_per_point", never)
+    assert choose_plan(spec, n_points=16).how == "heuristic"
+    assert choose_plan(spec, n_points=_planner.CALIBRATE_MIN_POINTS - 1).how == "heuristic"
