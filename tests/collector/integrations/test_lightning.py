@@ -211,15 +211,24 @@ def test_invalid_arguments_name_the_parameter(tmp_path):
 @pytest.mark.slow
 def test_ddp_spawn_writes_on_global_rank_zero_only(tmp_path):
     """Two CPU processes (gloo): one set of files, the lineage of a data-parallel run."""
-    run = tmp_path / "run"
     # this machine's shared memory refuses file-descriptor sharing of the loader's tensors
     torch.multiprocessing.set_sharing_strategy("file_system")
     try:
-        torch.manual_seed(0)
-        cb = LightningCollector(run, collect_freq=5, collect_specified_data={"collect_landscape": {
-            "unit": "epoch", "intervals": [[1, 2, 3]], "landscape_size": 5, "num_samples": 64}})
-        trainer = _lit.trainer(max_epochs=3, devices=2, strategy="ddp_spawn", callbacks=[cb])
-        trainer.fit(_lit.LitMLP(), digits_loader(64))
+        for attempt in range(2):
+            run = tmp_path / f"run{attempt}"
+            torch.manual_seed(0)
+            cb = LightningCollector(run, collect_freq=5, collect_specified_data={"collect_landscape": {
+                "unit": "epoch", "intervals": [[1, 2, 3]], "landscape_size": 5, "num_samples": 64}})
+            trainer = _lit.trainer(max_epochs=3, devices=2, strategy="ddp_spawn", callbacks=[cb])
+            try:
+                trainer.fit(_lit.LitMLP(), digits_loader(64))
+                break
+            except torch.multiprocessing.ProcessExitedException as exc:
+                # Seen once in three full CI runs on 2026-11-24: rank 1 aborted at interpreter exit, after
+                # `Trainer.fit` had finished ("terminate called without an active exception": gloo's
+                # teardown). One more whole run; a second abort fails the test.
+                if attempt or "SIGABRT" not in str(exc):
+                    raise
     finally:
         torch.multiprocessing.set_sharing_strategy("file_descriptor")
     files = sorted(p.name for p in run.iterdir() if p.is_file())
