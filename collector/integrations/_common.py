@@ -65,8 +65,25 @@ class CollectorAdapter:
     builds the collector again where it is asked for.
     """
 
-    def __init__(self, summary_dir: str | os.PathLike, **kwargs: Any) -> None:
-        self._collector_args: dict[str, Any] = dict(summary_dir=summary_dir, **kwargs)
+    def __init__(
+        self,
+        summary_dir: str | os.PathLike,
+        collect_freq: int = 10,
+        collect_specified_data: dict[str, Any] | None = None,
+        keep_default_action: bool = True,
+        custom_lineage_data: dict[str, str | int | float] | None = None,
+        collect_tensor_freq: int | None = None,
+        max_file_size: int | None = None,
+        export_options: dict[str, Any] | None = None,
+        *,
+        tensorboard_dir: str | os.PathLike | None = None,
+    ) -> None:
+        # SummaryCollector's arguments (num_process aside: the framework runs the training)
+        self._collector_args: dict[str, Any] = dict(
+            summary_dir=summary_dir, collect_freq=collect_freq, collect_specified_data=collect_specified_data,
+            keep_default_action=keep_default_action, custom_lineage_data=custom_lineage_data,
+            collect_tensor_freq=collect_tensor_freq, max_file_size=max_file_size, export_options=export_options,
+            tensorboard_dir=tensorboard_dir)
         self._sc: SummaryCollector | None = SummaryCollector(**self._collector_args) if launch_rank() == 0 else None
         self._training = False  # between the framework's train-begin and train-end hooks
 

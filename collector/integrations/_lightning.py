@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 from typing import Any
 
 import torch
@@ -76,31 +75,17 @@ collect_tensor_freq, max_file_size, export_options, tensorboard_dir
     >>> trainer.fit(LitMLP(), digits_loader(64))                               # doctest: +SKIP
     """
 
-    def __init__(
-        self,
-        summary_dir: str | os.PathLike,
-        collect_freq: int = 10,
-        collect_specified_data: dict[str, Any] | None = None,
-        keep_default_action: bool = True,
-        custom_lineage_data: dict[str, str | int | float] | None = None,
-        collect_tensor_freq: int | None = None,
-        max_file_size: int | None = None,
-        export_options: dict[str, Any] | None = None,
-        *,
-        tensorboard_dir: str | os.PathLike | None = None,
-    ) -> None:
-        CollectorAdapter.__init__(
-            self, summary_dir, collect_freq=collect_freq, collect_specified_data=collect_specified_data,
-            keep_default_action=keep_default_action, custom_lineage_data=custom_lineage_data,
-            collect_tensor_freq=collect_tensor_freq, max_file_size=max_file_size, export_options=export_options,
-            tensorboard_dir=tensorboard_dir)
-        self._training = False
-        self._reset_step()
+    # the step's accumulators, between two optimizer steps (reset at each fit's start; see _reset_step)
+    _loss_sum: Any = None
+    _loss_n = 0
+    _inputs: Any = None
+    _last_global_step = 0
+    _last_batch_idx = -1
 
     def _reset_step(self) -> None:
-        self._loss_sum: Any = None  # the micro-batch losses since the last optimizer step
+        self._loss_sum = None  # the micro-batch losses since the last optimizer step
         self._loss_n = 0
-        self._inputs: Any = None
+        self._inputs = None
         self._last_global_step = 0
         self._last_batch_idx = -1
 

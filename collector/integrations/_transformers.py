@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import os
 from typing import Any
 
 import torch
@@ -66,26 +65,6 @@ collect_tensor_freq, max_file_size, export_options, tensorboard_dir
     >>> Trainer(model, TrainingArguments("out", max_steps=20, logging_steps=1),   # doctest: +SKIP
     ...         train_dataset=data, callbacks=[cb]).train()
     """
-
-    def __init__(
-        self,
-        summary_dir: str | os.PathLike,
-        collect_freq: int = 10,
-        collect_specified_data: dict[str, Any] | None = None,
-        keep_default_action: bool = True,
-        custom_lineage_data: dict[str, str | int | float] | None = None,
-        collect_tensor_freq: int | None = None,
-        max_file_size: int | None = None,
-        export_options: dict[str, Any] | None = None,
-        *,
-        tensorboard_dir: str | os.PathLike | None = None,
-    ) -> None:
-        CollectorAdapter.__init__(
-            self, summary_dir, collect_freq=collect_freq, collect_specified_data=collect_specified_data,
-            keep_default_action=keep_default_action, custom_lineage_data=custom_lineage_data,
-            collect_tensor_freq=collect_tensor_freq, max_file_size=max_file_size, export_options=export_options,
-            tensorboard_dir=tensorboard_dir)
-        self._training = False
 
     def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, optimizer: Any = None,
                        train_dataloader: Any = None, **kwargs: Any) -> None:

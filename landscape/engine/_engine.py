@@ -339,8 +339,6 @@ class Engine:
                 sup.outputs(folded, x1)
 
             reads = folded.parameters_read(probe)
-            folded.ctx.cache.clear()  # (the probe's own products of the first layers)
-            folded.ctx.cache_bytes = 0
             self._group_idx = [i for i, k in enumerate(names) if reads is None or k in reads]
             built = [names[i] for i in self._group_idx]
 

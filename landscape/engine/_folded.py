@@ -334,7 +334,7 @@ class FoldedNetwork:
     def parameters_read(self, run: Any) -> set[str] | None:
         """The moved parameters the folded layers read while ``run()`` calls the network (the
         first Linear or Conv on the model's inputs reads none: see :meth:`_Leaf.linear_in_point`),
-        or None when ``run`` fails."""
+        or None when ``run`` fails. What ``run`` cached of the first layers is dropped."""
         self.ctx.reads = set()
         try:
             run()
@@ -344,6 +344,8 @@ class FoldedNetwork:
             return None
         finally:
             self.ctx.reads = None
+            self.ctx.cache.clear()  # the probe's own products of the first layers
+            self.ctx.cache_bytes = 0
 
     def set_points(self, names: Sequence[str], params: Sequence[torch.Tensor], coef: torch.Tensor, n: int) -> None:
         """The group's parameters (``(p, *shape)`` each, like ``names``), coefficients and batch size."""
