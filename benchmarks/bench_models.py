@@ -38,7 +38,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _models import MODELS, workload  # noqa: E402
 
 from landscape import compute_landscape  # noqa: E402
-from landscape.engine import collect, slice_batch, to_device  # noqa: E402
+from landscape.engine import collect  # noqa: E402
+from landscape.tasks import slice_batch, to_device  # noqa: E402
 
 
 def _rss_kb(field: str) -> int:

@@ -66,8 +66,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _models import workload  # noqa: E402
 
 from landscape import compute_landscape  # noqa: E402
-from landscape.engine import Engine, EngineSpec, Samples, Supervised  # noqa: E402
+from landscape.engine import Engine, EngineSpec, Samples  # noqa: E402
 from landscape.examples import MLP, digits_tensors  # noqa: E402
+from landscape.tasks import Supervised  # noqa: E402
 
 
 # -- Li et al.'s per-point loop (a port of net_plotter.py and evaluation.py) -----------------

@@ -15,6 +15,7 @@ from landscape.cli._pipeline import (
     run_pipeline,
     validate_config,
 )
+from landscape.engine import tune_malloc
 
 __all__ = ["run_demo", "run_config"]
 
@@ -46,6 +47,7 @@ def _print_results(results: dict[str, Any], started: float) -> None:
 
 def run_demo(args: argparse.Namespace) -> int:
     """``landscape demo [--out DIR] [--size N]``."""
+    tune_malloc(owned=True)  # the command's process is ours: see landscape/engine/_malloc.py
     started = time.perf_counter()
     cfg = DEMO_CONFIG
     if args.size:
@@ -58,6 +60,7 @@ def run_demo(args: argparse.Namespace) -> int:
 
 def run_config(args: argparse.Namespace) -> int:
     """``landscape run CONFIG.toml [--out DIR]``."""
+    tune_malloc(owned=True)
     started = time.perf_counter()
     if not args.config.is_file():
         raise UsageError(f"no configuration file at {str(args.config)!r}")

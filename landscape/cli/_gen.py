@@ -14,6 +14,7 @@ from collector.train import get_metric
 from landscape.cli._common import UsageError, describe
 from landscape.cli._stamp import record_finished
 from landscape.curvature import EIGEN_RATIO, EigenRatio
+from landscape.engine import tune_malloc
 from landscape.generate import SummaryLandscape
 
 __all__ = ["run_gen", "load_task", "with_eigen_ratio"]
@@ -61,6 +62,7 @@ def run_gen(args: argparse.Namespace, stamp_key: str | None = None) -> int:
     """Generate the landscapes of a summary directory and report what was evaluated; with
     ``stamp_key`` (:func:`landscape.cli._stamp.command_key`) record the finished run."""
     started = time.perf_counter()
+    tune_malloc(owned=True)  # the command's process is ours: see landscape/engine/_malloc.py
     callback_fn = load_task(args.task)
     if getattr(args, "eigen_ratio", False):
         callback_fn = with_eigen_ratio(callback_fn)
@@ -76,6 +78,7 @@ def run_gen(args: argparse.Namespace, stamp_key: str | None = None) -> int:
         normalization=args.normalization, ignore=args.ignore, seed=args.seed,
         restart=args.restart, distributed=args.distributed, view=args.view, between=args.between,
         second=args.second, x=args.x, y=args.y, include=args.include, biasbn=args.biasbn,
+        plan=getattr(args, "plan", "auto"), bn_statistics=getattr(args, "bn_statistics", "clamped"),
     )
     if int(os.environ.get("RANK", "0")) != 0:  # under torchrun, rank 0 reports
         return 0

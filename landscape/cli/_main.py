@@ -118,6 +118,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="start the landscapes over instead of resuming what landscapes.h5 holds of them")
     p.add_argument("--distributed", action=argparse.BooleanOptionalAction, default=None,
                    help="share the work between torch.distributed processes (default: when run under torchrun)")
+    p.add_argument("--plan", choices=("auto", "tune"), default="auto",
+                   help="how points are evaluated: auto (default) never times, so the same command gives the same "
+                        "values bit for bit; tune times the candidates on the data and records the fastest in "
+                        "landscapes.h5 (reused by a rerun, a resume and every rank)")
+    p.add_argument("--bn-statistics", choices=("clamped", "affine", "a", "recompute"), default="clamped",
+                   help="views through checkpoints: batch-norm statistics carried with the parameters, variances "
+                        "clamped at zero (default); as they are; kept at A's; or estimated again at every point")
 
     p = sub.add_parser("plot", help="draw the landscapes of a summary directory, events file or landscapes.h5")
     p.add_argument("path", type=Path)

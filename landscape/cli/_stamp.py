@@ -28,7 +28,7 @@ from typing import Any
 
 from collector.trajectory import CKPT_DIR, METADATA_FILE, file_digest
 from landscape.cli._common import describe
-from landscape.io._h5 import H5_NAME, read_gen_stamp, read_h5, write_gen_stamp
+from landscape.io import H5_NAME, read_gen_stamp, read_h5, write_gen_stamp
 
 __all__ = ["command_key", "finished_run", "record_finished"]
 

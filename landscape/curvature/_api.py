@@ -15,8 +15,9 @@ from collector.common import InstanceOf, Interval, InvalidParameterError, Option
 from landscape.curvature._hvp import HessianOperator
 from landscape.curvature._lanczos import lanczos
 from landscape.curvature._trace import Trace, hutchinson
-from landscape.engine import Samples, as_task, collect
-from landscape.geometry._state import moved_names
+from landscape.engine import Samples, collect
+from landscape.geometry import moved_names
+from landscape.tasks import as_task
 
 __all__ = ["HessianEigen", "hessian_eigs", "hessian_trace", "top_eigenpairs", "DEFAULT_TOL", "DEFAULT_MAX_ITER"]
 

@@ -1,6 +1,6 @@
 """Exact Hessian-vector products of the loss over the evaluation samples (private).
 
-The loss is the task's (``task(model, batch) -> loss``, :mod:`landscape.engine._task`),
+The loss is the task's (``task(model, batch) -> loss``, :mod:`landscape.tasks`),
 over exactly the samples the landscape uses, batches weighted by their sizes; the
 Hessian is taken with respect to the moved parameters only (every other parameter and
 every buffer is a constant). ``H v`` is forward-over-reverse: ``torch.func.jvp`` of
@@ -23,7 +23,7 @@ from torch import nn
 from torch.func import functional_call, grad, jvp, vjp
 
 from landscape.engine import Samples
-from landscape.engine._task import _map_tensors
+from landscape.tasks import map_tensors
 
 __all__ = ["HessianOperator"]
 
@@ -43,7 +43,7 @@ class _Bound:
 
 def _cast(batch: Any, device: torch.device, dtype: torch.dtype) -> Any:
     """The batch on ``device`` with its floating-point tensors in ``dtype`` (labels kept)."""
-    return _map_tensors(batch, lambda t: t.to(device, dtype) if t.is_floating_point() else t.to(device))
+    return map_tensors(batch, lambda t: t.to(device, dtype) if t.is_floating_point() else t.to(device))
 
 
 class HessianOperator:

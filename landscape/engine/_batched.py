@@ -42,20 +42,22 @@ def _leaves(module: nn.Module, prefix: str) -> list[tuple[str, nn.Module]] | Non
 
 
 def sequential_forward(net: nn.Module, names: Sequence[str], eval_mode: bool,
-                       planes: Sequence[Sequence[torch.Tensor]] | None = None) -> Callable | None:
+                       planes: Sequence[Sequence[torch.Tensor]] | None = None) -> Callable:
     """``fn(params, x, coef) -> outputs (points, n, ...)`` for ``params`` batched like
-    ``names`` and ``coef`` the (points, 3) rows ``(1, a, b)``, or None when ``net`` is not a
-    stack this module knows how to batch. ``planes`` = (centre, v, w) lists like ``names``.
+    ``names`` and ``coef`` the (points, 3) rows ``(1, a, b)``; a ``ValueError`` saying why
+    when ``net`` is not a stack this module knows how to batch (nothing is run).
+    ``planes`` = (centre, v, w) lists like ``names``.
 
     The first layer is linear in the point: ``x (c + a v + b w)^T = x c^T + a x v^T + b x w^T``.
     Its three products with the shared inputs are computed once, and each call combines
     them with one (points, 3) product instead of one GEMM per point; the other layers need
     the point's own weights."""
-    if not eval_mode or type(net) is not nn.Sequential:
-        return None
-    leaves = _leaves(net, "")
+    if not eval_mode:
+        raise ValueError("train mode (dropout and batch statistics differ per call)")
+    leaves = _leaves(net, "") if type(net) is nn.Sequential else None
     if not leaves:
-        return None
+        raise ValueError(f"the network ({type(net).__name__}) is not an nn.Sequential of Linear layers and "
+                         "element-wise activations")
     index = {k: i for i, k in enumerate(names)}
     shared: list[nn.Module] = []  # run once on the inputs: nothing moved up to here
     steps: list[tuple[str, Any, Any]] = []
@@ -69,14 +71,14 @@ def sequential_forward(net: nn.Module, names: Sequence[str], eval_mode: bool,
             w = index.get(wk, mod.weight)
             b = None if mod.bias is None else index.get(bk, mod.bias)
             steps.append(("linear", w, b))
-        elif isinstance(mod, _ELEMENTWISE) or (isinstance(mod, nn.Dropout) and not mod.training):
-            if any(True for _ in mod.parameters()) or any(True for _ in mod.buffers()):
-                return None
+        elif (isinstance(mod, _ELEMENTWISE) or (isinstance(mod, nn.Dropout) and not mod.training)) and not (
+                any(True for _ in mod.parameters()) or any(True for _ in mod.buffers())):
             steps.append(("act", mod, None))
         else:
-            return None
+            raise ValueError(f"layer {prefix.rstrip('.')!r} ({type(mod).__name__}) is neither Linear nor a "
+                             "parameter-free element-wise activation")
     if not any(s[0] == "linear" for s in steps):
-        return None
+        raise ValueError("no Linear layer moves")
 
     def pick(ref: Any, params: Sequence[torch.Tensor], p: int) -> torch.Tensor:
         # moved parameters come batched; fixed ones are broadcast (a view, no copy)
@@ -147,7 +149,13 @@ def batched_loss(loss_fn: Any, mean_loss: Callable) -> Callable:
     def one(out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         return mean_loss(loss_fn(out, y), out.shape[0], loss_fn)
 
-    general = vmap(one, in_dims=(0, None))
+    def looped(out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return torch.stack([one(out[i], y) for i in range(out.shape[0])])
+
+    # the losses above have batching rules; another (MultiMarginLoss, a user's function) may not, and would
+    # run point by point under vmap anyway, with PyTorch's warning about the performance drop
+    general = vmap(one, in_dims=(0, None)) if type(loss_fn) in _PER_SAMPLE else looped
+
     if type(loss_fn) not in _PER_SAMPLE or getattr(loss_fn, "weight", None) is not None \
             or getattr(loss_fn, "pos_weight", None) is not None:
         return general

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from landscape.engine._task import _map_tensors, batch_size, slice_batch, to_device
+from landscape.tasks import batch_size, map_tensors, slice_batch, to_device
 
 __all__ = ["Samples", "collect", "collate"]
 
@@ -33,7 +33,7 @@ def _leaves(obj: Any) -> list[torch.Tensor]:
         out.append(t)
         return t
 
-    _map_tensors(obj, keep)
+    map_tensors(obj, keep)
     return out
 
 
@@ -124,10 +124,10 @@ class Samples:
             return self
         pin = lambda t: t.pin_memory() if t.device.type == "cpu" else t
         if self._whole is not None:
-            whole = _map_tensors(self._whole, pin)
+            whole = map_tensors(self._whole, pin)
             return Samples([slice_batch(whole, s + k, s, size=self.n) for s, k in _offsets(self.sizes)],
                            list(self.sizes), merged=True, _whole=whole)
-        return Samples([_map_tensors(b, pin) for b in self.batches], list(self.sizes))
+        return Samples([map_tensors(b, pin) for b in self.batches], list(self.sizes))
 
 
 def _offsets(sizes: list[int]) -> list[tuple[int, int]]:
@@ -145,7 +145,7 @@ class _Buffers:
         self.signature = _signature(first, n)
         self.total = total
         self.filled = 0
-        self.whole = _map_tensors(first, lambda t: torch.empty((total, *t.shape[1:]), dtype=t.dtype)
+        self.whole = map_tensors(first, lambda t: torch.empty((total, *t.shape[1:]), dtype=t.dtype)
                                   if t.dim() > 0 and t.shape[0] == n else t.clone())
 
     def add(self, batch: Any, n: int) -> bool:
@@ -183,7 +183,7 @@ def collect(data: Any, num_samples: int | None, task: Any = None, *, caller: str
     data : (Tensor, Tensor), DataLoader, iterable of batches, or map-style Dataset
         An ``(inputs, labels)`` pair of tensors is one batch; a Dataset is read through a
         ``DataLoader(batch_size=256)`` in order. Batches may be any structure (see
-        :mod:`landscape.engine._task`).
+        :mod:`landscape.tasks`).
     num_samples : int or None
         Exactly this many samples are used for every point; ``None`` takes all.
     task : task, optional
@@ -235,7 +235,7 @@ def collect(data: Any, num_samples: int | None, task: Any = None, *, caller: str
             n = num_samples - have
         if n <= 0:
             break
-        batch = _map_tensors(batch, lambda t: t.detach().cpu())
+        batch = map_tensors(batch, lambda t: t.detach().cpu())
         if total is not None and have == 0:
             buffers = _Buffers(batch, n, total)
         if buffers is not None and not buffers.add(batch, n):

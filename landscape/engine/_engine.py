@@ -2,11 +2,11 @@
 
 The centre's state is loaded once; per point the moved parameters are set in place
 from the centre and the two directions with ``torch._foreach`` ops under
-``torch.inference_mode``, and the task (:mod:`landscape.engine._task`) computes the loss
+``torch.inference_mode``, and the task (:mod:`landscape.tasks`) computes the loss
 over the evaluation batches. When one point is little work, ``points_per_call`` points
 are evaluated in one call: their parameters built by one small matrix product, then a
-direct batched forward for plain stacks of layers (``_batched``) or the task through
-``torch.func.functional_call`` + ``torch.vmap`` for any other network. Losses stay on the
+way of the plan's (:mod:`landscape.engine._batching`: a direct batched forward for plain
+stacks of layers, the points folded into the batch, or ``torch.vmap``). Losses stay on the
 device and are read back once per chunk, not once per point (a sync and a Python float
 each). Every point's arithmetic depends only on its coordinates and the plan
 (``points_per_call``, the evaluation batches), never on how points are split between
@@ -30,29 +30,26 @@ from __future__ import annotations
 
 import copy
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
-from torch.func import functional_call, vmap
 from tqdm.auto import tqdm
 
-from landscape.engine._batched import batched_loss, sequential_forward
+from landscape.engine._batching import WAYS
 from landscape.engine._data import Samples
 from landscape.engine._equivalents import replace_equivalents
-from landscape.engine._folded import fold_network
 from landscape.engine._fuse import fuse_conv_bn
-from landscape.engine._malloc import tune_malloc
-from landscape.engine._task import Supervised, batch_size, mean_loss, slice_batch, to_device
+from landscape.tasks import Supervised, to_device
 
-__all__ = ["Engine", "EngineSpec", "is_batch_metric", "is_point_metric", "BATCHINGS", "MEMORY_FORMATS"]
+__all__ = ["Engine", "EngineSpec", "is_batch_metric", "is_point_metric", "MEMORY_FORMATS", "Progress"]
 _log = logging.getLogger("landscape")
 
-#: The ways a group of points runs, in the order they are tried.
-BATCHINGS = ("sequential", "folded", "vmap")
+#: ``progress(k)``: k more points of a chunk evaluated (a progress bar's update).
+Progress = Callable[[int], None]
 #: Part of a CUDA device's memory the samples may take before they are streamed from the host.
 DEVICE_DATA_SHARE = 0.25
 
@@ -94,7 +91,7 @@ class EngineSpec:
     network : nn.Module
         The architecture (copied by each engine; the caller's module is never modified).
     task : callable
-        ``task(model, batch) -> loss`` (:mod:`landscape.engine._task`).
+        ``task(model, batch) -> loss`` (:mod:`landscape.tasks`).
     metrics : dict of str to metric
         Extra values per point: ``metric(outputs, targets)`` (or objects with
         clear/update/eval) with a :class:`Supervised` task, batch metrics
@@ -112,8 +109,8 @@ class EngineSpec:
     points_per_call : int
         The plan (see :func:`plan`): points per forward call.
     batching : {"sequential", "folded", "vmap"} or None
-        How a group of points runs (see :meth:`Engine._group_fn`); None takes the first that
-        applies.
+        How a group of points runs (:data:`landscape.engine._batching.WAYS`); None takes the
+        first that applies.
     memory_format : {"contiguous", "channels_last"}
         The layout of the network's 4-D parameters (convolution kernels) at one point per
         call: with channels-last kernels every convolution's output is channels-last too,
@@ -122,6 +119,13 @@ class EngineSpec:
         rounding only; every point uses the same layout, so chunking never changes them.
     seed : int
         Seeds train-mode randomness per point (dropout) when ``eval_mode`` is False.
+    bn_statistics : {"clamped", "affine", "a", "recompute"} or None
+        On views through models, how batch-norm running statistics follow the point
+        (:attr:`landscape.geometry.Geometry.bn_statistics`): moved with the parameters and
+        the variances clamped at zero ("clamped"), moved as they are ("affine"), left as the
+        centre's ("a"), or estimated again at every point from the samples ("recompute":
+        each batch-norm layer's running mean and variance averaged over every evaluation
+        batch in train mode, as Garipov et al.'s ``bn_update``; one point per call).
     stream : bool or None
         Keep the samples in host memory and copy one batch at a time; None (default)
         decides per device: on a CUDA device when they take more than a quarter of its
@@ -143,27 +147,11 @@ class EngineSpec:
     stream: bool | None = None
     batching: str | None = None
     memory_format: str = "contiguous"
+    bn_statistics: str | None = None
 
 
 #: The layouts :attr:`EngineSpec.memory_format` names.
 MEMORY_FORMATS = {"contiguous": torch.contiguous_format, "channels_last": torch.channels_last}
-
-
-class _Bound:
-    """The network with a point's parameters: calling it is ``functional_call`` (for vmap).
-
-    The task receives this in place of the module; attribute reads (``model.config``) go
-    to the network itself.
-    """
-
-    def __init__(self, net: nn.Module, params: dict[str, torch.Tensor]) -> None:
-        self._net, self._params = net, params
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return functional_call(self._net, self._params, args, kwargs)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._net, name)
 
 
 class Engine:
@@ -178,8 +166,6 @@ class Engine:
 
     def __init__(self, spec: EngineSpec, device: str | torch.device = "cpu") -> None:
         self.device = torch.device(device)
-        if self.device.type == "cpu":
-            tune_malloc()  # the same activations freed and allocated every call: keep their pages
         net = copy.deepcopy(spec.network)
         replace_equivalents(net)  # e.g. Hugging Face's gelu_new as one fused kernel (same function)
         net.load_state_dict(spec.centre)
@@ -205,7 +191,9 @@ class Engine:
         self.batches, self.sizes = list(samples.batches), list(samples.sizes)
         self.offsets = [int(sum(self.sizes[:i])) for i in range(len(self.sizes))]
         self.n = samples.n
-        self.p = int(spec.points_per_call) if spec.eval_mode else 1
+        self.bn_statistics = spec.bn_statistics
+        recompute = spec.bn_statistics == "recompute"
+        self.p = int(spec.points_per_call) if spec.eval_mode and not recompute else 1
         # moved tensors are parameters, and on an interpolation also floating-point buffers
         # (batch-norm statistics), so that its ends are the two models exactly
         named = {**dict(net.named_buffers()), **dict(net.named_parameters())}
@@ -217,6 +205,13 @@ class Engine:
         self.w = [torch.empty_like(c, dtype=torch.float32).copy_(t) for c, t in zip(self.c, spec.w)]
         self.buffers = list(net.buffers())
         self.buffers0 = [b.detach().clone() for b in self.buffers]
+        # running variances moved with the point, clamped at zero ("clamped"): past the models a
+        # variance carried affinely can turn negative, and batch norm divides by its square root
+        bns = [(n, m) for n, m in net.named_modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+        var_names = {f"{n}.running_var" if n else "running_var" for n, _ in bns}
+        self.clamp_idx = [i for i, k in enumerate(self.names) if k in var_names] \
+            if spec.bn_statistics == "clamped" else []
+        self.recompute_bns = [m for _, m in bns if m.track_running_stats] if recompute else []
         self._row_b: float | None = None
         self._row: list[torch.Tensor] | tuple[torch.Tensor, ...] = []
         self._batched: Any = None
@@ -229,8 +224,11 @@ class Engine:
         # kernels rebuilt from the moved parameters at every point (the loss only: metrics see the network)
         self.fused = fuse_conv_bn(net) if spec.eval_mode and self.p == 1 else None
         self.run_net: Any = self.fused if self.fused is not None else net
+        #: the modules a call runs (a probe watches them to name a failing layer)
+        self.run_modules: nn.Module = self.fused.module if self.fused is not None else net
 
-    def _batch(self, i: int) -> Any:
+    def batch(self, i: int) -> Any:
+        """Evaluation batch ``i``, on the device."""
         b = self.batches[i]
         return to_device(b, self.device, non_blocking=True) if self.stream else b
 
@@ -238,7 +236,7 @@ class Engine:
         """The targets of every batch, concatenated (for the (outputs, targets) metrics)."""
         if self._targets is None:
             assert self.sup is not None
-            parts = [self.sup.split(self._batch(i))[1] for i in range(len(self.batches))]
+            parts = [self.sup.split(self.batch(i))[1] for i in range(len(self.batches))]
             self._targets = parts[0] if len(parts) == 1 else torch.cat(parts)
         return self._targets
 
@@ -250,8 +248,28 @@ class Engine:
         if self.params:
             torch._foreach_copy_(self.params, self._row)
             torch._foreach_add_(self.params, self.v, alpha=a)
+        if self.clamp_idx:
+            torch._foreach_clamp_min_([self.params[i] for i in self.clamp_idx], 0.0)
+        if self.recompute_bns:
+            self._recompute_statistics()
         if self.fused is not None:
             self.fused.refresh()
+
+    def _recompute_statistics(self) -> None:
+        """Every batch-norm layer's running statistics estimated again at this point: the average
+        over all evaluation batches (momentum None) of the batch statistics, in train mode."""
+        saved = [(m, m.momentum, m.training) for m in self.recompute_bns]
+        try:
+            for m in self.recompute_bns:
+                m.reset_running_stats()
+                m.momentum = None
+                m.train()
+            for i in range(len(self.batches)):
+                self.task(self.net, self.batch(i))
+        finally:
+            for m, momentum, training in saved:
+                m.momentum = momentum
+                m.train(training)
 
     def _forward_point(self, index: int) -> tuple[torch.Tensor, list[Any], dict[str, float]]:
         """The loss as a 0-d tensor, left on the device: reading it back (a sync and a
@@ -261,7 +279,7 @@ class Engine:
         extra = dict.fromkeys(self.batch_metrics, 0.0)
         single = len(self.batches) == 1
         for i, k in enumerate(self.sizes):
-            batch = self._batch(i)
+            batch = self.batch(i)
             if not self.eval_mode:
                 torch.manual_seed(self.seed + 7919 * index + self.offsets[i])
             if self.metrics:
@@ -286,88 +304,27 @@ class Engine:
         return total, outs, {k: v / self.n for k, v in extra.items()}
 
     # -- several points per call --------------------------------------------------
-    def _group_fn(self) -> Any:
+    def group_fn(self) -> Any:
         """``fn(params, batch, coef) -> (losses (p,), [outputs])`` for a group of points, built once:
-        the plan's ``batching``, or the first that applies of a direct forward for plain stacks of
-        layers ("sequential"), points folded into the batch ("folded") and vmap ("vmap")."""
+        the plan's ``batching``, or the first way of :data:`~landscape.engine._batching.WAYS` that
+        applies. A way that does not apply raises a ``ValueError`` saying why."""
         if self._batched is not None:
             return self._batched
-        kinds = [self.batching] if self.batching is not None else list(BATCHINGS)
+        kinds = [self.batching] if self.batching is not None else list(WAYS)
+        reasons = []
         for kind in kinds:
-            fn = self._build_group_fn(kind)
-            if fn is not None:
-                self._batched, self.batching_used = fn, kind
+            way = WAYS[kind]
+            why = way.unavailable(self)
+            if why is None:
+                fn, idx = way.build(self)
+                self._batched, self._group_idx, self.batching_used = fn, idx, kind
                 return fn
-        raise ValueError(f"batching {self.batching!r} does not apply to this network and task")
-
-    def _build_group_fn(self, kind: str) -> Any:
-        net, names, keep, sup = self.net, self.names, bool(self.metrics), self.sup
-        if kind == "sequential":
-            fwd = sequential_forward(net, names, self.eval_mode, (self.c, self.v, self.w)) \
-                if sup is not None and sup.plain else None
-            if fwd is None:
-                return None
-            assert sup is not None
-            loss_b = batched_loss(sup.loss_fn, mean_loss)
-
-            def direct(params: tuple, batch: Any, coef: torch.Tensor) -> Any:
-                x, y = sup.split(batch)
-                out = fwd(params, x, coef)
-                return (loss_b(out, y), out) if keep else (loss_b(out, y),)
-
-            return direct
-        if kind == "folded":
-            if sup is None or not self.eval_mode:
-                return None
-            # an engine whose points all go through groups never needs the network itself: fold it in place
-            in_place = self.p > 1 and not self.batch_metrics and not self.point_metrics
-            folded = fold_network(net, names, self.c, self.v, self.w, copy=not in_place)
-            if folded is None:
-                return None
-            loss_f = batched_loss(sup.loss_fn, mean_loss)
-
-            # Parameters only the first layers read (linear in the point, computed from the inputs once) need
-            # not be built for every group: which ones the network reads is found once, on one sample.
-            x1 = sup.split(self._batch(0))[0]
-            x1 = slice_batch(x1, 1, size=batch_size(x1))
-            coef0 = torch.zeros(self.p, 3, device=self.device)
-            coef0[:, 0] = 1.0
-            centre = [c.unsqueeze(0).expand(self.p, *c.shape) for c in self.c]
-
-            def probe() -> None:
-                folded.set_points(names, centre, coef0, 1)
-                sup.outputs(folded, x1)
-
-            reads = folded.parameters_read(probe)
-            self._group_idx = [i for i, k in enumerate(names) if reads is None or k in reads]
-            built = [names[i] for i in self._group_idx]
-
-            def fold(params: tuple, batch: Any, coef: torch.Tensor) -> Any:
-                x, y = sup.split(batch)
-                folded.set_points(built, params, coef, batch_size(x))
-                out = sup.outputs(folded, x)
-                p = coef.shape[0]
-                out = out.reshape(p, out.shape[0] // p, *out.shape[1:])
-                return (loss_f(out, y), out) if keep else (loss_f(out, y),)
-
-            return fold
-        task = self.task
-
-        def one(params: tuple, batch: Any) -> Any:
-            model = _Bound(net, dict(zip(names, params)))
-            if keep:
-                assert sup is not None
-                x, y = sup.split(batch)
-                out = sup.outputs(model, x)
-                return sup.loss(out, y), out
-            return (task(model, batch),)
-
-        mapped = vmap(one, in_dims=(0, None))
-        return lambda params, batch, coef: mapped(params, batch)
+            reasons.append(f"{kind}: {why}")
+        raise ValueError(f"batching {self.batching!r} does not apply to this network and task ({'; '.join(reasons)})")
 
     def _forward_group(self, a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, list]:
         p = a.shape[0]
-        fn = self._group_fn()
+        fn = self.group_fn()
         idx = self._group_idx if self._group_idx is not None else range(len(self.c))
         if self._basis is None:  # rows: centre, v, w, the group's moved parameters flattened
             self._basis = torch.stack([torch.cat([ts[i].reshape(-1) for i in idx]) if len(idx)
@@ -376,15 +333,17 @@ class Engine:
         coef = torch.stack([torch.ones_like(a), a, b], dim=1)
         flat = coef @ self._basis
         params, o = [], 0
+        clamp = set(self.clamp_idx)
         for i in idx:
             c = self.c[i]
-            params.append(flat[:, o:o + c.numel()].view(p, *c.shape))
+            t = flat[:, o:o + c.numel()].view(p, *c.shape)
+            params.append(t.clamp_min(0.0) if i in clamp else t)
             o += c.numel()
         total: Any = None
         outs = []
         single = len(self.batches) == 1
         for i, k in enumerate(self.sizes):
-            res = fn(tuple(params), self._batch(i), coef)
+            res = fn(tuple(params), self.batch(i), coef)
             if single:  # one batch: its mean is the loss
                 total = res[0]
             else:
@@ -397,8 +356,9 @@ class Engine:
         return total, outs
 
     # -- public -------------------------------------------------------------------
-    def evaluate(self, points: np.ndarray, start: int = 0) -> dict[str, np.ndarray]:
-        """Loss (and metrics) at ``points`` (array (m, 2) of (a, b)); ``start`` = global index."""
+    def evaluate(self, points: np.ndarray, start: int = 0, progress: Progress | None = None) -> dict[str, np.ndarray]:
+        """Loss (and metrics) at ``points`` (array (m, 2) of (a, b)); ``start`` = global index;
+        ``progress(k)`` is called as points are done (``k`` of them at a time)."""
         m = len(points)
         res = {"loss": np.empty(m)}
         for name in (*self.metrics, *self.batch_metrics, *self.point_metrics):
@@ -414,6 +374,8 @@ class Engine:
                         self._metrics_into(res, i, torch.cat(outs))
                     for name, value in extra.items():
                         res[name][i] = value
+                    if progress is not None:
+                        progress(1)
                 if losses:
                     res["loss"][:] = torch.stack(losses).double().cpu().numpy()
             else:
@@ -426,6 +388,8 @@ class Engine:
                     b = torch.from_numpy(np.ascontiguousarray(grp[:, 1])).to(self.device)
                     loss, outs = self._forward_group(a, b)
                     res["loss"][g:g + k] = loss[:k].cpu().numpy()
+                    if progress is not None:
+                        progress(k)
                     if outs:
                         full = torch.cat(outs, dim=1)
                         for i in range(k):

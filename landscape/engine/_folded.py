@@ -29,14 +29,14 @@ from __future__ import annotations
 
 import copy as _copy
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
-__all__ = ["FoldedNetwork", "fold_network", "CACHE_BYTES"]
+__all__ = ["FoldedNetwork", "fold_network", "foldable_leaves", "CACHE_BYTES"]
 
 _log = logging.getLogger("landscape")
 
@@ -152,9 +152,17 @@ class _Conv(_Leaf):
         self.stride, self.padding = module.stride, module.padding
         self.dilation, self.groups = module.dilation, module.groups
         self.fn = F.conv1d if isinstance(module, nn.Conv1d) else F.conv2d
+        # "reflect", "replicate", "circular": padded by F.pad first, then no padding (as Conv*d.forward does)
+        self.pad_mode = module.padding_mode
+        self.pad = module._reversed_padding_repeated_twice if module.padding_mode != "zeros" else None
+        if self.pad is not None:
+            self.padding = (0,) * len(module.kernel_size)
+
+    def _padded(self, x: torch.Tensor) -> torch.Tensor:
+        return x if self.pad is None else F.pad(x, self.pad, mode=self.pad_mode)
 
     def _run(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-        return self.fn(x, weight, bias, self.stride, self.padding, self.dilation, self.groups)
+        return self.fn(self._padded(x), weight, bias, self.stride, self.padding, self.dilation, self.groups)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.shared(x):
@@ -167,6 +175,7 @@ class _Conv(_Leaf):
         b = self.param("bias")
         assert w is not None
         n = x.shape[0] // p
+        x = self._padded(x)  # per sample and channel: padding before regrouping gives each point its own
         spatial = x.shape[2:]
         # (p*n, C, ...) -> (n, p*C, ...): one grouped convolution for all the points
         xg = x.reshape(p, n, x.shape[1], *spatial).transpose(0, 1).reshape(n, p * x.shape[1], *spatial)
@@ -236,8 +245,6 @@ class _Embedding(_Leaf):
     def __init__(self, ctx: _Context, prefix: str, module: nn.Embedding, planes: Mapping[str, tuple]) -> None:
         super().__init__(ctx, prefix, module, planes)
         self.padding_idx = module.padding_idx
-        if module.max_norm is not None:
-            raise ValueError("Embedding with max_norm renormalises its weights in place")
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         p = self.ctx.p
@@ -270,6 +277,43 @@ def _folded_type(module: nn.Module) -> type | None:
     return None
 
 
+def foldable_leaves(net: nn.Module, moved: Collection[str]) -> list[tuple[str, nn.Module, type]]:
+    """``(name, module, folded type)`` of every parametric leaf of ``net`` to replace; a
+    ``ValueError`` naming the layer when the network cannot be folded with the parameters
+    ``moved`` moving (checked on the modules alone: nothing is built or run)."""
+    owners: set[str] = set()
+    out: list[tuple[str, nn.Module, type]] = []
+    for mod_name, module in net.named_modules():
+        own = [k for k, _ in module.named_parameters(recurse=False)]
+        if not own:
+            continue
+        prefix = f"{mod_name}." if mod_name else ""
+        where = f"{type(module).__name__} {mod_name or '(the network)'!r}"
+        if list(module.children()):
+            read = [k for k in own if f"{prefix}{k}" in moved]
+            if read:
+                raise ValueError(f"{where} reads its own parameters {read} in its forward")
+            continue
+        folded = _folded_type(module)
+        if folded is None:
+            if any(f"{prefix}{k}" in moved for k in own):
+                raise ValueError(f"{where} has no folded form (Linear, Conv1d/2d, BatchNorm, LayerNorm and "
+                                 "Embedding have one)")
+            continue
+        if isinstance(module, nn.modules.batchnorm._BatchNorm) and module.training:
+            raise ValueError(f"{where} is in train mode: batch statistics mix the samples of a batch")
+        if isinstance(module, nn.Embedding) and module.max_norm is not None:
+            raise ValueError(f"{where} has max_norm: it renormalises its weights in place")
+        if not mod_name:
+            raise ValueError("the network itself is a single parametric layer")
+        owners.update(f"{prefix}{k}" for k in own)
+        out.append((mod_name, module, folded))
+    missing = [k for k in moved if k not in owners]
+    if missing:
+        raise ValueError(f"parameters {missing} are not owned by a foldable layer")
+    return out
+
+
 class FoldedNetwork:
     """A copy of the network that evaluates a group of points per call (see the module docstring).
 
@@ -289,38 +333,12 @@ class FoldedNetwork:
                  copy: bool = True) -> None:
         self.ctx = _Context()
         self.net = _copy.deepcopy(net) if copy else net
-        owners: dict[str, str] = {}
-        replacements: list[tuple[str, nn.Module]] = []
-        for mod_name, module in list(self.net.named_modules()):
-            own = [k for k, _ in module.named_parameters(recurse=False)]
-            if not own:
-                continue
+        leaves = foldable_leaves(self.net, planes)  # raises before anything is replaced
+        for mod_name, module, folded in leaves:
             prefix = f"{mod_name}." if mod_name else ""
-            if list(module.children()):
-                moved = [k for k in own if f"{prefix}{k}" in planes]
-                if moved:
-                    raise ValueError(f"{type(module).__name__} {mod_name or '(the network)'!r} reads its own "
-                                     f"parameters {moved} in its forward")
-                continue
-            folded = _folded_type(module)
-            if folded is None:
-                if any(f"{prefix}{k}" in planes for k in own):
-                    raise ValueError(f"no folded form of {type(module).__name__} ({mod_name})")
-                continue
-            if isinstance(module, nn.modules.batchnorm._BatchNorm) and module.training:
-                raise ValueError("batch norm in train mode mixes the samples of a batch")
-            for k in own:
-                owners[f"{prefix}{k}"] = mod_name
-            replacements.append((mod_name, folded(self.ctx, prefix, module, planes)))
-        missing = [k for k in planes if k not in owners]
-        if missing:
-            raise ValueError(f"parameters {missing} are not owned by a foldable layer")
-        for mod_name, new in replacements:  # only once every layer is known to fold
-            self._replace(mod_name, new)
+            self._replace(mod_name, folded(self.ctx, prefix, module, planes))
 
     def _replace(self, name: str, new: nn.Module) -> None:
-        if not name:
-            raise ValueError("the network itself is a single parametric layer")
         parent_name, _, leaf = name.rpartition(".")
         parent = self.net.get_submodule(parent_name) if parent_name else self.net
         setattr(parent, leaf, new)

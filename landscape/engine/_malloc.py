@@ -9,10 +9,13 @@ zeroes them. Measured in a fresh process: 50,000 minor page faults for one 20x20
 the MLP, about half of its 190 ms. Raising both thresholds keeps the freed pages in the heap
 for the next call (the same landscape then takes about half the time).
 
-This is process-wide, so it is done once, only on Linux with glibc, only when an engine
-evaluates on the CPU, and never when ``LANDSCAPE_MALLOC_TUNING=0``. The cost: memory freed by
-the process stays reserved by malloc (up to :data:`TRIM_BYTES` at the top of the heap) instead
-of being returned to the system.
+This is process-wide, so the library does it only in processes it owns: its worker
+processes and the ``landscape`` command (:func:`tune_malloc` with ``owned=True``), never in
+the caller's process (a notebook, a training script) unless asked with
+``LANDSCAPE_MALLOC_TUNING=1``; ``LANDSCAPE_MALLOC_TUNING=0`` turns it off everywhere. Only
+on Linux with glibc, once per process. The cost: memory freed by the process stays
+reserved by malloc (up to :data:`TRIM_BYTES` at the top of the heap) instead of being
+returned to the system.
 """
 
 from __future__ import annotations
@@ -38,14 +41,17 @@ TRIM_BYTES = 256 << 20
 _done: bool | None = None
 
 
-def tune_malloc() -> bool:
-    """Raise glibc's mmap and trim thresholds once per process; whether they are raised."""
+def tune_malloc(owned: bool = False) -> bool:
+    """Raise glibc's mmap and trim thresholds once per process, when this process is the
+    library's own (``owned``: a worker, the command) or ``LANDSCAPE_MALLOC_TUNING=1`` asks for
+    it, and ``LANDSCAPE_MALLOC_TUNING`` is not ``0``; whether they are raised."""
     global _done
-    if _done is not None:
-        return _done
-    _done = False
-    if os.environ.get("LANDSCAPE_MALLOC_TUNING", "1") == "0" or not sys.platform.startswith("linux"):
+    if _done:
+        return True
+    setting = os.environ.get("LANDSCAPE_MALLOC_TUNING", "")
+    if setting == "0" or not (owned or setting == "1") or not sys.platform.startswith("linux"):
         return False
+    _done = False
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
         mallopt = libc.mallopt

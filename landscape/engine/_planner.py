@@ -1,30 +1,32 @@
-"""Choosing the plan: points per call, how a group runs, samples per evaluation batch (private).
+"""The evaluation plan: points per call, how a group runs, samples per batch, kernels' layout (private).
 
-A plan is ``(points_per_call, batching, eval_batch, memory_format)``. The heuristic (:func:`plan`) sizes it
-from the work per point and a memory budget; a batched way of running a group
-("sequential", "folded", "vmap": see :class:`landscape.engine._engine.Engine`) is only used
-after it gave the one-point path's values on a probe. Where it matters -- a landscape whose
-evaluation is estimated at :data:`CALIBRATE_FROM_WORK` multiply-adds or more -- the planner then
-measures instead of guessing: it times the candidate plans on the real samples (each on a
-few points, after a warm-up call) and keeps the fastest, a batched plan only when it beats
-one point per call by :data:`MARGIN`, within :data:`CALIBRATE_SHARE` of the estimated time.
+A plan is a value (:class:`Plan`), made before any point is evaluated, recorded in the
+landscape's metadata and handed to every chunk, worker, rank and resume. It is chosen by
+name (the ``plan=`` option):
 
-What is reproducible: for the same inputs and the same plan, every point's value is the
-same bit for bit on the CPU, whatever the chunking, the workers, the ranks or a resume
-(the plan is recorded in the landscape's metadata and in landscapes.h5, and a resume uses
-the stored one). The calibration chooses by timing, so two runs on other machines or
-under other load may choose other plans; their values then differ by float rounding.
-``plan="heuristic"`` (no timing) or a plan given explicitly makes the choice itself
-reproducible.
+* ``"auto"`` (default): a pure function of the network, the task, the samples' shapes, the
+  number of points and the device's kind (:func:`heuristic_plan`). No timing: the same
+  command gives the same plan, so the same values bit for bit, on any load.
+* ``"tune"``: the heuristic's candidates timed on the real data (:func:`tune_plan`), the
+  fastest kept. Opt-in, like ``torch.backends.cudnn.benchmark``: two tuned runs may choose
+  other plans, whose values differ by float rounding; a tuned plan is recorded with the
+  landscape (and reused by a resume, every rank, and later landscapes of the same folder).
+* a dict ``{"points_per_call", "batching", "eval_batch", "memory_format"}``: that plan.
+
+Whatever the mode, a batched way of running a group (:data:`landscape.engine._batching.WAYS`)
+is used only after it gave the one-point values on a probe of two samples
+(:func:`verify_way`); a given plan whose way does not apply or does not agree is refused
+before any point, naming the layer where it failed.
 """
 
 from __future__ import annotations
 
-import copy
+import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import Mapping
+import warnings
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,13 +34,18 @@ import numpy as np
 import torch
 from torch import nn
 
+from collector.common import InvalidParameterError
+from landscape.engine._batching import BATCHINGS
 from landscape.engine._data import Samples
-from landscape.engine._engine import BATCHINGS, Engine, EngineSpec
-from landscape.engine._task import batch_size, slice_batch
+from landscape.engine._engine import Engine, EngineSpec
+from landscape.tasks import batch_size, slice_batch, to_device
 
-__all__ = ["Plan", "choose_plan", "plan", "activation_elements"]
+__all__ = ["Plan", "choose_plan", "heuristic_plan", "tune_plan", "verify_way", "sizes", "activation_elements",
+           "PLAN_MODES", "plan_key"]
 _log = logging.getLogger("landscape")
 
+#: The plan modes by name (a dict gives the plan itself).
+PLAN_MODES = ("auto", "tune")
 #: Bytes of one call's working set (the points' parameters and activations) the heuristic aims
 #: at: a group of points should stay in the CPU's caches. The fastest points per call measured on
 #: eight MLPs (inputs 32-784, hidden 64-512, 64 and 512 samples; the first layer cached, so a wide
@@ -47,28 +54,13 @@ CALL_BYTES = 16 << 20
 #: Bytes the batched parameters and activations of one call may use.
 MEMORY_BUDGET = 1 << 30
 MAX_POINTS_PER_CALL = 32
-#: Estimated work of a whole landscape (points x samples x the larger of parameters and
-#: activations per sample) from which the planner times the candidates: a few seconds on a
-#: 2-core CPU. A count, not a timing, so whether a run calibrates never depends on the load.
-CALIBRATE_FROM_WORK = 2e10
-#: Share of the estimated evaluation time the calibration may take.
-CALIBRATE_SHARE = 0.1
-#: ... or when the landscape has at least this many points of at least this much work each (a
-#: ResNet-20 over 256 CIFAR images is 1.3e8, the digits MLP over 512 samples 1.4e7; tiny test models
-#: stay on the heuristic)
-CALIBRATE_FROM_POINTS = 64
-CALIBRATE_POINT_WORK = 1e7
-#: ... and whose evaluation, timed at one point per call, takes at least this long
-CALIBRATE_FROM_SECONDS = 2.0
-#: Fewer points than this are never timed: one candidate (a warm-up call and a timed point, twice the
-#: time of a point) would already cost more than CALIBRATE_SHARE of the landscape (16 points of a
-#: ResNet-18 spent a quarter of their time choosing the evaluation batch).
-CALIBRATE_MIN_POINTS = 40
-#: At most this long is spent calibrating, whatever the landscape's size.
-CALIBRATE_MAX_S = 30.0
+#: At most this long is spent tuning, whatever the landscape's size.
+TUNE_MAX_S = 30.0
+#: Share of the estimated evaluation time tuning may take (at least four points' time).
+TUNE_SHARE = 0.1
 #: Samples the candidates are timed on: the plans' ranking does not depend on how many
 #: samples a point averages over, and a point of 50,000 images takes a minute on a CPU.
-CALIBRATE_SAMPLES = 4096
+TUNE_SAMPLES = 4096
 #: A batched plan must be this much faster per point than one point per call.
 MARGIN = 1.1
 #: Relative agreement a batched way must reach with the one-point path on the probe.
@@ -86,9 +78,10 @@ class Plan:
         "sequential", "folded" or "vmap" when ``points_per_call > 1``.
     eval_batch : int
         Samples per evaluation batch (when the samples are one mergeable block).
-    how : {"heuristic", "calibrated", "given"}
+    how : {"heuristic", "tuned", "given"}
+        What made it: ``plan="auto"``, ``plan="tune"`` or a dict.
     timings : dict
-        Seconds per point of each candidate the calibration measured.
+        Seconds per point of each candidate tuning measured.
     memory_format : {"contiguous", "channels_last"}
         The layout of the convolution kernels at one point per call
         (:attr:`landscape.engine._engine.EngineSpec.memory_format`).
@@ -109,41 +102,54 @@ class Plan:
             md["plan_timings"] = {k: round(v, 6) for k, v in self.timings.items()}
         return md
 
+    def given(self) -> dict[str, Any]:
+        """The plan as a ``plan=`` dict (what reproduces it)."""
+        return {"points_per_call": self.points_per_call, "batching": self.batching, "eval_batch": self.eval_batch,
+                "memory_format": self.memory_format}
 
-def activation_elements(network: nn.Module, task: Any, batch: Any, n: int) -> int:
+
+def activation_elements(network: nn.Module, task: Any, batch: Any, n: int, *, eval_mode: bool = True) -> int:
     """Elements of all leaf-module outputs per sample, measured by running the task on
-    ``batch`` (``n`` samples)."""
+    ``batch`` (``n`` samples) with the network itself (no copy: its weights do not matter, and
+    its modes are restored afterwards)."""
     total = [0]
 
     def hook(_m: nn.Module, _i: Any, out: Any) -> None:
         if isinstance(out, torch.Tensor):
             total[0] += out.numel()
 
+    modes = [(m, m.training) for m in network.modules()]
     handles = [m.register_forward_hook(hook) for m in network.modules() if not list(m.children())]
+    first = next(network.parameters(), None)
     try:
+        network.train(not eval_mode)
+        if not eval_mode:  # batch statistics would move the running ones: a probe must leave no trace
+            for m in network.modules():
+                if isinstance(m, nn.modules.batchnorm._BatchNorm):
+                    m.eval()
         with torch.inference_mode():
-            task(network, batch)
+            task(network, to_device(batch, first.device) if first is not None else batch)
     finally:
         for h in handles:
             h.remove()
+        for m, training in modes:
+            m.training = training
     return max(1, total[0] // max(1, n))
 
 
-def plan(n_params: int, n_samples: int, act_per_sample: int, *, eval_mode: bool,
-         vmappable: bool) -> tuple[int, int]:
-    """``(points_per_call, eval_batch)`` from a call's working set (:data:`CALL_BYTES`) and the
-    memory budget.
-
-    Deterministic: it depends only on the model's sizes and ``n_samples``, never on the
-    device or the number of workers.
-    """
+def sizes(n_params: int, n_samples: int, act_per_sample: int, *, eval_mode: bool, batched: bool,
+          n_points: int | None = None) -> tuple[int, int]:
+    """``(points_per_call, eval_batch)`` from a call's working set (:data:`CALL_BYTES`), the memory
+    budget and the landscape's points (never more points per call than it has)."""
     p = 1
-    if eval_mode and vmappable:
+    if eval_mode and batched:
         per_point = 4 * (n_params + n_samples * act_per_sample)
         p = int(min(MAX_POINTS_PER_CALL, max(1, CALL_BYTES // per_point)))
         p = 1 << (p.bit_length() - 1)  # power of two
         while p > 1 and 4 * p * (n_params + n_samples * act_per_sample) > MEMORY_BUDGET:
             p //= 2
+        if n_points is not None:
+            p = max(1, min(p, n_points))
     eval_batch = n_samples
     while eval_batch > 1 and 4 * p * eval_batch * act_per_sample > MEMORY_BUDGET:
         eval_batch = (eval_batch + 1) // 2
@@ -159,35 +165,138 @@ def _probe_points(k: int) -> np.ndarray:
     return np.random.default_rng(12345).uniform(-1.0, 1.0, (k, 2)).astype(np.float64)
 
 
-def _agrees(a: np.ndarray, b: np.ndarray) -> bool:
-    return bool(np.allclose(a, b, rtol=PROBE_RTOL, atol=1e-6, equal_nan=True))
+@contextlib.contextmanager
+def _innermost_layer(root: nn.Module) -> Iterator[list[str]]:
+    """The names of the modules whose forward is running (innermost last), kept by hooks while
+    the block runs; after an exception the list still says where it happened."""
+    names = {id(m): name or type(root).__name__ for name, m in root.named_modules()}
+    stack: list[str] = []
+
+    def enter(mod: nn.Module, _args: Any) -> None:
+        stack.append(f"{names.get(id(mod), '?')} ({type(mod).__name__})")
+
+    def leave(_mod: nn.Module, _args: Any, _out: Any) -> None:  # returns None: the output stays the module's
+        if stack:
+            stack.pop()
+
+    handles = []
+    for m in root.modules():
+        handles.append(m.register_forward_pre_hook(enter))
+        handles.append(m.register_forward_hook(leave))
+    try:
+        yield stack
+    finally:
+        for h in handles:
+            h.remove()
 
 
-def _working_batchings(spec: EngineSpec, p: int) -> list[str]:
-    """The batched ways that run this network and task and give the one-point values, on a probe
-    of two samples on the CPU (cheap: a few tiny calls)."""
+def _probe_spec(spec: EngineSpec) -> EngineSpec:
     probe = spec.samples.first(2)
     two = Samples([probe], [batch_size(probe, spec.task)])
-    base = dataclasses.replace(spec, samples=two, metrics={}, points_per_call=1, batching=None, stream=False)
+    return dataclasses.replace(spec, samples=two, metrics={}, points_per_call=1, batching=None, stream=False,
+                               memory_format="contiguous")
+
+
+def _run_probe(spec: EngineSpec, pts: np.ndarray) -> tuple[np.ndarray | None, str | None, list[str]]:
+    """The probe's losses, or None and why (with the layer where it failed); and PyTorch's warnings."""
+    where: list[str] = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            eng = Engine(spec, "cpu")
+            if eng.p > 1:
+                eng.group_fn()  # a way that does not apply says why here
+            with _innermost_layer(eng.run_modules) as stack:
+                try:
+                    return eng.evaluate(pts)["loss"], None, [str(w.message) for w in caught]
+                except Exception:
+                    where = list(stack)
+                    raise
+        except Exception as exc:
+            at = f" in layer {where[-1]}" if where else ""
+            return None, f"{type(exc).__name__}{at}: {exc}", []
+
+
+def verify_way(spec: EngineSpec, way: str, p: int, reference: np.ndarray | None = None) -> str | None:
+    """Why running groups of ``p`` points ``way`` does not give the one-point values of ``spec``'s
+    network and task on a probe of two samples (None: it does). ``reference``: the one-point
+    losses at the probe's points when already computed."""
+    base = _probe_spec(spec)
     pts = _probe_points(2 * p)
-    try:
-        ref = Engine(base, "cpu").evaluate(pts)["loss"]
-    except Exception as exc:
-        _log.info("probe of the one-point path failed (%s); one point per call", exc)
+    if reference is None:
+        reference, why, _ = _run_probe(base, pts)
+        if reference is None:
+            return f"the one-point path fails on a probe ({why})"
+    got, why, warned = _run_probe(dataclasses.replace(base, points_per_call=p, batching=way), pts)
+    if got is None:
+        return why
+    if not np.allclose(got, reference, rtol=PROBE_RTOL, atol=1e-6, equal_nan=True):
+        err = float(np.max(np.abs(got - reference) / np.maximum(np.abs(reference), 1e-12)))
+        return f"it gives other values than one point per call on a probe (relative difference {err:.2g})"
+    if warned:  # e.g. vmap without a batching rule for an operator: PyTorch runs it point by point
+        return f"PyTorch warns when it runs so: {warned[0].splitlines()[0]}"
+    return None
+
+
+def _working_ways(spec: EngineSpec, p: int) -> list[str]:
+    """The ways that apply and give the one-point values on the probe, in preference order."""
+    base = _probe_spec(spec)
+    pts = _probe_points(2 * p)
+    reference, why, _ = _run_probe(base, pts)
+    if reference is None:
+        _log.info("probe of the one-point path failed (%s); one point per call", why)
         return []
     ok = []
-    for kind in BATCHINGS:
-        try:
-            eng = Engine(dataclasses.replace(base, points_per_call=p, batching=kind), "cpu")
-            got = eng.evaluate(pts)["loss"]
-        except Exception as exc:
-            _log.info("batching %r unavailable (%s: %s)", kind, type(exc).__name__, exc)
-            continue
-        if _agrees(got, ref):
-            ok.append(kind)
+    for way in BATCHINGS:
+        reason = verify_way(spec, way, p, reference)
+        if reason is None:
+            ok.append(way)
         else:
-            _log.info("batching %r differs from one point per call on the probe; not used", kind)
+            _log.info("batching %r not used: %s", way, reason)
     return ok
+
+
+def _activations(spec: EngineSpec) -> int:
+    probe = spec.samples.first(2)
+    return activation_elements(spec.network, spec.task, probe, batch_size(probe, spec.task), eval_mode=spec.eval_mode)
+
+
+def heuristic_plan(spec: EngineSpec, *, n_points: int, device: str = "cpu") -> Plan:
+    """The default plan: a pure function of the network, the task, the samples' shapes, the
+    number of points and the device's kind (probes are run, never timed).
+
+    Several points per call when a call's working set allows it, by the first way that gives
+    the one-point values on a probe; otherwise one point per call with convolution kernels
+    channels-last (oneDNN and cuDNN run most CNNs 1.2-2x faster so). Samples per batch: all of
+    them, within the memory budget (what tuning chose for ResNet-20 (eval), ResNet-18 and GPT-2
+    on a CPU; see the README's benchmarks for where it differs).
+    """
+    del device  # the same sizes on every kind today; kept in the signature: it is an input of the rule
+    samples = spec.samples
+    n_params = sum(t.numel() for t in spec.network.parameters())
+    act = _activations(spec)
+    # batch-norm statistics estimated at every point need the point alone in the network
+    batched = spec.bn_statistics != "recompute"
+    p, eval_batch = sizes(n_params, samples.n, act, eval_mode=spec.eval_mode, batched=batched, n_points=n_points)
+    ways = _working_ways(spec, min(p, 4)) if p > 1 else []
+    if p > 1 and not ways:
+        p, eval_batch = sizes(n_params, samples.n, act, eval_mode=spec.eval_mode, batched=False)
+    fmt = "channels_last" if has_conv2d(spec.network) and p == 1 else "contiguous"
+    return Plan(p, ways[0] if p > 1 else None, eval_batch, memory_format=fmt)
+
+
+def given_plan(spec: EngineSpec, mode: Mapping[str, Any], *, caller: str = "compute_landscape") -> Plan:
+    """The plan of a ``plan=`` dict, its way verified on the probe (refused before any work)."""
+    p = int(mode["points_per_call"])
+    plan = Plan(p, mode.get("batching") if p > 1 else None, int(mode.get("eval_batch") or spec.samples.n),
+                how="given", memory_format=str(mode.get("memory_format") or "contiguous"))
+    if plan.batching is not None:
+        why = verify_way(spec, plan.batching, min(p, 4))
+        if why is not None:
+            raise InvalidParameterError(
+                f"The 'plan' parameter of {caller}: batching {plan.batching!r} cannot run this network and task: "
+                f"{why}. HINT: plan='auto' picks a way that gives the one-point values (or one point per call).")
+    return plan
 
 
 def _time_per_point(spec: EngineSpec, device: str, points: int) -> float:
@@ -204,74 +313,28 @@ def _time_per_point(spec: EngineSpec, device: str, points: int) -> float:
     return (time.perf_counter() - t0) / points
 
 
-def choose_plan(spec: EngineSpec, *, n_points: int, device: str = "cpu", mode: Any = "auto",
-                cache: dict[Any, Any] | None = None) -> Plan:
-    """The plan for evaluating ``n_points`` points of ``spec`` (whose plan fields are ignored).
+def _label(q: int, kind: str | None, eb: int, layout: str) -> str:
+    return f"p={q}" + (f" {kind}" if kind else "") + f" batch={eb}" + (
+        " channels_last" if layout != "contiguous" else "")
 
-    Parameters
-    ----------
-    spec : EngineSpec
-        The network, task, samples (not yet cut into evaluation batches), centre and directions.
-    n_points : int
-        Points of the landscape (the calibration's budget is a share of their estimated time).
-    device : str
-        Where the calibration runs (the first device of the evaluation).
-    mode : {"auto", "heuristic"} or dict
-        "auto": the heuristic, verified, then timed when the landscape is large enough;
-        "heuristic": no timing; a dict ``{"points_per_call", "batching", "eval_batch",
-        "memory_format"}``: that plan.
-    cache : dict, optional
-        Keeps what depends only on the network, task and samples (the activations'
-        size, the batched ways that work) between the landscapes of one generation.
-    """
-    cache = {} if cache is None else cache
+
+def tune_plan(spec: EngineSpec, *, n_points: int, device: str = "cpu") -> Plan:
+    """``plan="tune"``: the heuristic's candidates timed on (at most :data:`TUNE_SAMPLES` of) the
+    real samples within :data:`TUNE_SHARE` of the expected time; the fastest kept, a batched
+    plan only when it beats one point per call by :data:`MARGIN`."""
+    heuristic = heuristic_plan(spec, n_points=n_points, device=device)
     samples = spec.samples
-    n = samples.n
-    if isinstance(mode, Mapping):
-        return Plan(int(mode["points_per_call"]), mode.get("batching"), int(mode.get("eval_batch") or n), how="given",
-                    memory_format=str(mode.get("memory_format") or "contiguous"))
-    network = spec.network
-    # Convolution kernels channels-last at one point per call: oneDNN and cuDNN run most CNNs faster
-    # so (1.2-2x measured on ResNet-20/18 and a MNIST CNN on a CPU); timed against contiguous below
-    conv = has_conv2d(network)
-    n_params = sum(p.numel() for p in network.parameters())
-    if "act" not in cache:
-        probe = samples.first(2)
-        cache["act"] = activation_elements(_eval_copy(spec), spec.task, probe, batch_size(probe, spec.task))
-    act = cache["act"]
-    p, eval_batch = plan(n_params, n, act, eval_mode=spec.eval_mode, vmappable=True)
-    key = ("kinds", min(p, 4))
-    if p > 1 and key not in cache:
-        cache[key] = _working_batchings(spec, min(p, 4))
-    kinds = cache[key] if p > 1 else []
-    if p > 1 and not kinds:
-        p, eval_batch = plan(n_params, n, act, eval_mode=spec.eval_mode, vmappable=False)
-    fmt = "channels_last" if conv and p == 1 else "contiguous"
-    heuristic = Plan(p, kinds[0] if p > 1 else None, eval_batch, memory_format=fmt)
-    work = float(n_points) * n * max(n_params, act)
-    # Timing pays off on a heavy landscape, or on enough points that a few timed calls are a small
-    # share: the evaluation batch alone is worth measuring (convolutional and attention models run
-    # fastest at 64-128 samples per batch on a CPU, MLPs at all of them; no size rule predicts it).
-    # many points of real size, and not well under a second in all (then not even one point is worth timing)
-    many = n_points >= CALIBRATE_FROM_POINTS and work >= max(n_points * CALIBRATE_POINT_WORK, CALIBRATE_FROM_WORK / 10)
-    if mode == "heuristic" or (not samples.merged and p == 1) or (work < CALIBRATE_FROM_WORK and not many) \
-            or n_points < CALIBRATE_MIN_POINTS:
-        return heuristic
-    # One point per call, timed on (at most CALIBRATE_SAMPLES of) the real samples, sets the budget.
-    timed = _head(samples, CALIBRATE_SAMPLES)
+    timed = _head(samples, TUNE_SAMPLES)
+    conv = has_conv2d(spec.network)
+    n_params = sum(t.numel() for t in spec.network.parameters())
+    _, eval_batch = sizes(n_params, samples.n, _activations(spec), eval_mode=spec.eval_mode, batched=False)
     fmt = "channels_last" if conv else "contiguous"
     one = dataclasses.replace(spec, samples=timed.rebatch(eval_batch), points_per_call=1, batching=None,
                               memory_format=fmt)
     t1 = _time_per_point(one, device, 1)
-    if work < CALIBRATE_FROM_WORK and t1 * n_points * n / timed.n < CALIBRATE_FROM_SECONDS:
-        return heuristic  # a landscape of a second or two: timing the candidates would cost more than it saves
-    budget = min(CALIBRATE_MAX_S, max(CALIBRATE_SHARE * t1 * n_points * n / timed.n, 4 * t1))
+    budget = min(TUNE_MAX_S, max(TUNE_SHARE * t1 * n_points * samples.n / timed.n, 4 * t1))
     spent = 2 * t1
-    def label(q: int, kind: str | None, eb: int, layout: str) -> str:
-        return f"p={q}" + (f" {kind}" if kind else "") + f" batch={eb}" + (" channels_last" if layout != "contiguous"
-                                                                           else "")
-
-    timings: dict[str, float] = {label(1, None, eval_batch, fmt): t1}
+    timings: dict[str, float] = {_label(1, None, eval_batch, fmt): t1}
     best = (t1, Plan(1, None, eval_batch, memory_format=fmt))
     # (points per call, batching, samples per batch, layout); a layout of None: the best one-point plan's
     candidates: list[tuple[int, str | None, int, str | None]] = []
@@ -282,10 +345,10 @@ def choose_plan(spec: EngineSpec, *, n_points: int, device: str = "cpu", mode: A
         while b >= 16 and len(candidates) < 3 + conv:
             candidates.append((1, None, b, None))
             b //= 2
-    for way in kinds:
+    if heuristic.points_per_call > 1:
         q = 2
-        while q <= max(p, 2):
-            candidates.append((q, way, eval_batch, "contiguous"))
+        while q <= heuristic.points_per_call:
+            candidates.append((q, heuristic.batching, heuristic.eval_batch, "contiguous"))
             q *= 2
     for q, kind, eb, layout in candidates:
         if spent >= budget:
@@ -299,17 +362,47 @@ def choose_plan(spec: EngineSpec, *, n_points: int, device: str = "cpu", mode: A
             t = _time_per_point(trial, device, max(q, 2) if q > 1 else 1)
             spent += time.perf_counter() - t0
         except Exception as exc:
-            _log.info("plan p=%d %s batch=%d %s failed in calibration: %s", q, kind, eb, layout, exc)
+            _log.info("plan %s failed while tuning: %s", _label(q, kind, eb, layout), exc)
             continue
-        timings[label(q, kind, eb, layout)] = t
-        better = t * (MARGIN if q > 1 and best[1].points_per_call == 1 else 1.0) < best[0]
-        if better:
+        timings[_label(q, kind, eb, layout)] = t
+        if t * (MARGIN if q > 1 and best[1].points_per_call == 1 else 1.0) < best[0]:
             best = (t, Plan(q, kind, eb, memory_format=layout))
     chosen = best[1]
-    _log.info("plan: %d point(s) per call%s, batches of %d, %s (calibrated in %.2f s: %s)", chosen.points_per_call,
-              f" ({chosen.batching})" if chosen.batching else "", chosen.eval_batch, chosen.memory_format, spent,
+    _log.info("plan: %s (tuned in %.2f s: %s)", _label(chosen.points_per_call, chosen.batching, chosen.eval_batch,
+                                                        chosen.memory_format), spent,
               ", ".join(f"{k}: {v * 1e3:.3g} ms/pt" for k, v in timings.items()))
-    return dataclasses.replace(chosen, how="calibrated", timings=timings)
+    return dataclasses.replace(chosen, how="tuned", timings=timings)
+
+
+def choose_plan(spec: EngineSpec, *, n_points: int, device: str = "cpu", mode: Any = "auto",
+                caller: str = "compute_landscape") -> Plan:
+    """The plan for evaluating ``n_points`` points of ``spec`` (whose plan fields are ignored).
+
+    Parameters
+    ----------
+    spec : EngineSpec
+        The network, task, samples (not yet cut into evaluation batches), centre and directions.
+    n_points : int
+        Points of the landscape.
+    device : str
+        Where tuning runs (the first device of the evaluation); its kind is an input of the heuristic.
+    mode : {"auto", "tune"} or dict
+        See the module docstring ("heuristic", the former name of "auto", is accepted).
+    caller : str
+        The entry point a refused plan is reported for.
+    """
+    if isinstance(mode, Mapping):
+        return given_plan(spec, mode, caller=caller)
+    if mode == "tune":
+        return tune_plan(spec, n_points=n_points, device=device)
+    return heuristic_plan(spec, n_points=n_points, device=device)
+
+
+def plan_key(spec: EngineSpec, n_points: int, device: str, model_digest: str, task_name: str) -> str:
+    """What decides a tuned plan, as text: a recorded tuned plan with the same key is reused."""
+    shapes = [(tuple(t.shape), str(t.dtype)) for t in spec.samples.tensors()[:8]]
+    return repr((model_digest, task_name, spec.samples.n, len(spec.samples.batches), shapes, spec.eval_mode,
+                 list(spec.names), n_points, torch.device(device).type))
 
 
 def _head(samples: Samples, k: int) -> Samples:
@@ -319,18 +412,12 @@ def _head(samples: Samples, k: int) -> Samples:
     if samples.merged and samples._whole is not None:
         whole = slice_batch(samples._whole, k, size=samples.n)
         return Samples([whole], [k], merged=True, _whole=whole)
-    batches, sizes, have = [], [], 0
+    batches, sizes_, have = [], [], 0
     for batch, size in zip(samples.batches, samples.sizes):
         if have >= k:
             break
         batches.append(batch)
-        sizes.append(size)
+        sizes_.append(size)
         have += size
-    return Samples(batches, sizes)
+    return Samples(batches, sizes_)
 
-
-def _eval_copy(spec: EngineSpec) -> nn.Module:
-    net = copy.deepcopy(spec.network).cpu()
-    net.load_state_dict(spec.centre)
-    net.eval()
-    return net

@@ -1,3 +1,10 @@
-"""Spreading chunks of points over devices: worker processes, joblib backends, torch.distributed."""
+"""Spreading chunks of points over devices: worker processes, joblib backends, torch.distributed.
 
-__all__: list[str] = []
+The other subpackages use one thing: an :class:`Executor` (``with executor(...) as ex``),
+whatever runs the points underneath.
+"""
+
+from landscape.execution._devices import Chunk
+from landscape.execution._executor import Executor, check_devices, executor
+
+__all__ = ["Executor", "executor", "check_devices", "Chunk"]

@@ -85,7 +85,8 @@ class _Proc:
 
 class Pool:
     """Worker processes, one per device, started at once (their imports overlap with the
-    caller's work on directions and data)."""
+    caller's work on directions and data); :class:`landscape.execution._executor.Executor`
+    starts and stops it."""
 
     def __init__(self, devices: Sequence[str], threads: int) -> None:
         self.procs: list[_Proc] = []
@@ -111,45 +112,42 @@ class Pool:
         self.procs = []
 
 
-def run_pool(payload: EngineSpec, points: np.ndarray, chunks: Sequence[Chunk], devices: list[str],
-              threads: int, label: str, store: OnChunk, pool: Pool | None, keep_pool: bool) -> None:
-    keep_pool = keep_pool and pool is not None
-    pool = pool if pool is not None else Pool(devices, threads)
-    ok = False
-    try:
-        with tempfile.TemporaryDirectory(prefix="landscape_") as tmp:
-            path = write_payload(payload, tmp)
-            todo = collections.deque(chunks)
-            # CPU workers get two chunks each, so a worker starts its next chunk while the
-            # caller stores the last one; a GPU worker's device is busy with one
-            depth = 2 if all(d == "cpu" for d in devices) else 1
-            by_conn = {p.conn: p for p in pool.procs}
-            done_points = 0
-            while todo or any(p.inflight for p in pool.procs):
-                for p in pool.procs:
-                    while todo and len(p.inflight) < depth:
-                        i, lo, hi = todo.popleft()
-                        p.inflight.append((i, lo, hi))
-                        try:
-                            p.conn.send((path, p.device, label, i, lo, hi, points[lo:hi]))
-                        except OSError:
-                            _died(p, label, done_points)
-                for ready in wait([p.conn for p in pool.procs if p.inflight]):
-                    conn = cast(Connection, ready)
-                    p = by_conn[conn]
+def run_pool(payload: EngineSpec, points: np.ndarray, chunks: Sequence[Chunk], pool: Pool, label: str,
+             store: OnChunk) -> None:
+    """Evaluate ``chunks`` on ``pool``'s workers; each result goes to ``store``. A failure raises
+    (a worker's error, or :class:`WorkerDied`); the pool's owner stops it."""
+    devices = [p.device for p in pool.procs]
+    with tempfile.TemporaryDirectory(prefix="landscape_") as tmp:
+        path = write_payload(payload, tmp)
+        todo = collections.deque(chunks)
+        # CPU workers get two chunks each, so a worker starts its next chunk while the
+        # caller stores the last one; a GPU worker's device is busy with one
+        depth = 2 if all(d == "cpu" for d in devices) else 1
+        by_conn = {p.conn: p for p in pool.procs}
+        for p in pool.procs:
+            p.inflight.clear()
+        done_points = 0
+        while todo or any(p.inflight for p in pool.procs):
+            for p in pool.procs:
+                while todo and len(p.inflight) < depth:
+                    i, lo, hi = todo.popleft()
+                    p.inflight.append((i, lo, hi))
                     try:
-                        kind, i, res = conn.recv()
-                    except (EOFError, OSError):
+                        p.conn.send((path, p.device, label, i, lo, hi, points[lo:hi]))
+                    except OSError:
                         _died(p, label, done_points)
-                    i, lo, hi = p.inflight.popleft()
-                    if kind == "error":
-                        raise RuntimeError(res)
-                    store(lo, hi, res)
-                    done_points += hi - lo
-        ok = True
-    finally:
-        if not (ok and keep_pool):
-            pool.shutdown(ok)
+            for ready in wait([p.conn for p in pool.procs if p.inflight]):
+                conn = cast(Connection, ready)
+                p = by_conn[conn]
+                try:
+                    kind, i, res = conn.recv()
+                except (EOFError, OSError):
+                    _died(p, label, done_points)
+                i, lo, hi = p.inflight.popleft()
+                if kind == "error":
+                    raise RuntimeError(res)
+                store(lo, hi, res)
+                done_points += hi - lo
 
 
 def _died(p: _Proc, label: str, done_points: int) -> None:

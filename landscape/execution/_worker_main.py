@@ -1,4 +1,4 @@
-"""The worker process of ``_workers`` (private): ``python -m landscape.execution._worker_main FD``.
+"""The worker process of :mod:`._pool` (private): ``python -m landscape.execution._worker_main FD``.
 
 It talks to its parent over one inherited socket (``multiprocessing.connection``):
 first ``("init", sys_path, threads)``, then ``(payload_path, device, label, chunk, lo, hi,
@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from landscape.engine import Engine
+from landscape.engine import Engine, tune_malloc
 from landscape.execution._devices import fail_message
 from landscape.execution._payload import read_payload
 
@@ -52,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     sys.path[:] = list(dict.fromkeys(list(sys_path) + sys.path))  # the caller's modules import here
     if threads:
         torch.set_num_threads(int(threads))
+    tune_malloc(owned=True)  # this process is ours: the same activations freed and allocated every call
 
     engines: dict[tuple[str, str], Any] = {}
     while True:

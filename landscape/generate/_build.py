@@ -1,4 +1,11 @@
-"""One landscape from a network, data and a choice of directions (private core)."""
+"""Building landscapes: define each one on rank 0, evaluate its points, assemble it (private core).
+
+:func:`run_jobs` is the one path of every generation: for each :class:`LandscapeJob`,
+:func:`build_landscape` asks the store what it holds (finished, unfinished, absent), defines
+what is absent (directions and points by the view's builder, then the evaluation plan),
+evaluates the points not done through the executor (finished chunks flushed to the store),
+and assembles the :class:`Landscape`. Inputs are validated by the entry points.
+"""
 
 from __future__ import annotations
 
@@ -13,90 +20,179 @@ import numpy as np
 import torch
 from torch import nn
 
-from collector.train import get_metric
 from landscape.curvature import hessian_directions
-from landscape.engine import Engine, EngineSpec
-from landscape.engine._planner import choose_plan
-from landscape.execution._distributed import on_root
-from landscape.execution._pool import Pool
-from landscape.execution._run import run_points, start_pool, stop_pool
-from landscape.generate._plan import Execution, LandscapePlan, Problem
-from landscape.generate._views import centre_state, view_geometry
-from landscape.geometry._state import check_keys, flat_float, moved_names
-from landscape.io._store import Partial, jsonable
-from landscape.result._landscape import Landscape, LossPath
+from landscape.engine import EngineSpec, choose_plan, plan_key
+from landscape.execution import Executor
+from landscape.generate._jobs import LandscapeJob, Problem
+from landscape.geometry import ViewInputs, centre_state, check_keys, flat_float, moved_names, view_geometry
+from landscape.io import Partial, Store, jsonable, model_digest, task_name
+from landscape.result import Landscape, LossPath
 
-__all__: list[str] = []
+__all__ = ["run_jobs", "build_landscape", "chunk_bounds"]
 _log = logging.getLogger("landscape")
+#: Chunks per worker: a finished chunk is flushed to the store and counted by the progress bar, so
+#: many small ones lose little to a kill; a chunk is never smaller than one group of points.
+CHUNKS_PER_WORKER = 32
 
 
-def build_landscape(problem: Problem, plan_: LandscapePlan, execution: Execution,
-                    stats: dict[str, int] | None = None) -> Landscape:
-    """Compute one landscape; ``plan_.geometry.kind`` is "pca" (trajectory), "random" or "given".
+def run_jobs(problem: Problem, jobs: Sequence[LandscapeJob], ex: Executor, *, store: Store | None = None,
+             fingerprints: Mapping[str, Mapping[str, Any]] | None = None,
+             stats: dict[str, dict[str, int]] | None = None) -> list[Landscape]:
+    """Every job's landscape, in order; ``stats[tag]`` receives the points evaluated and the
+    landscape's points. The caller holds ``ex`` and ``store`` (and flushes the store)."""
+    results = []
+    for job in jobs:
+        st: dict[str, int] = {}
+        fp = (fingerprints or {}).get(job.tag or "")
+        results.append(build_landscape(problem, job, ex, store=store, fingerprint=fp, stats=st))
+        if stats is not None:
+            stats[job.tag or ""] = {"evaluated": st["evaluated"], "points": st["points"]}
+    return results
 
-    With ``execution.store`` (and the plan's ``fingerprint``) finished chunks are flushed
-    to landscapes.h5 and a run interrupted before resumes where it stopped; with
-    ``execution.dist`` the ranks share the work (rank 0 decides, computes the directions
-    and writes). ``stats`` receives the points evaluated in this call (by all ranks),
-    those of this process, and the landscape's points. Inputs are assumed validated (and
-    the stored fingerprint checked) by the public entry points.
 
-    Worker processes (several devices) start first, so their start-up (spawn, imports)
-    overlaps with loading checkpoints, PCA and directions here; they are shut down before
-    this returns, also on errors. A pool passed in ``execution.pool`` (``start_pool``, for
-    several landscapes in a row) stays up after a success; the caller stops it.
+def _moved(problem: Problem, job: LandscapeJob) -> list[str]:
+    geo = job.geometry
+    # views through models move buffers (batch-norm statistics) too, unless they stay A's or are re-estimated
+    buffers = geo.through_models and geo.bn_statistics in ("clamped", "affine")
+    return moved_names(problem.network, geo.ignore, geo.include, buffers=buffers)[0]
+
+
+def build_landscape(problem: Problem, job: LandscapeJob, ex: Executor, *, store: Store | None = None,
+                    fingerprint: Mapping[str, Any] | None = None, stats: dict[str, int] | None = None) -> Landscape:
+    """One landscape: finished already (the store's), resumed, or defined and evaluated here.
+
+    ``stats`` receives the points evaluated in this call (by all ranks), those of this
+    process, and the landscape's points.
     """
-    own = execution.pool is None and execution.dist is None
-    pool = start_pool(execution.devices, execution.threads) if own else execution.pool
-    try:
-        return _build(problem, plan_, execution, pool=pool, keep_pool=not own, stats=stats)
-    except BaseException:
-        stop_pool(pool, ok=False)  # a no-op when run_points already shut it down
-        raise
+    tag = job.tag or "landscape"
+    names = _moved(problem, job)
+    metrics = _usable_metrics(problem.metrics)
+
+    def decide() -> Any:
+        """On rank 0: a finished landscape, or (definition, centre) with the points done."""
+        state = store.check(tag, fingerprint or {}) if store is not None else "absent"
+        if state == "complete":
+            assert store is not None
+            _log.info("%s: already complete in %s", job.label, store.path)
+            return store.load_complete(tag)
+        if state == "partial":
+            assert store is not None
+            part = store.load_partial(tag)
+            _log.info("%s: resuming, %d of %d points done", job.label, int(part.done.sum()), len(part.done))
+            return part, centre_state(problem.network, job.geometry, names, job.label)
+        part, centre = _define(problem, job, names, ex, store)
+        part.values = {k: np.full(len(part.points), np.nan) for k in ["loss", *metrics]}
+        if store is not None:
+            store.begin(tag, fingerprint or {}, part)
+        return part, centre
+
+    got = ex.on_root(decide)
+    if isinstance(got, Landscape):
+        if stats is not None:
+            stats.update(evaluated=0, by_this_process=0,
+                         points=got.z.size + (len(got.path.z) if got.path is not None else 0))
+        return got
+    part, centre = got
+    spec = _engine_spec(problem, job, part, centre, names, metrics)
+    chunks = chunk_bounds(part.done, spec.points_per_call, ex.workers)
+    todo = sum(hi - lo for _, lo, hi in chunks)
+    _log.info("%s: %d of %d points to evaluate, %d per call, %d chunk(s)", job.label, todo, len(part.points),
+              spec.points_per_call, len(chunks))
+    values = part.values
+    writing = store is not None and ex.root and bool(chunks)
+    with store.chunks(tag) if writing else contextlib.nullcontext() as flush:  # type: ignore[union-attr]
+
+        def on_chunk(lo: int, hi: int, res: Mapping[str, np.ndarray]) -> None:
+            for k, arr in res.items():
+                values[k][lo:hi] = arr
+            if flush is not None:
+                flush(lo, hi, res)
+
+        evaluated = ex.run(spec, part.points, chunks, job.label, on_chunk)
+    if stats is not None:
+        stats.update(evaluated=todo, points=len(part.points), by_this_process=evaluated)
+    result = assemble(part, values, job.tag)
+    if store is not None and ex.root:
+        store.finish(result, fingerprint or {})
+    return result
 
 
-def _prepare(problem: Problem, plan_: LandscapePlan, names: list[str],
-             device: str) -> tuple[Partial, Mapping[str, torch.Tensor]]:
-    """The landscape's definition (metadata, axes, points, directions) and its centre."""
-    geo, label = plan_.geometry, plan_.label
-    network, samples, task, eval_mode = problem.network, problem.samples, problem.task, problem.eval_mode
+def _engine_spec(problem: Problem, job: LandscapeJob, part: Partial, centre: Mapping[str, torch.Tensor],
+                 names: list[str], metrics: Mapping[str, Any]) -> EngineSpec:
+    """What the engine needs, from the landscape's stored definition (so a resume is the same)."""
+    ref = flat_float(centre, names)
+    md = part.md
+    p, eval_batch = int(md["points_per_call"]), int(md["eval_batch"])
+    geo = job.geometry
+    return EngineSpec(network=problem.network, task=problem.task, metrics=metrics,
+                      samples=problem.samples.rebatch(eval_batch), names=names, centre=centre,
+                      v=_unflat(part.v, ref), w=_unflat(part.w, ref), eval_mode=problem.eval_mode,
+                      points_per_call=p, seed=geo.seed, batching=md.get("batching") if p > 1 else None,
+                      memory_format=str(md.get("memory_format") or "contiguous"),
+                      bn_statistics=geo.bn_statistics if geo.through_models else None)
+
+
+def _define(problem: Problem, job: LandscapeJob, names: list[str], ex: Executor,
+            store: Store | None) -> tuple[Partial, Mapping[str, torch.Tensor]]:
+    """The landscape's definition (metadata, axes, points, directions, plan) and its centre."""
+    geo, label, device = job.geometry, job.label, ex.device
+    network, samples = problem.network, problem.samples
     centre = centre_state(network, geo, names, label)
     check_keys(network, centre, what=f"the centre of {label}")
-    md: dict[str, Any] = {"unit": plan_.unit, "step_per_epoch": plan_.step_per_epoch,
+    md: dict[str, Any] = {"unit": job.unit, "step_per_epoch": job.step_per_epoch,
                           "normalization": geo.normalization, "ignore": _patterns_text(geo.ignore),
-                          "seed": int(geo.seed), "num_samples": samples.n, "landscape_size": int(geo.size),
-                          "eval_mode": bool(eval_mode), "moved_parameters": names}
+                          "num_samples": samples.n, "landscape_size": int(geo.size),
+                          "eval_mode": bool(problem.eval_mode), "moved_parameters": names}
     if geo.biasbn != "normalize":
         md["biasbn"] = geo.biasbn
     if geo.include is not None:
         md["include"] = list(geo.include)
+    if geo.through_models:
+        md["bn_statistics"] = geo.bn_statistics
+
     def hessian() -> tuple[list[torch.Tensor], list[torch.Tensor], dict[str, Any]]:
         # on the landscape's device, in its mode (Lanczos seeded by the landscape's seed)
-        net = _copy_with(network, centre).train(not eval_mode).to(device)
-        v, w, eig = hessian_directions(net, task, samples, names, seed=geo.seed)
+        net = _copy_with(network, centre).train(not problem.eval_mode).to(device)
+        v, w, eig = hessian_directions(net, problem.task, samples, names, seed=geo.seed)
         return v, w, {"hessian_eigenvalues": [float(e) for e in eig.eigenvalues],
                       "hessian_residuals": [float(r) for r in eig.residuals]}
 
-    view = view_geometry(network, geo, names, centre, label, plan_.intervals,
-                         hessian=hessian if geo.kind == "hessian" else None)
-    if "seed" not in view.md:  # only random directions have one
-        del md["seed"]
+    view = view_geometry(ViewInputs(network, geo, names, centre, label, job.intervals,
+                                    hessian=hessian if geo.kind == "hessian" else None))
     md.update(view.md)
     md = {"decomposition": md.pop("decomposition"), **md}
-    if plan_.intervals is not None:
-        md["checkpoint_steps"] = list(plan_.intervals)
-    points = view.points
+    if job.intervals is not None:
+        md["checkpoint_steps"] = list(job.intervals)
     # a line's w is zero (not stored); the planner's probe evaluates with it
     w = view.w if len(view.w) == len(view.v) else [torch.zeros_like(t) for t in view.v]
-    spec = EngineSpec(network=network, task=task, metrics={}, samples=samples, names=names, centre=centre,
-                      v=view.v, w=w, eval_mode=eval_mode, seed=int(geo.seed))
-    md.update(choose_plan(spec, n_points=len(points), device=device, mode=problem.plan,
-                          cache=problem.plan_cache).metadata())
-    m = len(points)
-    part = Partial(md=jsonable(md), x=view.x, y=view.y, points=points, n_path=view.n_path,
+    spec = EngineSpec(network=network, task=problem.task, metrics={}, samples=samples, names=names, centre=centre,
+                      v=view.v, w=w, eval_mode=problem.eval_mode, seed=int(geo.seed),
+                      bn_statistics=geo.bn_statistics if geo.through_models else None)
+    md.update(_plan(problem, spec, len(view.points), device, store))
+    if torch.device(device).type == "cpu":  # with the plan, what makes the values the same bit for bit
+        md["threads"] = ex.eval_threads
+    part = Partial(md=jsonable(md), x=view.x, y=view.y, points=view.points, n_path=view.n_path,
                    intervals=view.intervals, v=_flat(view.v), w=_flat(view.w), values={},
-                   done=np.zeros(m, dtype=bool))
+                   done=np.zeros(len(view.points), dtype=bool))
     return part, centre
+
+
+def _plan(problem: Problem, spec: EngineSpec, n_points: int, device: str, store: Store | None) -> dict[str, Any]:
+    """The evaluation plan's metadata: ``plan="tune"`` reuses a tuned plan the store recorded for
+    the same network, task, samples' shapes, moved tensors, points and device kind."""
+    mode = problem.plan
+    if mode != "tune":
+        return choose_plan(spec, n_points=n_points, device=device, mode=mode).metadata()
+    key = plan_key(spec, n_points, device, model_digest(problem.network), task_name(problem.task))
+    recorded = store.recorded_plan(key) if store is not None else None
+    if recorded is not None:
+        _log.info("plan: reusing the tuned plan recorded in %s: %s", store.path if store else "", recorded)
+        md = choose_plan(spec, n_points=n_points, device=device, mode=recorded).metadata()
+        md["plan"] = "tuned"
+    else:
+        md = choose_plan(spec, n_points=n_points, device=device, mode="tune").metadata()
+    md["plan_key"] = key
+    return md
 
 
 def _patterns_text(ignore: str | Sequence[str] | None) -> str | list[str]:
@@ -119,7 +215,7 @@ def _unflat(flat: np.ndarray, like: Sequence[torch.Tensor]) -> list[torch.Tensor
     t = torch.from_numpy(np.ascontiguousarray(flat, dtype=np.float32))
     out, o = [], 0
     for r in like:
-        out.append(t[o:o + r.numel()].reshape(r.shape).clone())
+        out.append(t[o:o + r.numel()].reshape(r.shape))
         o += r.numel()
     if o != t.numel():
         raise ValueError(f"stored directions hold {t.numel()} values; the moved parameters need {o}.")
@@ -129,9 +225,9 @@ def _unflat(flat: np.ndarray, like: Sequence[torch.Tensor]) -> list[torch.Tensor
 def chunk_bounds(done: np.ndarray, p: int, workers: int) -> list[tuple[int, int, int]]:
     """Chunks (number, lo, hi) of the points not done. Chunk starts are multiples of the
     group size ``p``, so every group is evaluated with the same partners as in a run
-    without interruption; the chunk size gives each worker about eight chunks."""
+    without interruption; each worker gets about :data:`CHUNKS_PER_WORKER` chunks."""
     m = len(done)
-    chunk = p * max(1, math.ceil(m / (p * max(1, workers) * 8)))
+    chunk = p * max(1, math.ceil(m / (p * max(1, workers) * CHUNKS_PER_WORKER)))
     out: list[tuple[int, int, int]] = []
     for i, lo in enumerate(range(0, m, chunk)):
         hi = min(m, lo + chunk)
@@ -148,8 +244,9 @@ def chunk_bounds(done: np.ndarray, p: int, workers: int) -> list[tuple[int, int,
     return out
 
 
-def _assemble(part: Partial, values: Mapping[str, np.ndarray], tag: str | None) -> Landscape:
-    """The Landscape from the points' values: the grid, the path, the markers (``md["layout"]``)."""
+def assemble(part: Partial, values: Mapping[str, np.ndarray], tag: str | None) -> Landscape:
+    """The Landscape from the points' values: the grid, the path, the markers and the centre
+    (``md["layout"]``)."""
     md = dict(part.md)
     layout = md.pop("layout", None) or {}
     x, y = np.asarray(part.x), np.asarray(part.y)
@@ -166,6 +263,9 @@ def _assemble(part: Partial, values: Mapping[str, np.ndarray], tag: str | None) 
                         list(part.intervals or []))
     markers = {str(k): (float(px), float(py), float(loss[int(i)]))
                for k, (px, py, i) in (layout.get("markers") or {}).items()}
+    if layout.get("centre") is not None:  # the trained weights (or model A) exactly, for plots
+        cx, cy, ci = layout["centre"]
+        md["centre"] = [float(cx), float(cy), float(loss[int(ci)])]
     rule = layout.get("convergence", "path" if part.n_path else "mindspore")
     if isinstance(rule, list):
         conv = (float(rule[0]), float(rule[1]), float(loss[int(rule[2])]))
@@ -179,96 +279,11 @@ def _assemble(part: Partial, values: Mapping[str, np.ndarray], tag: str | None) 
                      markers=markers)
 
 
-def _build(problem: Problem, plan_: LandscapePlan, execution: Execution, *, pool: Pool | None,
-           keep_pool: bool, stats: dict[str, int] | None) -> Landscape:
-    """:func:`build_landscape` with its worker pool decided."""
-    label, tag, geo = plan_.label, plan_.tag, plan_.geometry
-    store, dist, fingerprint = execution.store, execution.dist, plan_.fingerprint
-    network = problem.network
-    names, _still = moved_names(network, geo.ignore, geo.include, buffers=geo.kind in ("line", "plane", "target"))
-    metrics = _usable_metrics(problem.metrics)
-    root = dist is None or dist.root
-
-    def decide() -> Any:
-        """On rank 0: a finished landscape, or (definition, centre) with the points done."""
-        state = store.check(tag or "landscape", fingerprint or {}) if store is not None else "absent"
-        if state == "complete":
-            assert store is not None
-            _log.info("%s: already complete in %s", label, store.path)
-            return store.load_complete(tag or "landscape")
-        if state == "partial":
-            assert store is not None
-            part = store.load_partial(tag or "landscape")
-            c = centre_state(network, geo, names, label)
-            _log.info("%s: resuming, %d of %d points done", label, int(part.done.sum()), len(part.done))
-            return part, c
-        device = dist.device if dist is not None else execution.devices[0]
-        part, c = _prepare(problem, plan_, names, device)
-        part.values = {k: np.full(len(part.points), np.nan) for k in ["loss", *metrics]}
-        if store is not None:
-            store.begin(tag or "landscape", fingerprint or {}, part)
-        return part, c
-
-    got = on_root(dist, decide)
-    if isinstance(got, Landscape):
-        if not keep_pool:
-            stop_pool(pool)
-        if stats is not None:
-            stats.update(evaluated=0, by_this_process=0,
-                         points=got.z.size + (len(got.path.z) if got.path is not None else 0))
-        return got
-    part, c = got
-    ref = flat_float(c, names)
-    v, w = _unflat(part.v, ref), _unflat(part.w, ref)
-    p, eval_batch = int(part.md["points_per_call"]), int(part.md["eval_batch"])
-    batching = part.md.get("batching")
-    values = part.values
-    n_workers = dist.world if dist is not None else len(execution.devices)
-    chunks = chunk_bounds(part.done, p, n_workers)
-    spec = EngineSpec(network=network, task=problem.task, metrics=metrics, samples=problem.samples.rebatch(eval_batch),
-                      names=names, centre=c, v=v, w=w, eval_mode=problem.eval_mode, points_per_call=p, seed=geo.seed,
-                      batching=batching if p > 1 else None,
-                      memory_format=str(part.md.get("memory_format") or "contiguous"))
-    todo = sum(hi - lo for _, lo, hi in chunks)
-    _log.info("%s: %d of %d points to evaluate, %d per call, %d chunk(s)", label, todo, len(part.points), p,
-              len(chunks))
-    flushing = store.chunks(tag or "landscape") if (store is not None and root and chunks) else contextlib.nullcontext()
-    with flushing as flush:
-
-        def on_chunk(lo: int, hi: int, res: Mapping[str, np.ndarray]) -> None:
-            for k, arr in res.items():
-                values[k][lo:hi] = arr
-            if flush is not None:
-                flush(lo, hi, res)
-
-        if dist is not None:
-            evaluated = dist.run(lambda dev: Engine(spec, dev), part.points, chunks, label, on_chunk)
-        else:
-            evaluated = run_points(spec, part.points, chunks, devices=execution.devices, threads=execution.threads,
-                                   label=label, on_chunk=on_chunk, pool=pool, keep_pool=keep_pool)
-    if stats is not None:
-        stats.update(evaluated=todo, points=len(part.points), by_this_process=evaluated)
-    result = _assemble(part, values, tag)
-    if store is not None and root:
-        store.finish(result, fingerprint or {})
-    return result
-
-
 def _copy_with(network: nn.Module, centre: Mapping[str, torch.Tensor]) -> nn.Module:
     net = copy.deepcopy(network).cpu()
     net.load_state_dict(centre)
     net.eval()
     return net
-
-
-def metric_dict(metrics: Any) -> dict[str, Any]:
-    """The user's metrics by name: a dict as given, a set, list or tuple of names (``"accuracy"``)
-    through ``collector.train.get_metric``."""
-    if not metrics:
-        return {}
-    if isinstance(metrics, (set, list, tuple)):
-        return {str(n): get_metric(n) for n in metrics}
-    return {str(k): m for k, m in dict(metrics).items()}
 
 
 def _usable_metrics(metrics: Mapping[str, Any]) -> dict[str, Any]:

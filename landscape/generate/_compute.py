@@ -2,62 +2,25 @@
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, cast
 
 from torch import nn
 
-from collector.common import (
-    InstanceOf,
-    Interval,
-    InvalidParameterError,
-    Options,
-    check_param,
-    unwrap_module,
-)
-from collector.train import check_metrics as check_metric_forms
+from collector.common import InstanceOf, Interval, InvalidParameterError, Options, check_param
 from collector.trajectory import check_checkpoints
-from landscape.engine import as_task, collect
-from landscape.execution._devices import resolve_devices
-from landscape.execution._distributed import check_devices_for_dist, detect
-from landscape.generate._build import build_landscape, metric_dict
-from landscape.generate._options import (
-    check_common,
-    check_metrics,
-    check_patterns,
-    check_plan,
-    check_range,
-    check_selection,
-    resolve_view,
-)
-from landscape.generate._plan import Execution, Geometry, Kind, LandscapePlan, Problem
-from landscape.io._store import model_digest
-from landscape.result._landscape import Landscape
+from landscape.execution import executor
+from landscape.generate._build import build_landscape
+from landscape.generate._jobs import LandscapeJob
+from landscape.generate._options import check_bn_statistics, resolve_view
+from landscape.generate._prepare import check_options, prepare_problem
+from landscape.geometry import Geometry, Kind
+from landscape.result import Landscape
 
 __all__ = ["compute_landscape"]
 _CALLER = "compute_landscape"
 
 Normalization = Literal["layer", "filter", "dfilter", "dlayer", "weight", "none"]
-
-#: What the planner learns of a problem by probing it (the activations' size, which batched
-#: ways give the one-point values) depends on the architecture, the task, the samples' shapes
-#: and which tensors move, not on the weights or the directions. It is kept between calls so
-#: that a small landscape (a 51-point line) does not pay the probes again each time; the
-#: least recently used of PLAN_CACHES_KEPT is dropped.
-_PLAN_CACHES: OrderedDict[tuple, dict[Any, Any]] = OrderedDict()
-PLAN_CACHES_KEPT = 8
-
-
-def _plan_cache(network: nn.Module, task: Any, samples: Any, eval_mode: bool, selection: tuple) -> dict[Any, Any]:
-    """The planner's cache for this problem (see :data:`_PLAN_CACHES`)."""
-    shapes = tuple((tuple(t.shape), str(t.dtype)) for t in samples.tensors()[:8])
-    key = (model_digest(network), repr(task), samples.n, len(samples.batches), shapes, eval_mode, selection)
-    cache = _PLAN_CACHES.pop(key, None)
-    _PLAN_CACHES[key] = cache if cache is not None else {}
-    while len(_PLAN_CACHES) > PLAN_CACHES_KEPT:
-        _PLAN_CACHES.popitem(last=False)
-    return _PLAN_CACHES[key]
 
 
 def compute_landscape(
@@ -85,7 +48,8 @@ def compute_landscape(
     pca_method: Literal["mindspore", "li"] = "mindspore",
     tag: str | None = None,
     distributed: bool | None = None,
-    plan: Literal["auto", "heuristic"] | Mapping[str, Any] = "auto",
+    plan: Literal["auto", "tune"] | Mapping[str, Any] = "auto",
+    bn_statistics: Literal["clamped", "affine", "a", "recompute"] = "clamped",
 ) -> Landscape:
     """Compute a loss landscape: a plane or a line around a network's weights, through models,
     or along a training trajectory.
@@ -179,17 +143,25 @@ def compute_landscape(
         device each): None uses an initialised group or torchrun's environment when there
         is one, True requires one, False computes everything here. Every rank returns the
         whole landscape.
-    plan : {"auto", "heuristic"} or dict, default="auto"
+    plan : {"auto", "tune"} or dict, default="auto"
         How points are evaluated: points per call, how a group runs (``"sequential"``,
         ``"folded"``, ``"vmap"``), samples per batch and the layout of convolution kernels
         (``"memory_format"``: ``"channels_last"`` by default for networks with ``Conv2d``
-        at one point per call, ``"contiguous"`` otherwise). "auto" sizes it from the model
-        and, for a landscape of more than a few seconds, times the candidates and keeps the
-        fastest (never a batched plan slower than one point per call); "heuristic" never
-        times; a dict ``{"points_per_call": 4, "batching": "folded", "eval_batch": 256}``
-        imposes one. The plan is recorded in ``metadata``; for the same inputs and plan the
-        values are identical bit for bit on the CPU, while two "auto" runs may choose
-        other plans whose values differ by float rounding.
+        at one point per call, ``"contiguous"`` otherwise). "auto" sizes it from the
+        model, the data's shapes and the device's kind, never by timing, so the same call
+        gives the same values bit for bit; "tune" times the candidates on the data and
+        keeps the fastest (two tuned runs may choose other plans, whose values differ by
+        float rounding); a dict ``{"points_per_call": 4, "batching": "folded",
+        "eval_batch": 256}`` imposes one (its batching is checked on a probe first). A
+        batched way is used only where it gives the one-point values. The plan is
+        recorded in ``metadata``.
+    bn_statistics : {"clamped", "affine", "a", "recompute"}, default="clamped"
+        On views through models (``between``), how batch-norm running statistics follow
+        the point: carried with the parameters, variances clamped at zero (past the
+        models an affinely carried variance can turn negative and the loss NaN);
+        carried as they are ("affine"); kept at model A's ("a"); or estimated again at
+        every point from the samples ("recompute", Garipov et al.'s ``bn_update``: one
+        more pass per point).
 
     Returns
     -------
@@ -197,8 +169,6 @@ def compute_landscape(
         ``z`` of shape (len(y), len(x)), or (len(x),) for a line.
     """
     check_param("network", network, [InstanceOf(nn.Module)], caller=_CALLER)
-    task_ = as_task(loss_fn, task, caller=_CALLER)
-    network = unwrap_module(network)  # DDP, DataParallel, torch.compile: the module inside
     if data is None:
         raise InvalidParameterError(f"The 'data' parameter of {_CALLER} is required: a DataLoader, an iterable of "
                                     "batches, a Dataset or an (inputs, labels) pair of tensors.")
@@ -208,48 +178,31 @@ def compute_landscape(
     view = resolve_view(directions=directions, between=between, dims=dims, checkpoints=checkpoints,
                         normalization=normalization, caller=_CALLER)
     check_param("size", size, [Interval(int, 2, None)], caller=_CALLER)
-    x_range, y_range = check_range("x", x, _CALLER), check_range("y", y, _CALLER)
-    if view.dims == 1 and y_range is not None:
-        raise InvalidParameterError(f"The 'y' parameter of {_CALLER} must be None for a line (dims=1). Got {y!r} "
-                                    "instead.")
     check_param("num_samples", num_samples, [Interval(int, 1, None), None], caller=_CALLER,
                 hint="None uses the whole dataset.")
     check_param("pca_method", pca_method, [Options(("mindspore", "li"))], caller=_CALLER)
     check_param("tag", tag, [None, str], caller=_CALLER)
-    check_param("distributed", distributed, [None, "boolean"], caller=_CALLER)
-    check_devices_for_dist(distributed, device_ids, _CALLER)
-    check_plan(plan, _CALLER)
-    check_common(normalization=view.normalization, ignore=ignore, seed=seed, eval_mode=eval_mode,
-                 device_ids=device_ids, caller=_CALLER, include=include, biasbn=biasbn)
-    check_selection(network, ignore, include, _CALLER)
-    check_metric_forms(metrics, name="metrics", caller=_CALLER)
+    check_bn_statistics(bn_statistics, _CALLER)
+    opts = check_options(normalization=view.normalization, ignore=ignore, include=include, biasbn=biasbn, seed=seed,
+                         eval_mode=eval_mode, device_ids=device_ids, distributed=distributed, plan=plan, x=x, y=y,
+                         caller=_CALLER)
+    if view.dims == 1 and opts.y is not None:
+        raise InvalidParameterError(f"The 'y' parameter of {_CALLER} must be None for a line (dims=1). Got {y!r} "
+                                    "instead.")
     # each checkpoint and model intact and fitting the network, before the data or any point
     if checkpoints is not None:
         check_checkpoints(checkpoints, network, name="checkpoints", caller=_CALLER)
     if between is not None:
         check_checkpoints([m.state_dict() if isinstance(m, nn.Module) else m for m in between], network,
                           name="between", caller=_CALLER)
-    devices, threads = resolve_devices(None if device_ids is None else list(device_ids), _CALLER)
-    metric_map = metric_dict(metrics)
-    check_metrics(metric_map, task_, _CALLER)
-    samples = collect(data, num_samples, task_, caller=_CALLER)
+    problem = prepare_problem(network, data, loss_fn=loss_fn, task=task, metrics=metrics, num_samples=num_samples,
+                              eval_mode=eval_mode, plan=plan, ignore=ignore, include=include, caller=_CALLER)
     trajectory = list(checkpoints) if checkpoints is not None else None
     if view.kind in ("random", "given") and trajectory is not None:
         trajectory = trajectory[-1:]
-    ignore_ = check_patterns("ignore", ignore, _CALLER, keyword="biasbn")
-    dist = detect(distributed, _CALLER)
-    try:
-        # views through models also move buffers: another selection, another probe
-        selection = (repr(ignore_), repr(include), view.kind in ("line", "plane", "target"))
-        problem = Problem(network, task_, samples, metrics=metric_map, eval_mode=eval_mode, plan=plan,
-                          plan_cache=_plan_cache(network, task_, samples, eval_mode, selection))
-        geometry = Geometry(kind=cast(Kind, view.kind), size=size, normalization=view.normalization,
-                            ignore=ignore_[0] if ignore_ is not None and len(ignore_) == 1 else ignore_, seed=seed,
-                            trajectory=trajectory, given=view.given, pca_method=pca_method, dims=view.dims,
-                            x=x_range, y=y_range, models=list(between) if between is not None else None,
-                            second=view.second, biasbn=biasbn, include=check_patterns("include", include, _CALLER))
-        return build_landscape(problem, LandscapePlan(geometry, tag=tag),
-                               Execution(devices=devices, threads=threads, dist=dist))
-    finally:
-        if dist is not None:
-            dist.close()
+    geometry = Geometry(kind=cast(Kind, view.kind), size=size, normalization=view.normalization, ignore=opts.ignore,
+                        seed=seed, trajectory=trajectory, given=view.given, pca_method=pca_method, dims=view.dims,
+                        x=opts.x, y=opts.y, models=list(between) if between is not None else None,
+                        second=view.second, biasbn=biasbn, include=opts.include, bn_statistics=bn_statistics)
+    with executor(device_ids, distributed, _CALLER) as ex:
+        return build_landscape(problem, LandscapeJob(geometry, tag=tag), ex)

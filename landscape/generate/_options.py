@@ -13,13 +13,12 @@ from typing import Any
 from torch import nn
 
 from collector.common import Interval, InvalidParameterError, Options, check_param
-from landscape.engine import Supervised, is_batch_metric, is_point_metric
-from landscape.engine._engine import BATCHINGS, MEMORY_FORMATS
-from landscape.geometry._directions import BIASBN, NORMALIZATIONS
-from landscape.geometry._state import moved_names
+from landscape.engine import BATCHINGS, MEMORY_FORMATS, PLAN_MODES, is_batch_metric, is_point_metric
+from landscape.geometry import BIASBN, BN_STATISTICS, NORMALIZATIONS, moved_names
+from landscape.tasks import Supervised
 
 __all__ = ["check_common", "check_metrics", "check_plan", "check_range", "check_patterns", "check_selection",
-           "resolve_view", "View"]
+           "check_bn_statistics", "resolve_view", "View"]
 
 AxisRange = tuple[float, float, int]
 
@@ -95,13 +94,13 @@ def check_metrics(metrics: Mapping[str, Any], task: Any, caller: str) -> None:
 
 
 def check_plan(plan: Any, caller: str) -> None:
-    """``"auto"``, ``"heuristic"`` or a dict with points_per_call, batching, eval_batch and
-    memory_format."""
+    """``"auto"``, ``"tune"`` (``"heuristic"``: the former name of "auto") or a dict with
+    points_per_call, batching, eval_batch and memory_format."""
     if isinstance(plan, Mapping):
         unknown = sorted(set(plan) - {"points_per_call", "batching", "eval_batch", "memory_format"})
         if unknown or "points_per_call" not in plan:
             raise InvalidParameterError(
-                f"The 'plan' parameter of {caller} must be 'auto', 'heuristic' or a dict with the keys "
+                f"The 'plan' parameter of {caller} must be 'auto', 'tune' or a dict with the keys "
                 f"'points_per_call' (required), 'batching', 'eval_batch' and 'memory_format'. "
                 f"Got {dict(plan)!r} instead.")
         check_param("plan['points_per_call']", plan["points_per_call"], [Interval(int, 1, None)], caller=caller)
@@ -113,8 +112,15 @@ def check_plan(plan: Any, caller: str) -> None:
             raise InvalidParameterError(f"The 'plan' parameter of {caller}: points_per_call > 1 needs a 'batching' "
                                         f"({', '.join(BATCHINGS)}). Got {dict(plan)!r} instead.")
         return
-    check_param("plan", plan, [Options(("auto", "heuristic"))], caller=caller,
-                hint="or a dict {'points_per_call': 4, 'batching': 'folded', 'eval_batch': 256}.")
+    check_param("plan", plan, [Options((*PLAN_MODES, "heuristic"))], caller=caller,
+                hint="'auto' is deterministic, 'tune' times the candidates; or a dict {'points_per_call': 4, "
+                     "'batching': 'folded', 'eval_batch': 256}.")
+
+
+def check_bn_statistics(value: Any, caller: str) -> None:
+    check_param("bn_statistics", value, [Options(BN_STATISTICS)], caller=caller,
+                hint="'clamped' (default) carries them with the parameters, variances clamped at zero; 'recompute' "
+                     "estimates them again at every point from the samples (Garipov et al.'s bn_update).")
 
 
 @dataclass(frozen=True)
@@ -203,7 +209,7 @@ def resolve_view(*, directions: Any, between: Any, dims: Any, checkpoints: Any, 
                     f"The 'dims' parameter of {caller} must be 1 or None with between=(A, B). Got 2 instead. "
                     "HINT: directions='target' gives B - A and a random second axis; between=(A, B, C) the "
                     "plane through three models.")
-            return View("line", 1, "none")
+            return View("interpolation", 1, "none")
         if dims == 1:
             raise InvalidParameterError(f"The 'dims' parameter of {caller} must be 2 or None with three models "
                                         "in between. Got 1 instead. HINT: between=(A, B) is a line.")

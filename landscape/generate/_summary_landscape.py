@@ -3,20 +3,18 @@
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
 import os
 import shutil
 import stat
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
 from torch import nn
 
-from collector.common import InstanceOf, InvalidParameterError, Options, check_directory, check_param, unwrap_module
+from collector.common import InstanceOf, InvalidParameterError, Options, check_directory, check_param
 from collector.summary import SummaryRecord
-from collector.train import check_metrics as check_metric_forms
 from collector.trajectory import (
     CKPT_DIR,
     METADATA_FILE,
@@ -26,23 +24,14 @@ from collector.trajectory import (
     validate_collect_landscape,
     verify_checkpoint_file,
 )
-from landscape.engine import Supervised, as_task, collect, is_point_metric
-from landscape.execution._devices import resolve_devices
-from landscape.execution._distributed import check_devices_for_dist, detect, on_root
-from landscape.execution._run import start_pool, stop_pool
-from landscape.generate._build import build_landscape, metric_dict
-from landscape.generate._options import (
-    check_common,
-    check_metrics,
-    check_patterns,
-    check_plan,
-    check_range,
-    check_selection,
-    resolve_view,
-)
-from landscape.generate._plan import Execution, Geometry, LandscapePlan, Problem
-from landscape.io._store import Store, file_digest, model_digest, tensor_digest
-from landscape.result._landscape import Landscape
+from landscape.execution import executor
+from landscape.generate._build import run_jobs
+from landscape.generate._jobs import LandscapeJob, RunOptions, jobs_from_metadata, view_checkpoints
+from landscape.generate._options import check_bn_statistics, resolve_view
+from landscape.generate._prepare import SharedOptions, check_options, prepare_problem
+from landscape.geometry import Geometry
+from landscape.io import Fingerprints, Store
+from landscape.result import Landscape
 
 __all__ = ["SummaryLandscape"]
 _log = logging.getLogger("landscape")
@@ -139,7 +128,7 @@ class SummaryLandscape:
         eval_mode: bool = True, restart: bool = False, distributed: bool | None = None, plan: Any = "auto",
         view: str | None = None, between: Sequence[int | str | os.PathLike] | None = None, second: str = "random",
         x: tuple[float, float, int] | None = None, y: tuple[float, float, int] | None = None,
-        include: str | Sequence[str] | None = None, biasbn: str = "normalize",
+        include: str | Sequence[str] | None = None, biasbn: str = "normalize", bn_statistics: str = "clamped",
     ) -> list[Landscape]:
         """Compute every landscape the metadata asks for and write them to ``output``.
 
@@ -191,9 +180,12 @@ class SummaryLandscape:
             torchrun's environment when there is one, True requires one, False computes
             everything in this process. Rank 0 writes the files; every rank returns the
             landscapes.
-        plan : {"auto", "heuristic"} or dict, default="auto"
-            How points are evaluated (see :func:`landscape.compute_landscape`); a resumed
-            landscape keeps the plan it started with.
+        plan : {"auto", "tune"} or dict, default="auto"
+            How points are evaluated (see :func:`landscape.compute_landscape`): "auto" never
+            times, so the same call gives the same values; "tune" times the candidates and
+            records the plan in ``landscapes.h5``, where a resume, every rank and the later
+            landscapes of the folder find it. A resumed landscape keeps the plan it started
+            with.
         view : {"line", "interpolation", "plane", "target"}, optional
             Instead of MindSpore's landscapes, one other view of the collected checkpoints:
             a random line around the last checkpoint (tag ``line_[n]``), the interpolation
@@ -223,254 +215,115 @@ class SummaryLandscape:
         if output is not None:
             check_directory("output", output, caller=_GEN,
                             hint="pass the folder the summary file and landscapes.h5 go to (default summary_dir).")
-        check_common(normalization=normalization or "layer", ignore=ignore, seed=seed, eval_mode=eval_mode,
-                     device_ids=device_ids, caller=_GEN, include=include, biasbn=biasbn)
-        check_param("view", view, [None, Options(VIEWS)], caller=_GEN,
-                    hint="None gives MindSpore's PCA and Random landscapes.")
-        check_param("second", second, [Options(("random", "pca"))], caller=_GEN)
-        x_range, y_range = check_range("x", x, _GEN), check_range("y", y, _GEN)
-        if view == "line" and y_range is not None:
-            raise InvalidParameterError(f"The 'y' parameter of {_GEN} must be None for view='line'. Got {y!r} instead.")
+        opts = check_options(normalization=normalization or "layer", ignore=ignore, include=include, biasbn=biasbn,
+                             seed=seed, eval_mode=eval_mode, device_ids=device_ids, distributed=distributed,
+                             plan=plan, x=x, y=y, caller=_GEN)
         check_param("restart", restart, ["boolean"], caller=_GEN)
-        check_param("distributed", distributed, [None, "boolean"], caller=_GEN)
-        check_plan(plan, _GEN)
-        override = {} if collect_landscape is None else _validate_override(collect_landscape)
+        check_bn_statistics(bn_statistics, _GEN)
+        run = self._check_view(view, between, second, normalization, opts)
         metadata = self._read_metadata()
         cfg: dict[str, Any] = dict(vars(metadata))
-        cfg.update(override)
-        unit = cfg["unit"]
-        create = cfg["create_landscape"]
-        intervals = cfg["intervals"]
-        if (create["train"] or create["result"]) and not intervals:
+        cfg.update({} if collect_landscape is None else _validate_override(collect_landscape))
+        if (cfg["create_landscape"]["train"] or cfg["create_landscape"]["result"] or view) and not cfg["intervals"]:
             raise ValueError(f"No interval to make a landscape of: epoch_group in {self.metadata_path!r} "
                              "is empty and collect_landscape gives no 'intervals'.")
-        if view is not None:
-            numbers = self._view_numbers(view, between, second, intervals)
-            needed = sorted({n for n in numbers if isinstance(n, int)})
-        else:
-            if between is not None:
-                raise InvalidParameterError(f"The 'between' parameter of {_GEN} needs a view ('interpolation', "
-                                            "'plane' or 'target'). HINT: pass view=... as well.")
-            needed = sorted({n for iv in intervals for n in iv}) if create["train"] else (
-                [intervals[-1][-1]] if create["result"] else [])
-        paths = {n: metadata.checkpoint_path(self.ckpt_dir, n) for n in needed}
-        # Before anything else (callback_fn may be slow): every checkpoint is the file training wrote, by the
-        # SHA-256 recorded then, or for MindSpore's metadata (no digests) by its archive's CRC-32s.
-        found = {n: verify_checkpoint_file(path, what=f"the checkpoint of {unit} {n}", digest=metadata.digests.get(n),
-                                           recorded_in=self.metadata_path) for n, path in paths.items()}
-        check_devices_for_dist(distributed, device_ids, _GEN)
-        devices, threads = resolve_devices(None if device_ids is None else list(device_ids), _GEN)
+        paths, found = self._verified_checkpoints(metadata, cfg, run)
         got = callback_fn()
-        if not (isinstance(got, (tuple, list)) and len(got) in (4, 5)):
-            raise ValueError(f"The 'callback_fn' parameter of {_GEN} must return (model, network, dataset, "
-                             f"metrics) or (model, network, dataset, metrics, task); got {type(got).__name__}"
-                             f"{' of length ' + str(len(got)) if isinstance(got, (tuple, list)) else ''}.")
-        model, network, dataset, metrics = got[:4]
-        given_task = got[4] if len(got) == 5 else None
-        if not isinstance(network, nn.Module):
-            raise ValueError(f"callback_fn must return an nn.Module as its second item (network); "
-                             f"got {type(network).__name__}.")
-        network = unwrap_module(network)  # DDP, DataParallel, torch.compile: the module inside
-        loss_fn = getattr(model, "loss_fn", None)
-        if given_task is None and not callable(loss_fn):
-            raise ValueError("callback_fn must return a model (first item) whose loss_fn is callable, or a task "
-                             f"as its fifth item; got {type(model).__name__} with loss_fn={loss_fn!r}.")
-        task = as_task(None if given_task is not None else loss_fn, given_task, caller=f"{_GEN} (callback_fn)")
-        check_metric_forms(metrics, name="metrics (callback_fn's fourth item)", caller=_GEN)
-        metric_map = metric_dict(metrics)
-        check_metrics(metric_map, task, f"{_GEN} (callback_fn)")
-        # Every checkpoint matches the network before any work; each is read once: the states are
-        # kept (up to KEEP_CHECKPOINT_BYTES) for the PCA and the centres, else read again there.
-        loaded: dict[int, Any] = {}
-        kept = 0
-        for n, path in paths.items():  # verified above; load_checkpoint words any failure (CheckpointError)
-            state = load_checkpoint(path, what=f"the checkpoint of {unit} {n}", network=network)
-            size = sum(t.nbytes for t in state.values() if isinstance(t, torch.Tensor))
-            if kept + size <= KEEP_CHECKPOINT_BYTES:
-                loaded[n] = state
-                kept += size
-        source = {n: loaded.get(n, path) for n, path in paths.items()}
-        samples = collect(dataset, cfg["num_samples"], task, caller=_GEN)
+        network, loss_fn, task, dataset, metrics = _callback_result(got)
+        problem = prepare_problem(network, dataset, loss_fn=loss_fn, task=task, metrics=metrics,
+                                  num_samples=cfg["num_samples"], eval_mode=eval_mode, plan=plan, ignore=ignore,
+                                  include=include, caller=_GEN, where=" (callback_fn)",
+                                  metrics_name="metrics (callback_fn's fourth item)")
+        base = Geometry(kind="random", size=cfg["landscape_size"], ignore=opts.ignore, seed=seed, x=opts.x, y=opts.y,
+                        biasbn=biasbn, include=opts.include, bn_statistics=bn_statistics)
+        jobs = jobs_from_metadata(cfg, run, base, _kept_states(problem.network, paths, cfg["unit"]))
         out_dir = os.fspath(output) if output is not None else self.summary_dir
-        check_selection(network, ignore, include, _GEN)
-        ignores = check_patterns("ignore", ignore, _GEN, keyword="biasbn")
-        geo: dict[str, Any] = dict(size=cfg["landscape_size"], ignore=ignores[0] if ignores and len(ignores) == 1
-                                   else ignores, seed=seed, x=x_range, y=y_range, biasbn=biasbn,
-                                   include=check_patterns("include", include, _GEN))
-        plans: list[LandscapePlan] = []
-        step_per_epoch = cfg["step_per_epoch"]
-        if view is not None:  # views read their checkpoints by path (two or three, read again there)
-            plans.append(self._view_plan(view, numbers, second, paths, intervals, normalization, geo, unit,
-                                         step_per_epoch))
-        else:
-            geo["normalization"] = normalization or "layer"
-            if create["train"]:
-                plans += [LandscapePlan(Geometry("pca", trajectory=[source[n] for n in iv], **geo), intervals=iv,
-                                        tag=f"landscape_{[iv[0], iv[-1]]}", unit=unit,
-                                        step_per_epoch=step_per_epoch) for iv in intervals]
-            if create["result"]:
-                last = intervals[-1][-1]
-                plans.append(LandscapePlan(Geometry("random", trajectory=[source[last]], **geo), intervals=[last],
-                                           tag=f"landscape_{[last]}", unit=unit, step_per_epoch=step_per_epoch))
-        problem = Problem(network, task, samples, metrics=metric_map, eval_mode=eval_mode, plan=plan)
-        dist = detect(distributed, _GEN)
-        # one set of worker processes for every landscape of this call (none in a distributed run)
-        pool = start_pool(devices, threads) if dist is None else None
-        held = contextlib.ExitStack()  # the output folder's lock, on rank 0
-        store: Store | None = None
-        fps: dict[str, dict[str, Any]] = {}
-        try:
+        self.last_stats = {}
+        with executor(device_ids, distributed, _GEN) as ex, contextlib.ExitStack() as held:
+            opened: list[Store] = []
+            prints: dict[str, dict[str, Any]] = {}
 
-            def open_store() -> None:  # rank 0 only: the others neither read nor write files
-                nonlocal store, fps
+            def open_store() -> None:  # rank 0 only (its failure raised on every rank): the others touch no file
                 os.makedirs(out_dir, exist_ok=True)
                 store = Store(os.path.join(out_dir, "landscapes.h5"))
                 held.enter_context(store.lock())
-                fps = self._fingerprints(plans, cfg, problem, paths,
-                                         {paths[n]: d.sha256 for n, d in found.items() if d is not None})
+                held.callback(_flush_after_failure, store)  # finished landscapes kept, also after an error
+                opened.append(store)
+                prints.update(self._fingerprints(problem, jobs, paths, found))
                 if restart:
-                    store.forget([pl.tag or "" for pl in plans])
-                for pl in plans:  # refuse other inputs' landscapes before any work
-                    store.check(pl.tag or "", fps[pl.tag or ""])
+                    store.forget([job.tag or "" for job in jobs])
+                for job in jobs:  # refuse other inputs' landscapes before any work
+                    store.check(job.tag or "", prints[job.tag or ""])
 
-            on_root(dist, open_store)
-            execution = Execution(devices=devices, threads=threads, pool=pool, dist=dist, store=store)
-            results: list[Landscape] = []
-            self.last_stats = {}
-            for pl in plans:
-                stats: dict[str, int] = {}
-                pl = dataclasses.replace(pl, fingerprint=fps.get(pl.tag or ""))
-                results.append(build_landscape(problem, pl, execution, stats=stats))
-                self.last_stats[pl.tag or ""] = {"evaluated": stats["evaluated"], "points": stats["points"]}
+            ex.on_root(open_store)
+            store = opened[0] if opened else None
+            results = run_jobs(problem, jobs, ex, store=store, fingerprints=prints, stats=self.last_stats)
             if store is not None:
                 store.flush()
-            if dist is None or dist.root:
-                self._write(out_dir, results)
-            return results
-        except BaseException:
-            stop_pool(pool, ok=False)
-            if store is not None:  # the landscapes finished before the failure are kept
-                try:
-                    store.flush()
-                except Exception:  # the original error is the one to report
-                    _log.exception("could not write the finished landscapes to %s", store.path)
-            raise
-        finally:
-            stop_pool(pool)  # after a failure, a no-op: the pool was killed above
-            held.close()
-            if dist is not None:
-                dist.close()
+        if ex.root:
+            self._write(out_dir, results)
+        return results
 
-    @staticmethod
-    def _fingerprints(plans: list[LandscapePlan], cfg: dict[str, Any], problem: Problem,
-                      paths: dict[int, str], known: dict[str, str] | None = None) -> dict[str, dict[str, Any]]:
-        """Everything that defines each landscape, digests for files (``known``: verified already), network
-        and data."""
-        digests: dict[str, str] = dict(known or {})
-        common = {"landscape_size": cfg["landscape_size"], "num_samples": problem.samples.n,
-                  "eval_mode": problem.eval_mode,
-                  "unit": cfg["unit"], "step_per_epoch": cfg["step_per_epoch"],
-                  "model": model_digest(problem.network), "loss_fn": _task_name(problem.task),
-                  "metrics": sorted(str(k) for k in problem.metrics),
-                  "data": tensor_digest(*problem.samples.tensors())}
-        points = {str(k): repr(m) for k, m in problem.metrics.items() if is_point_metric(m)}
-        if points:  # their settings (an EigenRatio's tolerance) define the surface; absent otherwise, as before
-            common["point_metrics"] = points
-        out = {}
-
-        def digest(path: Any) -> str:
-            if path not in digests:
-                digests[path] = file_digest(path)
-            return digests[path]
-
-        for pl in plans:
-            geo = pl.geometry
-            ignore = geo.ignore if geo.ignore is None or isinstance(geo.ignore, str) else list(geo.ignore)
-            fp = dict(common, normalization=geo.normalization, ignore=ignore or "none", kind=geo.kind,
-                      intervals=list(pl.intervals or []))
-            # options added with the views are recorded only when set, so that a landscapes.h5
-            # written before them still resumes
-            for key, value, default in (("dims", geo.dims, 2), ("x", geo.x, None), ("y", geo.y, None),
-                                        ("biasbn", geo.biasbn, "normalize"), ("second", geo.second, "random"),
-                                        ("include", None if geo.include is None else list(geo.include), None)):
-                if value != default:
-                    fp[key] = list(value) if isinstance(value, tuple) else value
-            if geo.kind == "random" or (geo.kind == "target" and geo.second == "random"):
-                fp["seed"] = int(geo.seed)
-            elif geo.kind == "pca":
-                fp["pca_method"] = geo.pca_method
-            if geo.kind == "pca" or geo.second == "pca" or geo.kind == "random":
-                for n in pl.intervals or []:
-                    fp[f"checkpoint {cfg['unit']} {n}"] = digest(paths[n])
-            for k, path in enumerate(geo.models or []):
-                fp[f"model {'ABC'[k]}"] = digest(path)
-            out[pl.tag or ""] = fp
-        return out
-
-    def _view_numbers(self, view: str, between: Any, second: str, intervals: list[list[int]]) -> list[Any]:
-        """The checkpoints of a view: ``between`` (numbers or paths), or the default ones from the
-        intervals; for ``("target", "pca")`` every collected number between the two as well."""
-        union = sorted({n for iv in intervals for n in iv})
-        want = {"line": 0, "interpolation": 2, "plane": 3, "target": 2}[view]
-        if view == "line":
+    def _check_view(self, view: str | None, between: Any, second: str, normalization: str | None,
+                    opts: SharedOptions) -> RunOptions:
+        """The view options, checked before any work."""
+        check_param("view", view, [None, Options(VIEWS)], caller=_GEN,
+                    hint="None gives MindSpore's PCA and Random landscapes.")
+        check_param("second", second, [Options(("random", "pca"))], caller=_GEN)
+        if view == "line" and opts.y is not None:
+            raise InvalidParameterError(f"The 'y' parameter of {_GEN} must be None for view='line'. Got {opts.y!r} "
+                                        "instead.")
+        if view is None or view == "line":
             if between is not None:
-                raise InvalidParameterError(f"The 'between' parameter of {_GEN} must be None with view='line' "
-                                            "(a random line around the last checkpoint).")
-            if not union:
-                raise ValueError(f"No interval in {self.metadata_path!r} to take the last checkpoint from.")
-            return [union[-1]]
-        if between is None:
-            if len(union) < want:
-                raise ValueError(f"view={view!r} needs {want} checkpoints; the intervals hold {union}.")
-            between = [union[0], union[len(union) // 2], union[-1]] if want == 3 else [union[0], union[-1]]
-        ok = (isinstance(between, (list, tuple)) and len(between) == want and all(
-            (isinstance(b, int) and not isinstance(b, bool)) or isinstance(b, (str, os.PathLike)) for b in between))
-        if not ok:
-            raise InvalidParameterError(
-                f"The 'between' parameter of {_GEN} must be {want} checkpoints (step or epoch numbers, or "
-                f"checkpoint files) for view={view!r}. Got {between!r} instead.")
-        numbers = list(between)
-        if view == "target" and second == "pca":
-            ends = [b for b in numbers if isinstance(b, int)]
-            if len(ends) != 2:
+                raise InvalidParameterError(
+                    f"The 'between' parameter of {_GEN} must be None " + (
+                        "with view='line' (a random line around the last checkpoint)." if view else
+                        "without a view. HINT: pass view='interpolation', 'plane' or 'target' as well."))
+            return RunOptions(view=view, normalization=normalization)
+        want = 3 if view == "plane" else 2
+        if between is not None:
+            ok = (isinstance(between, (list, tuple)) and len(between) == want and all(
+                (isinstance(b, int) and not isinstance(b, bool)) or isinstance(b, (str, os.PathLike)) for b in between))
+            if not ok:
+                raise InvalidParameterError(
+                    f"The 'between' parameter of {_GEN} must be {want} checkpoints (step or epoch numbers, or "
+                    f"checkpoint files) for view={view!r}. Got {between!r} instead.")
+            if view == "target" and second == "pca" and not all(isinstance(b, int) for b in between):
                 raise InvalidParameterError(f"The 'between' parameter of {_GEN} must be two checkpoint numbers "
                                             "with second='pca' (the trajectory runs from one to the other).")
-            lo, hi = sorted(ends)
-            numbers += [n for n in union if lo <= n <= hi and n not in ends]
-        return numbers
+        # the view's normalization rules (axes between models take none), as compute_landscape words them
+        resolve_view(directions=("target", second) if view == "target" else None, between=["A", "B", "C"][:want],
+                     dims=None, checkpoints=[0, 1, 2] if (view, second) == ("target", "pca") else None,
+                     normalization=normalization, caller=_GEN)
+        return RunOptions(view=view, between=None if between is None else list(between), second=second,
+                          normalization=normalization)
 
-    @staticmethod
-    def _view_plan(view: str, numbers: list[Any], second: str, paths: dict[int, str], intervals: list[list[int]],
-                   normalization: str | None, geo: dict[str, Any], unit: str,
-                   step_per_epoch: int) -> LandscapePlan:
-        def where(item: Any) -> str:
-            return paths[item] if isinstance(item, int) else os.fspath(item)
+    def _verified_checkpoints(self, metadata: TrainMetadata, cfg: Mapping[str, Any],
+                              run: RunOptions) -> tuple[dict[int, str], dict[int, Any]]:
+        """The paths of the checkpoints the call needs, each verified to be the file training wrote
+        (by the SHA-256 recorded then, or for MindSpore's metadata by its archive's CRC-32s), before
+        anything else (callback_fn may be slow)."""
+        if run.view is not None:
+            numbers = view_checkpoints(run.view, run.between, run.second, cfg["intervals"])
+            needed = sorted({n for n in numbers if isinstance(n, int)})
+        elif cfg["create_landscape"]["train"]:
+            needed = sorted({n for iv in cfg["intervals"] for n in iv})
+        else:
+            needed = [cfg["intervals"][-1][-1]] if cfg["create_landscape"]["result"] else []
+        paths = {n: metadata.checkpoint_path(self.ckpt_dir, n) for n in needed}
+        found = {n: verify_checkpoint_file(path, what=f"the checkpoint of {cfg['unit']} {n}",
+                                           digest=metadata.digests.get(n), recorded_in=self.metadata_path)
+                 for n, path in paths.items()}
+        return paths, found
 
-        def name(item: Any) -> Any:
-            return item if isinstance(item, int) else os.path.splitext(os.path.basename(os.fspath(item)))[0]
-
-        if view == "line":
-            v = resolve_view(directions="random", between=None, dims=1, checkpoints=None,
-                             normalization=normalization, caller=_GEN)
-            return LandscapePlan(Geometry("random", trajectory=[where(numbers[0])], dims=1,
-                                          normalization=v.normalization, **geo),
-                                 intervals=[numbers[0]], tag=f"line_{[numbers[0]]}", unit=unit,
-                                 step_per_epoch=step_per_epoch)
-        k = 3 if view == "plane" else 2
-        models = [where(b) for b in numbers[:k]]
-        trajectory = None
-        steps = [name(b) for b in numbers[:k]]
-        if view == "target" and second == "pca":
-            lo, hi = sorted(b for b in numbers[:2])
-            traj_numbers = sorted(numbers)
-            trajectory = [paths[n] for n in traj_numbers]
-            steps = [n for n in traj_numbers if lo <= n <= hi]
-        v = resolve_view(directions=("target", second) if view == "target" else None, between=models,
-                         dims=None, checkpoints=trajectory, normalization=normalization, caller=_GEN)
-        return LandscapePlan(Geometry(v.kind, models=models, trajectory=trajectory, dims=v.dims,  # type: ignore[arg-type]
-                                      normalization=v.normalization, second=v.second, **geo),
-                             intervals=steps, tag=f"{view}_{[name(b) for b in numbers[:k]]}", unit=unit,
-                             step_per_epoch=step_per_epoch)
+    def _fingerprints(self, problem: Any, jobs: Sequence[LandscapeJob], paths: Mapping[int, str],
+                      found: Mapping[int, Any]) -> dict[str, dict[str, Any]]:
+        """Each landscape's fingerprint (files verified already are not hashed again)."""
+        prints = Fingerprints(problem.network, problem.task, problem.samples, problem.metrics, problem.eval_mode,
+                              known={paths[n]: d.sha256 for n, d in found.items() if d is not None})
+        return {job.tag or "": prints.of(job.geometry, intervals=job.intervals, unit=job.unit,
+                                         step_per_epoch=job.step_per_epoch, checkpoint=paths.__getitem__)
+                for job in jobs}
 
     @staticmethod
     def _write(out_dir: str, results: list[Landscape]) -> None:
@@ -495,10 +348,43 @@ class SummaryLandscape:
         shutil.rmtree(self.ckpt_dir, onerror=onerror)
 
 
-def _task_name(task: Any) -> str:
-    """How the fingerprint names the loss: the loss_fn's repr for ``Supervised(loss_fn)`` with the
-    default layout (as before tasks existed, so older landscapes.h5 files still resume), else the
-    task's repr."""
-    if isinstance(task, Supervised) and task.plain:
-        return repr(task.loss_fn)
-    return repr(task)
+def _callback_result(got: Any) -> tuple[Any, Any, Any, Any, Any]:
+    """``(network, loss_fn, task, dataset, metrics)`` from what ``callback_fn`` returned."""
+    if not (isinstance(got, (tuple, list)) and len(got) in (4, 5)):
+        raise ValueError(f"The 'callback_fn' parameter of {_GEN} must return (model, network, dataset, "
+                         f"metrics) or (model, network, dataset, metrics, task); got {type(got).__name__}"
+                         f"{' of length ' + str(len(got)) if isinstance(got, (tuple, list)) else ''}.")
+    model, network, dataset, metrics = got[:4]
+    task = got[4] if len(got) == 5 else None
+    if not isinstance(network, nn.Module):
+        raise ValueError(f"callback_fn must return an nn.Module as its second item (network); "
+                         f"got {type(network).__name__}.")
+    loss_fn = getattr(model, "loss_fn", None)
+    if task is None and not callable(loss_fn):
+        raise ValueError("callback_fn must return a model (first item) whose loss_fn is callable, or a task "
+                         f"as its fifth item; got {type(model).__name__} with loss_fn={loss_fn!r}.")
+    return network, None if task is not None else loss_fn, task, dataset, metrics
+
+
+def _kept_states(network: nn.Module, paths: Mapping[int, str], unit: str) -> dict[int, Any]:
+    """Every checkpoint matched against the network before any work; each is read once: the states
+    are kept (up to :data:`KEEP_CHECKPOINT_BYTES`) for the PCA and the centres, else read again there."""
+    out: dict[int, Any] = {}
+    kept = 0
+    for n, path in paths.items():  # verified before; load_checkpoint words any failure (CheckpointError)
+        state = load_checkpoint(path, what=f"the checkpoint of {unit} {n}", network=network)
+        size = sum(t.nbytes for t in state.values() if isinstance(t, torch.Tensor))
+        if kept + size <= KEEP_CHECKPOINT_BYTES:
+            out[n] = state
+            kept += size
+        else:
+            out[n] = path
+    return out
+
+
+def _flush_after_failure(store: Store) -> None:
+    """The landscapes finished before a failure are written (a no-op after a successful flush)."""
+    try:
+        store.flush()
+    except Exception:  # the original error is the one to report
+        _log.exception("could not write the finished landscapes to %s", store.path)

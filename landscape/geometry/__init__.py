@@ -1,3 +1,25 @@
-"""Geometry of a landscape: which parameters move, random and PCA directions, grid axes."""
+"""Geometry of a landscape: which parameters move, directions (random, PCA, through models),
+grid axes, and the views that put them together.
 
-__all__: list[str] = []
+What the other subpackages use: the :class:`Geometry` of a landscape and the view builders
+(:func:`view_geometry`, :data:`VIEWS`), the moved parameters (:func:`moved_names`,
+:func:`flat_float`, :func:`check_keys`), and the option values the entry points validate.
+"""
+
+from landscape.geometry._directions import BIASBN, NORMALIZATIONS, random_directions
+from landscape.geometry._spec import BN_STATISTICS, KINDS, AxisRange, Geometry, Kind
+from landscape.geometry._state import check_keys, flat_float, moved_names
+from landscape.geometry._views import (
+    DECOMPOSITION,
+    VIEWS,
+    HessianFn,
+    ViewGeometry,
+    ViewInputs,
+    centre_state,
+    model_state,
+    view_geometry,
+)
+
+__all__ = ["Geometry", "Kind", "KINDS", "AxisRange", "BN_STATISTICS", "NORMALIZATIONS", "BIASBN", "VIEWS",
+           "ViewGeometry", "ViewInputs", "HessianFn", "view_geometry", "centre_state", "model_state", "DECOMPOSITION",
+           "moved_names", "flat_float", "check_keys", "random_directions"]

@@ -45,7 +45,7 @@ from landscape.result import Landscape, LossPath
 
 __all__ = ["read_h5", "write_h5", "write_h5_single", "write_group", "read_group", "rewrite", "drop_stale_copies",
            "is_hdf5", "Partial", "landscape_status", "read_progress", "write_progress", "progress_writer",
-           "H5_NAME", "PROGRESS", "SCHEMA_VERSION", "GEN_STAMP", "read_gen_stamp", "write_gen_stamp"]
+           "H5_NAME", "PROGRESS", "SCHEMA_VERSION", "GEN_STAMP", "read_gen_stamp", "write_gen_stamp", "recorded_plans"]
 
 H5_NAME = "landscapes.h5"
 PROGRESS = "_in_progress"
@@ -309,6 +309,26 @@ def progress_writer(path: str | os.PathLike,
             fh.flush()
 
         yield write
+
+
+def recorded_plans(path: str | os.PathLike) -> dict[str, dict[str, Any]]:
+    """The tuned plans the file's landscapes (finished or not) were evaluated with, by the key
+    of what decided them (their metadata's ``plan_key``)."""
+    out: dict[str, dict[str, Any]] = {}
+    with h5py.File(path, "r") as fh:
+        groups = [g for t, g in fh.items() if not t.startswith("_") and isinstance(g, h5py.Group)]
+        if PROGRESS in fh:
+            groups += list(fh[PROGRESS].values())
+        for g in groups:
+            if "metadata" in g.attrs:  # an unfinished landscape keeps its metadata as one JSON text
+                md = json.loads(g.attrs["metadata"])
+            else:
+                md = {k: _attr(g.attrs[k]) for k in ("plan_key", "points_per_call", "batching", "eval_batch",
+                                                      "memory_format") if k in g.attrs}
+            if md.get("plan_key"):
+                out[str(md["plan_key"])] = {k: md.get(k) for k in ("points_per_call", "batching", "eval_batch",
+                                                                   "memory_format")}
+    return out
 
 
 #: Root attribute of landscapes.h5 where ``landscape gen`` records the command that finished

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import json
 import os
 import time
@@ -35,9 +34,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
-import torch
 
-from collector.trajectory import file_digest as trajectory_file_digest
 from landscape.io._h5 import (
     Partial,
     drop_stale_copies,
@@ -45,14 +42,14 @@ from landscape.io._h5 import (
     progress_writer,
     read_h5,
     read_progress,
+    recorded_plans,
     rewrite,
     write_group,
     write_progress,
 )
 from landscape.result import Landscape
 
-__all__ = ["Store", "Partial", "file_digest", "tensor_digest", "model_digest", "differences", "jsonable",
-           "FLUSH_SECONDS"]
+__all__ = ["Store", "Partial", "jsonable", "differences", "FLUSH_SECONDS"]
 
 #: Seconds of evaluation that may pass before what is done is written (see the module docstring).
 FLUSH_SECONDS = 2.0
@@ -71,35 +68,6 @@ def _flush_seconds() -> float:
     return value
 
 
-# -- fingerprints ---------------------------------------------------------------------
-def _sha(*parts: bytes) -> str:
-    h = hashlib.sha256()
-    for part in parts:
-        h.update(part)
-    return h.hexdigest()
-
-
-def file_digest(path: str) -> str:
-    return trajectory_file_digest(path).sha256
-
-
-def tensor_digest(*tensors: torch.Tensor) -> str:
-    h = hashlib.sha256()
-    for t in tensors:
-        t = t.detach().cpu().contiguous()
-        h.update(f"{t.dtype}{tuple(t.shape)}".encode())
-        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
-    return h.hexdigest()
-
-
-def model_digest(network: torch.nn.Module) -> str:
-    """The architecture: class, module tree and every state entry's name, shape and dtype."""
-    cls = type(network)
-    items = [f"{cls.__module__}.{cls.__qualname__}", repr(network)]
-    items += [f"{k}:{tuple(v.shape)}:{v.dtype}" for k, v in network.state_dict().items()]
-    return _sha("\n".join(items).encode())
-
-
 def differences(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
     """Human-readable differences between two fingerprints (digests shortened)."""
 
@@ -113,6 +81,7 @@ def differences(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
         if old.get(key) != new.get(key):
             out.append(f"{key}: {show(old.get(key, '(absent)'))} then, {show(new.get(key, '(absent)'))} now")
     return out
+
 
 
 # -- the file -------------------------------------------------------------------------
@@ -199,6 +168,19 @@ class Store:
                 + "; ".join(diff) + ". HINT: pass restart=True (landscape gen --restart) to start it over, "
                 "or write to another output folder.")
         return state
+
+    def recorded_plan(self, key: str) -> dict[str, Any] | None:
+        """A tuned plan recorded with one of the file's landscapes for ``key`` (what decided it), as a
+        ``plan=`` dict; None when there is none (tuning it again would choose by timing)."""
+        for _, part, _ in self._unwritten.values():  # begun in this call, not on disk yet
+            if part.md.get("plan_key") == key:
+                return {k: part.md.get(k) for k in ("points_per_call", "batching", "eval_batch", "memory_format")}
+        for ls, _ in self._finished.values():
+            if ls.metadata.get("plan_key") == key:
+                return {k: ls.metadata.get(k) for k in ("points_per_call", "batching", "eval_batch", "memory_format")}
+        if not os.path.exists(self.path):
+            return None
+        return recorded_plans(self.path).get(key)
 
     def load_partial(self, tag: str) -> Partial:
         return read_progress(self.path, tag)

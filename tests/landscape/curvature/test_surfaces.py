@@ -41,11 +41,11 @@ def test_eigen_ratio_resumes_after_an_interruption(summary_dir, tmp_path, monkey
     calls = []
     original = Engine.evaluate
 
-    def dying(self, pts, start=0):
+    def dying(self, pts, start=0, **kw):
         calls.append(len(pts))
         if len(calls) == 3:
             raise KeyboardInterrupt
-        return original(self, pts, start)
+        return original(self, pts, start, **kw)
 
     monkeypatch.setattr(Engine, "evaluate", dying)
     out = tmp_path / "out"
@@ -53,8 +53,8 @@ def test_eigen_ratio_resumes_after_an_interruption(summary_dir, tmp_path, monkey
     with pytest.raises(KeyboardInterrupt):
         sl.gen_landscapes_with_multi_process(_task_with_ratio(), collect_landscape=OVERRIDE, output=out)
     asked = []
-    monkeypatch.setattr(Engine, "evaluate", lambda self, pts, start=0: asked.append(len(pts)) or
-                        original(self, pts, start))
+    monkeypatch.setattr(Engine, "evaluate", lambda self, pts, start=0, **kw: asked.append(len(pts)) or
+                        original(self, pts, start, **kw))
     again = sl.gen_landscapes_with_multi_process(_task_with_ratio(), collect_landscape=OVERRIDE, output=out)[-1]
     assert sum(asked) == 16 - sum(calls[:2])  # only the points not flushed before the interruption
     np.testing.assert_array_equal(again.surfaces["eigen_ratio"], ref.surfaces["eigen_ratio"])

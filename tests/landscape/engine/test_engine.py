@@ -121,7 +121,8 @@ def test_train_mode_keeps_centre_running_stats_and_is_reproducible(trained, data
     b = landscape.compute_landscape(net, nn.CrossEntropyLoss(), data, **kw)
     np.testing.assert_array_equal(a.z, b.z)
     assert a.metadata["points_per_call"] == 1 and np.isfinite(a.z).all()
-    from landscape.engine import Engine, EngineSpec, Samples, Supervised
+    from landscape.engine import Engine, EngineSpec, Samples
+    from landscape.tasks import Supervised
 
     names, _ = moved_names(net, None)
     ref = [traj[-1][n].float() for n in names]

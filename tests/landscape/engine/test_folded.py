@@ -10,9 +10,10 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from landscape.engine import Engine, EngineSpec, Samples, Supervised
+from landscape.engine import Engine, EngineSpec, Samples
 from landscape.engine._folded import fold_network
 from landscape.examples import MLP, SmallCNN
+from landscape.tasks import Supervised
 
 
 class ResidualCNN(nn.Module):

@@ -8,8 +8,9 @@ import torch
 from torch import nn
 
 import landscape
-from landscape.engine import EngineSpec, Samples, Supervised, _planner, choose_plan
+from landscape.engine import BATCHINGS, EngineSpec, Samples, _planner, choose_plan
 from landscape.examples import MLP
+from landscape.tasks import Supervised
 from tests.landscape.engine.test_folded import _naive, _setup
 
 
@@ -36,9 +37,9 @@ def test_a_way_that_changes_values_is_never_used():
     net = MixesSamples()
     x, y = torch.randn(40, 6), torch.randint(0, 3, (40,))
     spec, (names, v, w, centre) = _spec(net, x, y)
-    plan = choose_plan(spec, n_points=25, mode="heuristic")
+    plan = choose_plan(spec, n_points=25)
     assert plan.points_per_call > 1 and plan.batching == "vmap"  # folding would mix the points' samples
-    assert "folded" not in _planner._working_batchings(spec, 4)
+    assert "folded" not in _planner._working_ways(spec, 4)
     ls = landscape.compute_landscape(net, nn.CrossEntropyLoss(), (x, y), directions=(dict(zip(names, v)),
                                      dict(zip(names, w))), normalization="none", size=4, num_samples=40)
     pts = np.stack(np.meshgrid(ls.x, ls.y), -1).reshape(-1, 2)
@@ -46,53 +47,66 @@ def test_a_way_that_changes_values_is_never_used():
     np.testing.assert_allclose(ls.z, ref, rtol=2e-5, atol=1e-6)
 
 
-def test_calibration_keeps_one_point_per_call_unless_a_batched_plan_is_clearly_faster(monkeypatch):
+def _fake_timing(per_point):
+    def timed(trial, device, points):
+        return per_point(trial.points_per_call, trial.batching, trial.samples.sizes[0])
+    return timed
+
+
+def test_auto_is_a_pure_function_of_the_problem_and_never_times(monkeypatch):
+    torch.manual_seed(0)
+    spec, _ = _spec(MLP(hidden=16), torch.rand(64, 64), torch.randint(0, 10, (64,)))
+
+    def never(*args, **kwargs):
+        raise AssertionError("plan='auto' must not time anything")
+
+    monkeypatch.setattr(_planner, "_time_per_point", never)
+    plans = [choose_plan(spec, n_points=10_000, mode=m) for m in ("auto", "auto", "heuristic")]
+    assert plans[0] == plans[1] == plans[2]
+    plan = plans[0]
+    assert plan.how == "heuristic" and plan.points_per_call > 1 and plan.batching in BATCHINGS
+
+
+def test_points_per_call_never_exceed_the_landscape_points():
+    torch.manual_seed(0)
+    spec, _ = _spec(MLP(hidden=16), torch.rand(64, 64), torch.randint(0, 10, (64,)))
+    assert choose_plan(spec, n_points=10_000).points_per_call == 32  # a tiny MLP: the most per call
+    assert choose_plan(spec, n_points=9).points_per_call == 9  # not 32 calls' worth of padded copies
+    assert choose_plan(spec, n_points=1).points_per_call == 1
+
+
+def test_tuning_keeps_one_point_per_call_unless_a_batched_plan_is_clearly_faster(monkeypatch):
     torch.manual_seed(0)
     net = MLP(hidden=16)
     x, y = torch.rand(64, 64), torch.randint(0, 10, (64,))
     spec, _ = _spec(net, x, y)
-    monkeypatch.setattr(_planner, "CALIBRATE_FROM_WORK", 0)
-
-    def fake(per_point):
-        def timed(trial, device, points):
-            return per_point(trial.points_per_call, trial.batching, trial.samples.sizes[0])
-        return timed
-
     # batched plans 5 % faster than one point per call: within the margin, one point per call stays
-    monkeypatch.setattr(_planner, "_time_per_point", fake(lambda p, kind, b: 1.0 if p == 1 else 0.95))
-    chosen = choose_plan(spec, n_points=10_000)
-    assert chosen.how == "calibrated" and chosen.points_per_call == 1
+    monkeypatch.setattr(_planner, "_time_per_point", _fake_timing(lambda p, kind, b: 1.0 if p == 1 else 0.95))
+    chosen = choose_plan(spec, n_points=10_000, mode="tune")
+    assert chosen.how == "tuned" and chosen.points_per_call == 1
     assert chosen.timings and "p=1 batch=64" in chosen.timings
     # slower batched plans are never chosen
-    monkeypatch.setattr(_planner, "_time_per_point", fake(lambda p, kind, b: 1.0 if p == 1 else 1.5))
-    assert choose_plan(spec, n_points=10_000).points_per_call == 1
+    monkeypatch.setattr(_planner, "_time_per_point", _fake_timing(lambda p, kind, b: 1.0 if p == 1 else 1.5))
+    assert choose_plan(spec, n_points=10_000, mode="tune").points_per_call == 1
     # a clearly faster one is, and a smaller evaluation batch when it is the fastest
-    monkeypatch.setattr(_planner, "_time_per_point", fake(lambda p, kind, b: 1.0 / p))
-    fast = choose_plan(spec, n_points=10_000)
-    assert fast.points_per_call > 1 and fast.batching in ("sequential", "folded", "vmap")
-    monkeypatch.setattr(_planner, "_time_per_point", fake(lambda p, kind, b: 1.0 if p > 1 or b == 64 else 0.5))
-    small = choose_plan(spec, n_points=10_000)
+    monkeypatch.setattr(_planner, "_time_per_point", _fake_timing(lambda p, kind, b: 1.0 / p))
+    fast = choose_plan(spec, n_points=10_000, mode="tune")
+    assert fast.points_per_call > 1 and fast.batching in BATCHINGS
+    monkeypatch.setattr(_planner, "_time_per_point", _fake_timing(lambda p, kind, b: 1.0 if p > 1 or b == 64 else 0.5))
+    small = choose_plan(spec, n_points=10_000, mode="tune")
     assert small.points_per_call == 1 and small.eval_batch == 32
     md = small.metadata()
-    assert md["plan"] == "calibrated" and md["eval_batch"] == 32 and "plan_timings" in md
+    assert md["plan"] == "tuned" and md["eval_batch"] == 32 and "plan_timings" in md
 
 
-def test_small_landscapes_are_not_timed_and_a_given_plan_is_used(monkeypatch):
+def test_a_given_plan_is_used_as_given():
     torch.manual_seed(0)
-    net = MLP(hidden=16)
-    x, y = torch.rand(32, 64), torch.randint(0, 10, (32,))
-    spec, _ = _spec(net, x, y)
-
-    def never(*args, **kwargs):
-        raise AssertionError("a small landscape must not be timed")
-
-    monkeypatch.setattr(_planner, "_time_per_point", never)
-    assert choose_plan(spec, n_points=16).how == "heuristic"
+    spec, _ = _spec(MLP(hidden=16), torch.rand(32, 64), torch.randint(0, 10, (32,)))
     given = choose_plan(spec, n_points=16, mode={"points_per_call": 2, "batching": "folded", "eval_batch": 16})
     assert (given.points_per_call, given.batching, given.eval_batch, given.how) == (2, "folded", 16, "given")
 
 
-@pytest.mark.parametrize("plan", ["heuristic", {"points_per_call": 4, "batching": "folded", "eval_batch": 32}])
+@pytest.mark.parametrize("plan", ["auto", {"points_per_call": 4, "batching": "folded", "eval_batch": 32}])
 def test_compute_landscape_records_the_plan(plan):
     torch.manual_seed(0)
     x, y = torch.rand(64, 64), torch.randint(0, 10, (64,))
@@ -101,7 +115,7 @@ def test_compute_landscape_records_the_plan(plan):
         assert ls.metadata["points_per_call"] == 4 and ls.metadata["batching"] == "folded"
         assert ls.metadata["eval_batch"] == 32 and ls.metadata["plan"] == "given"
     else:
-        assert ls.metadata["plan"] == "heuristic"
+        assert ls.metadata["plan"] == "heuristic"  # what plan="auto" records: made by the rule, not timed
 
 
 def _cnn_spec(plan_fields=None):
@@ -145,12 +159,12 @@ def test_the_plan_lays_convolution_kernels_out_channels_last_at_one_point_per_ca
     monkey = _planner.CALL_BYTES
     try:
         _planner.CALL_BYTES = 0  # one point per call
-        one = choose_plan(spec, n_points=16, mode="heuristic")
+        one = choose_plan(spec, n_points=16)
     finally:
         _planner.CALL_BYTES = monkey
     assert (one.points_per_call, one.memory_format) == (1, "channels_last")
     assert one.metadata()["memory_format"] == "channels_last"
-    many = choose_plan(spec, n_points=16, mode="heuristic")  # a tiny CNN: several points per call
+    many = choose_plan(spec, n_points=16)  # a tiny CNN: several points per call
     assert many.points_per_call > 1 and many.memory_format == "contiguous"
     mlp = _spec(MLP(hidden=16), torch.rand(32, 64), torch.randint(0, 10, (32,)))[0]
     assert choose_plan(mlp, n_points=16, mode={"points_per_call": 1}).memory_format == "contiguous"
@@ -162,9 +176,8 @@ def test_the_plan_lays_convolution_kernels_out_channels_last_at_one_point_per_ca
                                     plan={"points_per_call": 1, "memory_format": "nhwc"})
 
 
-def test_calibration_times_both_layouts_of_a_cnn(monkeypatch):
+def test_tuning_times_both_layouts_of_a_cnn(monkeypatch):
     net, x, y, spec, _ = _cnn_spec()
-    monkeypatch.setattr(_planner, "CALIBRATE_FROM_WORK", 0)
     monkeypatch.setattr(_planner, "CALL_BYTES", 0)  # one point per call: only layouts and batches compete
     seen = []
 
@@ -173,20 +186,9 @@ def test_calibration_times_both_layouts_of_a_cnn(monkeypatch):
         return 0.5 if trial.memory_format == "contiguous" else 1.0
 
     monkeypatch.setattr(_planner, "_time_per_point", timed)
-    chosen = choose_plan(spec, n_points=10_000)
+    chosen = choose_plan(spec, n_points=10_000, mode="tune")
     assert seen[0] == (1, 20, "channels_last") and (1, 20, "contiguous") in seen
-    assert chosen.memory_format == "contiguous" and chosen.how == "calibrated"
+    assert chosen.memory_format == "contiguous" and chosen.how == "tuned"
     assert "p=1 batch=20 channels_last" in chosen.timings and "p=1 batch=20" in chosen.timings
 
 
-def test_a_landscape_of_few_points_is_never_timed(monkeypatch):
-    torch.manual_seed(0)
-    spec, _ = _spec(MLP(hidden=16), torch.rand(64, 64), torch.randint(0, 10, (64,)))
-    monkeypatch.setattr(_planner, "CALIBRATE_FROM_WORK", 0)  # heavy enough, whatever its size
-
-    def never(*args, **kwargs):
-        raise AssertionError("timing one candidate would cost more than the share of 16 points")
-
-    monkeypatch.setattr(_planner, "_time_per_point", never)
-    assert choose_plan(spec, n_points=16).how == "heuristic"
-    assert choose_plan(spec, n_points=_planner.CALIBRATE_MIN_POINTS - 1).how == "heuristic"

@@ -18,8 +18,8 @@ from torch.nn import functional as F
 from torch.utils.data import DataLoader, Dataset
 
 from landscape import compute_landscape
-from landscape.engine import Samples, collect, slice_batch, to_device
-from landscape.tasks import HuggingFace, Supervised, batch_size, regression
+from landscape.engine import Samples, collect
+from landscape.tasks import HuggingFace, Supervised, batch_size, regression, slice_batch, to_device
 
 SIZE = 5
 

@@ -78,7 +78,8 @@ def test_cuda_matches_cpu_and_refuses_missing_ids(trained, data):
 def test_sequential_fast_path_identical_across_workers_and_chunks():
     """The direct batched forward (baddbmm, first layer from precomputed planes) gives the
     same bits with 1 or 2 workers (2 or 1 threads each) and whatever the chunking."""
-    from landscape.engine import Engine, EngineSpec, Samples, Supervised
+    from landscape.engine import Engine, EngineSpec, Samples
+    from landscape.tasks import Supervised
 
     g = torch.Generator().manual_seed(0)
     x, y = torch.randn(96, 64, generator=g), torch.randint(0, 10, (96,), generator=g)

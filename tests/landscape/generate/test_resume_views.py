@@ -63,8 +63,8 @@ def test_sigkill_midway_then_rerun_equals_uninterrupted(summary_dir, tmp_path, m
     assert 0 < before < 40
     asked = []
     original = Engine.evaluate
-    monkeypatch.setattr(Engine, "evaluate", lambda self, pts, start=0: asked.append(len(pts)) or
-                        original(self, pts, start))
+    monkeypatch.setattr(Engine, "evaluate", lambda self, pts, start=0, **kw: asked.append(len(pts)) or
+                        original(self, pts, start, **kw))
     sl = SummaryLandscape(summary_dir)
     (again,) = sl.gen_landscapes_with_multi_process(_gen_task.task, output=out, **kwargs)
     total = 40 + (1 if view == "line" else 2)  # the grid, then the exact origin / A and B (off the grid)

@@ -28,7 +28,7 @@ import torch
 from torch import nn
 
 __all__ = ["Task", "Supervised", "HuggingFace", "classification", "regression", "as_task", "to_device",
-           "batch_size", "slice_batch", "mean_loss"]
+           "batch_size", "slice_batch", "mean_loss", "map_tensors"]
 
 
 @runtime_checkable
@@ -83,11 +83,11 @@ def _rebuild(obj: Any, items: Sequence[Any]) -> Any:
     return type(obj)(items)
 
 
-def _map_tensors(obj: Any, fn: Callable[[torch.Tensor], Any]) -> Any:
+def map_tensors(obj: Any, fn: Callable[[torch.Tensor], Any]) -> Any:
     if isinstance(obj, torch.Tensor):
         return fn(obj)
     if isinstance(obj, Mapping):
-        mapped = {k: _map_tensors(v, fn) for k, v in obj.items()}
+        mapped = {k: map_tensors(v, fn) for k, v in obj.items()}
         if type(obj) is dict:
             return mapped
         try:  # a BatchEncoding or another Mapping subclass built from a dict
@@ -95,21 +95,21 @@ def _map_tensors(obj: Any, fn: Callable[[torch.Tensor], Any]) -> Any:
         except Exception:
             return mapped
     if isinstance(obj, (list, tuple)):
-        return _rebuild(obj, [_map_tensors(v, fn) for v in obj])
+        return _rebuild(obj, [map_tensors(v, fn) for v in obj])
     return obj
 
 
 def to_device(batch: Any, device: torch.device | str, *, non_blocking: bool = False) -> Any:
     """The batch with every tensor in its structure moved to ``device`` (the documented rule)."""
     dev = torch.device(device)
-    return _map_tensors(batch, lambda t: t.to(dev, non_blocking=non_blocking))
+    return map_tensors(batch, lambda t: t.to(dev, non_blocking=non_blocking))
 
 
 def slice_batch(batch: Any, stop: int, start: int = 0, *, size: int | None = None) -> Any:
     """Samples ``start:stop`` of a batch: every tensor whose first dimension is the batch's
     size is sliced, other tensors and values are kept as they are."""
     n = batch_size(batch) if size is None else size
-    return _map_tensors(batch, lambda t: t[start:stop] if t.dim() > 0 and t.shape[0] == n else t)
+    return map_tensors(batch, lambda t: t[start:stop] if t.dim() > 0 and t.shape[0] == n else t)
 
 
 def _pick(obj: Any, key: Any) -> Any:

@@ -28,16 +28,21 @@ Any function works; a metric of the same shape (``metric(model, batch)``) says s
 >>> accuracy.metric_inputs = "batch"
 """
 
-from landscape.engine._task import (
+from landscape.tasks._task import (
     HuggingFace,
     Supervised,
     Task,
+    as_task,
     batch_size,
     classification,
+    map_tensors,
+    mean_loss,
     regression,
     slice_batch,
     to_device,
 )
 
+# The public home of tasks (users import them from here); as_task, mean_loss and map_tensors are
+# what the engine and curvature take from it.
 __all__ = ["Task", "Supervised", "HuggingFace", "classification", "regression", "to_device", "batch_size",
-           "slice_batch"]
+           "slice_batch", "as_task", "mean_loss", "map_tensors"]

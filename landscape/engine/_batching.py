@@ -1,0 +1,183 @@
+"""The ways a group of points runs in one call: a registry (private).
+
+A way is a value: its name, what it needs (:attr:`Way.unavailable` says why it does not
+apply to an engine's network and task, naming the layer, without running anything) and
+how it builds the group function ``fn(params, batch, coef) -> (losses (p,), [outputs])``
+of an engine. :data:`WAYS` lists them in the order the planner prefers them:
+
+* ``"sequential"``: a plain ``nn.Sequential`` of Linear layers and element-wise
+  activations, written out as one batched product per layer (:mod:`._batched`);
+* ``"folded"``: any network of Linear, Conv, BatchNorm (eval), LayerNorm and Embedding
+  layers, the points folded into the batch (:mod:`._folded`);
+* ``"vmap"``: anything, through ``torch.func.functional_call`` under ``torch.vmap``.
+
+Whether a way gives the one-point values is not decided here: the planner runs every way
+it would use on a probe first (:func:`landscape.engine._planner.verify_way`), also when the
+plan is given as a dict.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import nn
+from torch.func import functional_call, vmap
+
+from landscape.engine._batched import batched_loss, sequential_forward
+from landscape.engine._folded import FoldedNetwork, foldable_leaves
+from landscape.tasks import batch_size, mean_loss, slice_batch
+
+if TYPE_CHECKING:  # the engine builds the ways; they read its state
+    from landscape.engine._engine import Engine
+
+__all__ = ["Way", "WAYS", "BATCHINGS", "GroupFn"]
+
+#: ``fn(params, batch, coef) -> (losses (p,),)`` or ``(losses, outputs)`` when metrics need outputs.
+GroupFn = Callable[[tuple, Any, torch.Tensor], Any]
+
+
+@dataclass(frozen=True)
+class Way:
+    """One way of running a group of points per call.
+
+    Attributes
+    ----------
+    name : str
+    unavailable : callable
+        ``unavailable(engine) -> str | None``: why this way does not apply (None: it may).
+    build : callable
+        ``build(engine) -> (fn, built)``: the group function and the indices of the moved
+        parameters it needs built per group (None: all of them).
+    """
+
+    name: str
+    unavailable: Callable[[Engine], str | None]
+    build: Callable[[Engine], tuple[GroupFn, list[int] | None]]
+
+
+class _Bound:
+    """The network with a point's parameters: calling it is ``functional_call`` (for vmap).
+
+    The task receives this in place of the module; attribute reads (``model.config``) go
+    to the network itself.
+    """
+
+    def __init__(self, net: nn.Module, params: dict[str, torch.Tensor]) -> None:
+        self._net, self._params = net, params
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return functional_call(self._net, self._params, args, kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._net, name)
+
+
+# -- sequential ---------------------------------------------------------------------------
+def _sequential_unavailable(eng: Engine) -> str | None:
+    if eng.sup is None or not eng.sup.plain:
+        return "it needs a plain Supervised(loss_fn) task ((inputs, targets) batches)"
+    try:
+        sequential_forward(eng.net, eng.names, eng.eval_mode)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def _sequential_build(eng: Engine) -> tuple[GroupFn, list[int] | None]:
+    sup = eng.sup
+    assert sup is not None
+    fwd = sequential_forward(eng.net, eng.names, eng.eval_mode, (eng.c, eng.v, eng.w))
+    loss_b = batched_loss(sup.loss_fn, mean_loss)
+    keep = bool(eng.metrics)
+
+    def direct(params: tuple, batch: Any, coef: torch.Tensor) -> Any:
+        x, y = sup.split(batch)
+        out = fwd(params, x, coef)
+        return (loss_b(out, y), out) if keep else (loss_b(out, y),)
+
+    return direct, None
+
+
+# -- folded -------------------------------------------------------------------------------
+def _folded_unavailable(eng: Engine) -> str | None:
+    if eng.sup is None:
+        return "it needs a Supervised task (inputs, targets and a loss_fn)"
+    if not eng.eval_mode:
+        return "train mode (batch statistics mix the points' samples)"
+    try:
+        foldable_leaves(eng.net, set(eng.names))
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def _folded_build(eng: Engine) -> tuple[GroupFn, list[int] | None]:
+    sup, names = eng.sup, eng.names
+    assert sup is not None
+    # an engine whose points all go through groups never needs the network itself: fold it in place
+    in_place = eng.p > 1 and not eng.batch_metrics and not eng.point_metrics
+    folded = FoldedNetwork(eng.net, {k: (c, a, b) for k, c, a, b in zip(names, eng.c, eng.v, eng.w)},
+                           copy=not in_place)
+    loss_f = batched_loss(sup.loss_fn, mean_loss)
+    keep = bool(eng.metrics)
+
+    # Parameters only the first layers read (linear in the point, computed from the inputs once) need
+    # not be built for every group: which ones the network reads is found once, on one sample.
+    x1 = sup.split(eng.batch(0))[0]
+    x1 = slice_batch(x1, 1, size=batch_size(x1))
+    coef0 = torch.zeros(eng.p, 3, device=eng.device)
+    coef0[:, 0] = 1.0
+    centre = [c.unsqueeze(0).expand(eng.p, *c.shape) for c in eng.c]
+
+    def probe() -> None:
+        folded.set_points(names, centre, coef0, 1)
+        sup.outputs(folded, x1)
+
+    reads = folded.parameters_read(probe)
+    idx = [i for i, k in enumerate(names) if reads is None or k in reads]
+    built = [names[i] for i in idx]
+
+    def fold(params: tuple, batch: Any, coef: torch.Tensor) -> Any:
+        x, y = sup.split(batch)
+        folded.set_points(built, params, coef, batch_size(x))
+        out = sup.outputs(folded, x)
+        p = coef.shape[0]
+        out = out.reshape(p, out.shape[0] // p, *out.shape[1:])
+        return (loss_f(out, y), out) if keep else (loss_f(out, y),)
+
+    eng.run_modules = folded.net  # what the planner's probe watches for the failing layer
+    return fold, idx
+
+
+# -- vmap ---------------------------------------------------------------------------------
+def _vmap_unavailable(eng: Engine) -> str | None:
+    return None  # anything runs under vmap; the probe finds what fails or differs
+
+
+def _vmap_build(eng: Engine) -> tuple[GroupFn, list[int] | None]:
+    net, names, sup, task, keep = eng.net, eng.names, eng.sup, eng.task, bool(eng.metrics)
+
+    def one(params: tuple, batch: Any) -> Any:
+        model = _Bound(net, dict(zip(names, params)))
+        if keep:
+            assert sup is not None
+            x, y = sup.split(batch)
+            out = sup.outputs(model, x)
+            return sup.loss(out, y), out
+        return (task(model, batch),)
+
+    mapped = vmap(one, in_dims=(0, None))
+    return (lambda params, batch, coef: mapped(params, batch)), None
+
+
+#: The ways, in the order they are preferred (each is faster than the next where it applies).
+WAYS: dict[str, Way] = {w.name: w for w in (
+    Way("sequential", _sequential_unavailable, _sequential_build),
+    Way("folded", _folded_unavailable, _folded_build),
+    Way("vmap", _vmap_unavailable, _vmap_build),
+)}
+#: Their names (the values of a plan's ``batching``).
+BATCHINGS = tuple(WAYS)

@@ -1,0 +1,100 @@
+"""What both entry points do before any point: validate, then build the problem (private).
+
+:func:`check_options` validates the options ``compute_landscape`` and ``SummaryLandscape``
+share, without the network (``SummaryLandscape`` calls it before its ``callback_fn``);
+:func:`prepare_problem` takes the network and the data: the task, the metrics, the moved
+tensors' selection and the samples, as a :class:`Problem`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from torch import nn
+
+from collector.common import InvalidParameterError, check_param, unwrap_module
+from collector.train import check_metrics as check_metric_forms
+from collector.train import get_metric
+from landscape.engine import collect
+from landscape.execution import check_devices
+from landscape.generate._jobs import Problem
+from landscape.generate._options import (
+    check_common,
+    check_metrics,
+    check_patterns,
+    check_plan,
+    check_range,
+    check_selection,
+)
+from landscape.tasks import as_task
+
+__all__ = ["SharedOptions", "check_options", "prepare_problem", "metric_dict"]
+
+AxisRange = tuple[float, float, int]
+
+
+@dataclass(frozen=True)
+class SharedOptions:
+    """The shared options, validated: the axes and the selection of moved tensors as the
+    geometry takes them."""
+
+    x: AxisRange | None
+    y: AxisRange | None
+    ignore: str | tuple[str, ...] | None
+    include: tuple[str, ...] | None
+
+
+def check_options(*, normalization: Any, ignore: Any, include: Any, biasbn: Any, seed: Any, eval_mode: Any,
+                  device_ids: Any, distributed: Any, plan: Any, x: Any, y: Any, caller: str) -> SharedOptions:
+    """Validate the options shared by both entry points (nothing is loaded or run)."""
+    check_common(normalization=normalization, ignore=ignore, seed=seed, eval_mode=eval_mode, device_ids=device_ids,
+                 caller=caller, include=include, biasbn=biasbn)
+    check_param("distributed", distributed, [None, "boolean"], caller=caller)
+    check_plan(plan, caller)
+    x_range, y_range = check_range("x", x, caller), check_range("y", y, caller)
+    check_devices(None if device_ids is None else list(device_ids), distributed, caller)
+    ignores = check_patterns("ignore", ignore, caller, keyword="biasbn")
+    return SharedOptions(x_range, y_range, ignores[0] if ignores is not None and len(ignores) == 1 else ignores,
+                   check_patterns("include", include, caller))
+
+
+def metric_dict(metrics: Any) -> dict[str, Any]:
+    """The user's metrics by name: a dict as given, a set, list or tuple of names (``"accuracy"``)
+    through ``collector.train.get_metric``."""
+    if not metrics:
+        return {}
+    if isinstance(metrics, (set, list, tuple)):
+        return {str(n): get_metric(n) for n in metrics}
+    return {str(k): m for k, m in dict(metrics).items()}
+
+
+def prepare_problem(network: nn.Module, data: Any, *, loss_fn: Any = None, task: Any = None, metrics: Any = None,
+                    num_samples: int | None, eval_mode: bool, plan: Any, ignore: Any, include: Any, caller: str,
+                    where: str = "", metrics_name: str = "metrics") -> Problem:
+    """The problem every landscape of the call evaluates, checked before any point: the network
+    (DDP, DataParallel and torch.compile unwrapped), the task from ``loss_fn`` or ``task``, the
+    metrics, the moved tensors' selection, then the samples (read once). ``where`` says where the
+    user gave them (" (callback_fn)") for messages."""
+    if not isinstance(network, nn.Module):
+        raise InvalidParameterError(f"The 'network' parameter of {caller}{where} must be an nn.Module. Got "
+                                    f"{type(network).__name__} instead.")
+    network = unwrap_module(network)
+    task_ = as_task(loss_fn, task, caller=f"{caller}{where}")
+    check_metric_forms(metrics, name=metrics_name, caller=caller)
+    metric_map = metric_dict(metrics)
+    check_metrics(metric_map, task_, f"{caller}{where}")
+    check_selection(network, ignore, include, caller)
+    samples = collect(data, num_samples, task_, caller=caller)
+    return Problem(network, task_, samples, metrics=metric_map, eval_mode=eval_mode, plan=plan)
+
+
+def refuse_unused(name: str, value: Any, caller: str, why: str) -> None:
+    """An option that means nothing in this call is refused, saying why."""
+    if value is not None:
+        raise InvalidParameterError(f"The '{name}' parameter of {caller} must be None {why}. Got {value!r} instead.")
+
+
+def as_list(items: Sequence[Any] | None) -> list[Any] | None:
+    return None if items is None else list(items)

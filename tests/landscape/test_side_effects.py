@@ -1,0 +1,31 @@
+"""A library does not change its caller's process: importing landscape and viz, computing and
+plotting a landscape leaves matplotlib's backend as the caller had it (glibc's malloc
+settings: tests/landscape/engine/test_malloc.py)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+SCRIPT = """
+import matplotlib
+from matplotlib import rcsetup
+before = dict.__getitem__(matplotlib.rcParams, "backend")
+import torch
+from torch import nn
+import landscape, viz
+import viz.plots
+net = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
+x, y = torch.randn(32, 4), torch.randint(0, 3, (32,))
+ls = landscape.compute_landscape(net, nn.CrossEntropyLoss(), (x, y), size=4, num_samples=32)
+after_compute = dict.__getitem__(matplotlib.rcParams, "backend")
+print(before is rcsetup._auto_backend_sentinel, after_compute is before)
+"""
+
+
+def test_importing_and_computing_leave_matplotlibs_backend_unresolved():
+    env = {k: v for k, v in os.environ.items() if k not in ("MPLBACKEND", "DISPLAY")}
+    out = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=env, timeout=300,
+                         check=True)
+    assert out.stdout.split() == ["True", "True"]
