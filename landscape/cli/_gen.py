@@ -5,26 +5,24 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
-import sys
 import time
 from collections.abc import Callable
 from typing import Any
 
 from collector.train import get_metric
 from landscape.cli._common import UsageError, describe
+from landscape.cli._gen_check import locate_task, split_task
 from landscape.cli._stamp import record_finished
 from landscape.curvature import EIGEN_RATIO, EigenRatio
 from landscape.generate import SummaryLandscape
 
-__all__ = ["run_gen", "load_task", "with_eigen_ratio"]
+__all__ = ["run_gen", "load_task", "deferred_task", "with_eigen_ratio"]
 
 
 def load_task(spec: str) -> Callable[..., Any]:
     """The user's ``MODULE:FUNCTION`` (the module importable from the current directory)."""
-    module_name, sep, func_name = spec.partition(":")
-    if not sep or not module_name or not func_name:
-        raise UsageError(f"--task must be MODULE:FUNCTION; got {spec!r}")
-    sys.path.insert(0, os.getcwd())  # a user's module next to where they run the command
+    module_name, func_name = split_task(spec)
+    locate_task(module_name)  # puts the current directory on sys.path, as the check found the module
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
@@ -33,6 +31,16 @@ def load_task(spec: str) -> Callable[..., Any]:
     if not callable(func):
         raise UsageError(f"--task: module {module_name!r} has no callable {func_name!r}")
     return func
+
+
+def deferred_task(spec: str) -> Callable[[], Any]:
+    """A ``callback_fn`` that imports the task module when called: ``SummaryLandscape`` checks its
+    options, the metadata and every checkpoint first, so none waits for the module's imports."""
+
+    def callback_fn() -> Any:
+        return load_task(spec)()
+
+    return callback_fn
 
 
 def with_eigen_ratio(callback_fn: Callable[..., Any]) -> Callable[[], Any]:
@@ -61,7 +69,7 @@ def run_gen(args: argparse.Namespace, stamp_key: str | None = None) -> int:
     """Generate the landscapes of a summary directory and report what was evaluated; with
     ``stamp_key`` (:func:`landscape.cli._stamp.command_key`) record the finished run."""
     started = time.perf_counter()
-    callback_fn = load_task(args.task)
+    callback_fn = deferred_task(args.task)
     if getattr(args, "eigen_ratio", False):
         callback_fn = with_eigen_ratio(callback_fn)
     override = {}
@@ -75,7 +83,7 @@ def run_gen(args: argparse.Namespace, stamp_key: str | None = None) -> int:
         output=str(args.output) if args.output else None,
         normalization=args.normalization, ignore=args.ignore, seed=args.seed,
         restart=args.restart, distributed=args.distributed, view=args.view, between=args.between,
-        second=args.second, x=args.x, y=args.y, include=args.include, biasbn=args.biasbn,
+        second=args.second or "random", x=args.x, y=args.y, include=args.include, biasbn=args.biasbn,
     )
     if int(os.environ.get("RANK", "0")) != 0:  # under torchrun, rank 0 reports
         return 0

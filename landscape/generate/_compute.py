@@ -17,7 +17,7 @@ from collector.common import (
     unwrap_module,
 )
 from collector.train import check_metrics as check_metric_forms
-from collector.trajectory import check_checkpoints
+from collector.trajectory import LANDSCAPE_SIZES, check_checkpoints
 from landscape.engine import as_task, collect
 from landscape.execution._devices import resolve_devices
 from landscape.execution._distributed import check_devices_for_dist, detect
@@ -207,7 +207,7 @@ def compute_landscape(
         raise InvalidParameterError(f"The 'checkpoints' parameter of {_CALLER} must not be empty.")
     view = resolve_view(directions=directions, between=between, dims=dims, checkpoints=checkpoints,
                         normalization=normalization, caller=_CALLER)
-    check_param("size", size, [Interval(int, 2, None)], caller=_CALLER)
+    check_param("size", size, [Interval(int, *LANDSCAPE_SIZES)], caller=_CALLER)
     x_range, y_range = check_range("x", x, _CALLER), check_range("y", y, _CALLER)
     if view.dims == 1 and y_range is not None:
         raise InvalidParameterError(f"The 'y' parameter of {_CALLER} must be None for a line (dims=1). Got {y!r} "
