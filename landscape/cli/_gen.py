@@ -11,7 +11,7 @@ from typing import Any
 
 from collector.train import get_metric
 from landscape.cli._common import UsageError, describe
-from landscape.cli._gen_check import locate_task, split_task
+from landscape.cli._gen_check import cwd_on_path, split_task
 from landscape.cli._stamp import record_finished
 from landscape.curvature import EIGEN_RATIO, EigenRatio
 from landscape.generate import SummaryLandscape
@@ -22,7 +22,7 @@ __all__ = ["run_gen", "load_task", "deferred_task", "with_eigen_ratio"]
 def load_task(spec: str) -> Callable[..., Any]:
     """The user's ``MODULE:FUNCTION`` (the module importable from the current directory)."""
     module_name, func_name = split_task(spec)
-    locate_task(module_name)  # puts the current directory on sys.path, as the check found the module
+    cwd_on_path()  # where the check found the module
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:

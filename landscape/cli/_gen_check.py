@@ -26,7 +26,7 @@ from collector.common import check_directory
 from collector.trajectory import CKPT_DIR, METADATA_FILE, TrainMetadata, read_train_metadata
 from landscape.cli._common import UsageError
 
-__all__ = ["check_gen", "split_task", "locate_task", "VIEW_MODELS"]
+__all__ = ["check_gen", "split_task", "locate_task", "cwd_on_path", "VIEW_MODELS"]
 
 #: How many checkpoints ``--between`` names for each ``--view`` (a line takes none).
 VIEW_MODELS = {"line": 0, "interpolation": 2, "plane": 3, "target": 2}
@@ -44,17 +44,27 @@ def split_task(spec: str) -> tuple[str, str]:
     return module, func
 
 
+def cwd_on_path() -> None:
+    """Put the current directory first on ``sys.path``: the task module is the user's, next to where
+    they run the command (this is the command's own process)."""
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+
+
 def locate_task(module: str) -> importlib.machinery.ModuleSpec | None:
     """Where the task module is, found as the command imports it (the current directory first),
     without running it (a dotted name's parent packages are imported)."""
-    if os.getcwd() not in sys.path:  # a user's module next to where they run the command
-        sys.path.insert(0, os.getcwd())
+    cwd_on_path()
     return importlib.util.find_spec(module)
 
 
+_DYNAMIC = {"globals", "vars", "exec", "setattr", "__import__"}
+
+
 def _defines(source: str, name: str) -> bool | None:
-    """Whether a module's source defines ``name`` at its top level; None when it cannot be told
-    (a star import, a module ``__getattr__``, source that does not parse)."""
+    """Whether a module's source binds ``name`` at its top level; None when it cannot be told (a star
+    import, a module ``__getattr__``, names made with ``globals()`` or ``exec``, a ``match``,
+    source that does not parse): only a sure "no" refuses."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
@@ -65,18 +75,21 @@ def _defines(source: str, name: str) -> bool | None:
         node = statements.pop()
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             found.add(node.name)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            continue
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
             if any(a.name == "*" for a in node.names):
                 return None
             found.update((a.asname or a.name).split(".")[0] for a in node.names)
-        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            found.update(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
-        elif isinstance(node, (ast.If, ast.Try, ast.With, ast.For, ast.While)):
-            for field in ("body", "orelse", "finalbody", "handlers"):
-                statements.extend(getattr(node, field, []))
-        elif isinstance(node, ast.ExceptHandler):
-            statements.extend(node.body)
+            continue
+        if isinstance(node, getattr(ast, "Match", ())):
+            return None
+        for part in ast.walk(node):  # assignments, loop and with targets, walrus; dynamic names give up
+            if isinstance(part, ast.Call) and isinstance(part.func, ast.Name) and part.func.id in _DYNAMIC:
+                return None
+            if isinstance(part, ast.Name) and isinstance(part.ctx, ast.Store):
+                found.add(part.id)
+        for field in ("body", "orelse", "finalbody", "handlers"):  # if / try / with / for at the top level
+            statements.extend(getattr(node, field, []))
     if "__getattr__" in found:
         return None
     return name in found

@@ -236,8 +236,9 @@ def _command(name: str, argv: Sequence[str]) -> Callable[[argparse.Namespace], i
                 from landscape.cli import _gen
 
                 return _gen.run_gen(args, stamp_key=key)
-            except KeyboardInterrupt:  # what was kept, and the command that resumes
-                print(_resume.interrupted_report(args, argv), file=sys.stderr)
+            except KeyboardInterrupt:  # what was kept, and the command that resumes (rank 0 of torchrun)
+                if _resume.reports_here():
+                    print(_resume.interrupted_report(args, argv), file=sys.stderr)
                 return 130
 
         return run_gen

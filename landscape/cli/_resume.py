@@ -18,7 +18,12 @@ from pathlib import Path
 
 from landscape.io import H5_NAME, stored_landscapes
 
-__all__ = ["interrupted_report", "resume_command", "progress_lines"]
+__all__ = ["interrupted_report", "resume_command", "progress_lines", "reports_here"]
+
+
+def reports_here() -> bool:
+    """Whether this process reports (not a torch.distributed rank other than 0: rank 0 reports)."""
+    return os.environ.get("RANK", "0") == "0"
 
 
 def _program() -> str:

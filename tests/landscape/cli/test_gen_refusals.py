@@ -163,3 +163,23 @@ def test_dict_batches_without_a_task_are_refused_before_any_folder(work, summary
     assert "Supervised(loss_fn, inputs='input_ids', targets='labels')" in err
     assert not out.exists()  # no folder created
     assert not (tmp_path / "markers" / "forward").exists()  # no point evaluated
+
+
+@pytest.mark.parametrize("source, defined", [
+    ("def task():\n    pass\n", True),
+    ("from tests.landscape._gen_task import task\n", True),
+    ("try:\n    from a import task\nexcept ImportError:\n    task = None\n", True),
+    ("if True:\n    def task():\n        pass\n", True),
+    ("with open('f') as task:\n    pass\n", True),
+    ("(task := 3)\n", True),
+    ("def other():\n    task = 1\n", False),
+    ("class A:\n    task = 1\n", False),
+    ("from a import *\n", None),  # cannot be told: never refused
+    ("globals()['task'] = lambda: None\n", None),
+    ("def __getattr__(name):\n    return None\n", None),
+    ("def task(:\n", None),
+])
+def test_a_task_function_is_refused_only_when_surely_undefined(source, defined):
+    from landscape.cli._gen_check import _defines
+
+    assert _defines(source, "task") is defined
