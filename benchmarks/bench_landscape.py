@@ -136,7 +136,8 @@ def workers_case(num_samples, size, x, y, net):
     zs = []
     for ids in ([0], [0, 1]):
         t0 = time.perf_counter()
-        landscape.compute_landscape(net, loss, (x, y), size=2, num_samples=num_samples, device_ids=ids)
+        landscape.compute_landscape(net, loss, (x, y), x=(-1.0, 1.0, 2), y=(-1.0, 1.0, 2),
+                                    num_samples=num_samples, device_ids=ids)
         out[f"startup_s_{len(ids)}"] = round(time.perf_counter() - t0, 3)
         t0 = time.perf_counter()
         ls = landscape.compute_landscape(net, loss, (x, y), size=size, num_samples=num_samples, device_ids=ids)

@@ -24,6 +24,7 @@ from collector.trajectory._metadata import (
     CKPT_DIR,
     DIGEST_KEY,
     LANDSCAPE_DEFAULTS,
+    LANDSCAPE_SIZES,
     METADATA_FILE,
     TrainMetadata,
     checkpoint_file_name,
@@ -36,7 +37,7 @@ __all__ = ["cpu_state_dict", "save_file", "load_checkpoint", "to_cpu", "IN_MEMOR
            "verify_checkpoint_file", "check_state_dict", "check_checkpoints", "CheckpointError",
            "CheckpointNotFoundError", "FileDigest", "file_digest", "TrainMetadata", "read_train_metadata",
            "recorded_digest", "validate_collect_landscape", "checkpoint_file_name", "LANDSCAPE_DEFAULTS",
-           "METADATA_FILE", "CKPT_DIR", "DIGEST_KEY"]
+           "LANDSCAPE_SIZES", "METADATA_FILE", "CKPT_DIR", "DIGEST_KEY"]
 
 _LAZY = {"IN_MEMORY_SAVE_BYTES", "check_checkpoints", "check_state_dict", "cpu_state_dict", "load_checkpoint",
          "save_file", "to_cpu"}

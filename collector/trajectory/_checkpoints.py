@@ -58,6 +58,7 @@ from collector.trajectory._integrity import (
     verify_checkpoint_file,
 )
 from collector.trajectory._metadata import recorded_digest
+from collector.trajectory._mismatch import mismatch_hint
 
 __all__ = ["cpu_state_dict", "save_file", "load_checkpoint", "to_cpu", "save_bytes", "StateDictSaver",
            "IN_MEMORY_SAVE_BYTES", "check_state_dict", "check_checkpoints"]
@@ -368,7 +369,9 @@ def check_state_dict(state: Mapping[str, Any], reference: Mapping[str, Any], *, 
     """Refuse a state dict whose keys or tensor shapes differ from ``reference`` (the network's).
 
     The message names ``what`` and ``path``, the first missing and unexpected keys (or
-    the first keys whose shapes differ, with both shapes).
+    the first keys whose shapes differ, with both shapes), and what the mismatch most
+    likely is: keys that differ by a prefix (a checkpoint of a LightningModule holding the
+    network as ``self.net``: ``net.fc1.weight`` for ``fc1.weight``) say so and how to strip it.
 
     Parameters
     ----------
@@ -386,12 +389,12 @@ def check_state_dict(state: Mapping[str, Any], reference: Mapping[str, Any], *, 
     CheckpointError
     """
     where = f"{what} ({path!r})" if path is not None else what
-    hint = "HINT: build the same network architecture that was trained (callback_fn's network)."
     expected, got = set(reference), set(state)
     missing, unexpected = sorted(expected - got), sorted(got - expected)
     if missing or unexpected:
         raise CheckpointError(f"The parameters of the network do not match {where}: missing keys {_shown(missing)}, "
-                              f"unexpected keys {_shown(unexpected)}. " + hint, path=path, what=what)
+                              f"unexpected keys {_shown(unexpected)}. " + mismatch_hint(missing, unexpected, state),
+                              path=path, what=what)
     shapes = [(k, tuple(state[k].shape), tuple(reference[k].shape)) for k in sorted(expected)
               if isinstance(state[k], torch.Tensor) and isinstance(reference[k], torch.Tensor)
               and tuple(state[k].shape) != tuple(reference[k].shape)]
@@ -399,7 +402,8 @@ def check_state_dict(state: Mapping[str, Any], reference: Mapping[str, Any], *, 
         k, mine, theirs = shapes[0]
         more = f" ({len(shapes) - 1} more differ: {_shown([s[0] for s in shapes[1:]])})" if len(shapes) > 1 else ""
         raise CheckpointError(f"The parameters of the network do not match {where}: {k!r} has shape {mine} in the "
-                              f"checkpoint and {theirs} in the network{more}. " + hint, path=path, what=what)
+                              f"checkpoint and {theirs} in the network{more}. HINT: the network must be the "
+                              "architecture that was trained, with the same layer sizes.", path=path, what=what)
 
 
 def check_checkpoints(items: Any, network: nn.Module, *, name: str, caller: str) -> None:

@@ -34,7 +34,7 @@ from collector.common import (
 from collector.trajectory._integrity import CheckpointNotFoundError, FileDigest
 
 __all__ = ["TrainMetadata", "read_train_metadata", "validate_collect_landscape", "checkpoint_file_name",
-           "recorded_digest", "LANDSCAPE_DEFAULTS", "METADATA_FILE", "CKPT_DIR", "DIGEST_KEY"]
+           "recorded_digest", "LANDSCAPE_DEFAULTS", "LANDSCAPE_SIZES", "METADATA_FILE", "CKPT_DIR", "DIGEST_KEY"]
 
 METADATA_FILE = "train_metadata.json"
 CKPT_DIR = "ckpt_dir"
@@ -43,6 +43,10 @@ _FILE_KEYS = ("epoch_group", "model_params_file_map", "step_per_epoch", "unit", 
 #: Our key beyond MindSpore's: each checkpoint's SHA-256 and size, by step or epoch number.
 DIGEST_KEY = "model_params_file_digest"
 _SHA256 = re.compile(r"[0-9a-f]{64}")
+#: Points per side a landscape may have (MindSpore's ``landscape_size``: 3 to 256), wherever a
+#: size is given: ``collect_landscape``, ``train_metadata.json``, ``compute_landscape(size=)``
+#: and ``landscape gen --size``.
+LANDSCAPE_SIZES = (3, 256)
 
 
 def checkpoint_file_name(network_name: str, number: int, unit: str) -> str:
@@ -161,7 +165,7 @@ def read_train_metadata(path: str | os.PathLike) -> TrainMetadata:
     check_param("step_per_epoch", md["step_per_epoch"], [Interval(int, 0, None)], caller=caller)
     check_param("unit", md["unit"], [Options(("step", "epoch"))], caller=caller)
     check_param("num_samples", md["num_samples"], [Interval(int, 1, None)], caller=caller)
-    check_param("landscape_size", md["landscape_size"], [Interval(int, 3, 256)], caller=caller)
+    check_param("landscape_size", md["landscape_size"], [Interval(int, *LANDSCAPE_SIZES)], caller=caller)
     cl = md["create_landscape"]
     if not (isinstance(cl, dict) and all(isinstance(cl.get(k), bool) for k in ("train", "result"))):
         raise ValueError(f"The 'create_landscape' key of {caller} must be "
@@ -291,7 +295,7 @@ def validate_collect_landscape(
     create_name, intervals_name = key("create_landscape"), key("intervals")
     if "landscape_size" in value:
         out["landscape_size"] = check_param(key("landscape_size"), value["landscape_size"],
-                                            [Interval(int, 3, 256)], caller=caller)
+                                            [Interval(int, *LANDSCAPE_SIZES)], caller=caller)
     if "unit" in value:
         out["unit"] = check_param(key("unit"), value["unit"], [Options(("step", "epoch"))], caller=caller)
     if "num_samples" in value:

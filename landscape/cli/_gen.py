@@ -5,27 +5,25 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
-import sys
 import time
 from collections.abc import Callable
 from typing import Any
 
 from collector.train import get_metric
 from landscape.cli._common import UsageError, describe
+from landscape.cli._gen_check import cwd_on_path, split_task
 from landscape.cli._stamp import record_finished
 from landscape.curvature import EIGEN_RATIO, EigenRatio
 from landscape.engine import tune_malloc
 from landscape.generate import SummaryLandscape
 
-__all__ = ["run_gen", "load_task", "with_eigen_ratio"]
+__all__ = ["run_gen", "load_task", "deferred_task", "with_eigen_ratio"]
 
 
 def load_task(spec: str) -> Callable[..., Any]:
     """The user's ``MODULE:FUNCTION`` (the module importable from the current directory)."""
-    module_name, sep, func_name = spec.partition(":")
-    if not sep or not module_name or not func_name:
-        raise UsageError(f"--task must be MODULE:FUNCTION; got {spec!r}")
-    sys.path.insert(0, os.getcwd())  # a user's module next to where they run the command
+    module_name, func_name = split_task(spec)
+    cwd_on_path()  # where the check found the module
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
@@ -34,6 +32,16 @@ def load_task(spec: str) -> Callable[..., Any]:
     if not callable(func):
         raise UsageError(f"--task: module {module_name!r} has no callable {func_name!r}")
     return func
+
+
+def deferred_task(spec: str) -> Callable[[], Any]:
+    """A ``callback_fn`` that imports the task module when called: ``SummaryLandscape`` checks its
+    options, the metadata and every checkpoint first, so none waits for the module's imports."""
+
+    def callback_fn() -> Any:
+        return load_task(spec)()
+
+    return callback_fn
 
 
 def with_eigen_ratio(callback_fn: Callable[..., Any]) -> Callable[[], Any]:
@@ -63,7 +71,7 @@ def run_gen(args: argparse.Namespace, stamp_key: str | None = None) -> int:
     ``stamp_key`` (:func:`landscape.cli._stamp.command_key`) record the finished run."""
     started = time.perf_counter()
     tune_malloc(owned=True)  # the command's process is ours: see landscape/engine/_malloc.py
-    callback_fn = load_task(args.task)
+    callback_fn = deferred_task(args.task)
     if getattr(args, "eigen_ratio", False):
         callback_fn = with_eigen_ratio(callback_fn)
     override = {}
@@ -77,7 +85,7 @@ def run_gen(args: argparse.Namespace, stamp_key: str | None = None) -> int:
         output=str(args.output) if args.output else None,
         normalization=args.normalization, ignore=args.ignore, seed=args.seed,
         restart=args.restart, distributed=args.distributed, view=args.view, between=args.between,
-        second=args.second, x=args.x, y=args.y, include=args.include, biasbn=args.biasbn,
+        second=args.second or "random", x=args.x, y=args.y, include=args.include, biasbn=args.biasbn,
         plan=getattr(args, "plan", "auto"), bn_statistics=getattr(args, "bn_statistics", "clamped"),
     )
     if int(os.environ.get("RANK", "0")) != 0:  # under torchrun, rank 0 reports

@@ -11,11 +11,15 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
+import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from collector.common import InvalidParameterError
+from collector.trajectory import LANDSCAPE_SIZES
 from landscape.cli._common import UsageError
 
 __all__ = ["main", "build_parser"]
@@ -24,6 +28,14 @@ logger = logging.getLogger("landscape")
 
 
 class _Parser(argparse.ArgumentParser):
+    """One-line errors; a value starting with a minus and a digit is a value, not an option, so
+    that ``--x -0.5:1.5:101`` works as printed (no option of ours looks like a negative number;
+    Python 3.13's argparse reads these as values too)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = re.compile(r"-\.?\d")
+
     def error(self, message: str) -> None:  # type: ignore[override]  # one line, exit 2
         self.exit(2, f"{self.prog}: error: {message}\n")
 
@@ -48,8 +60,20 @@ def _positive(text: str) -> int:
     return value
 
 
+def _size(text: str) -> int:
+    """Points per side, in MindSpore's range (the one ``compute_landscape`` accepts too)."""
+    lo, hi = LANDSCAPE_SIZES
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an int in [{lo}, {hi}]; got {text!r}") from None
+    if not lo <= value <= hi:
+        raise argparse.ArgumentTypeError(f"expected an int in [{lo}, {hi}] (points per side); got {value}")
+    return value
+
+
 def _axis(text: str) -> tuple[float, float, int]:
-    """``MIN:MAX:NUM`` (Li et al.'s ``--x=-1:1:51``) as ``(min, max, num)``."""
+    """``MIN:MAX:NUM`` (Li et al.'s ``--x=-1:1:51``) as ``(min, max, num)``: finite MIN < MAX, NUM >= 2."""
     parts = text.split(":")
     try:
         if len(parts) != 3:
@@ -57,6 +81,9 @@ def _axis(text: str) -> tuple[float, float, int]:
         lo, hi, num = float(parts[0]), float(parts[1]), int(parts[2])
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected MIN:MAX:NUM like -0.5:1.5:101; got {text!r}") from None
+    if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi and num >= 2):
+        raise argparse.ArgumentTypeError(f"expected MIN:MAX:NUM with finite MIN < MAX and NUM >= 2 points, like "
+                                         f"-0.5:1.5:101; got {text!r}")
     return lo, hi, num
 
 
@@ -72,23 +99,41 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand (argparse only: building it imports nothing heavy)."""
     parser = _Parser(prog="landscape", description="Loss landscapes for PyTorch: train, collect, generate, look.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress at INFO level")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser, metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser, metavar="COMMAND",
+                                help="what to do (landscape COMMAND --help for its options)")
 
     p = sub.add_parser("demo", help="train the digits MLP, generate its landscapes, write PNGs")
     p.add_argument("--out", type=Path, help="summary directory to create (default: a fresh ./landscape_demo_<time>)")
-    p.add_argument("--size", type=_positive, help="grid points per side (default 40)")
+    p.add_argument("--size", type=_size, help=f"grid points per side, {LANDSCAPE_SIZES[0]} to {LANDSCAPE_SIZES[1]} "
+                                              "(default 40)")
 
     p = sub.add_parser("run", help="the demo pipeline from a TOML configuration (see configs/)")
     p.add_argument("config", type=Path, help="TOML file")
     p.add_argument("--out", type=Path, help="output directory (default: a fresh ./<name>_<time>)")
 
-    p = sub.add_parser("gen", help="post-training generation with your callback_fn")
-    p.add_argument("summary_dir", type=Path, help="the SummaryCollector's directory (holds ckpt_dir/)")
-    p.add_argument("--task", required=True, help="MODULE:FUNCTION returning (model, network, dataset, metrics)")
-    p.add_argument("--size", type=_positive, help="override landscape_size")
-    p.add_argument("--num-samples", type=_positive, help="override num_samples")
-    p.add_argument("--devices", type=_int_list, help="device ids, e.g. 0,1 (CPU: that many worker processes)")
-    p.add_argument("--output", type=Path, help="where to write the landscapes (default: SUMMARY_DIR)")
+    p = sub.add_parser("gen", help="post-training generation with your callback_fn",
+                       description="Generate the landscapes of a SummaryCollector's run (MindSpore's PCA and Random "
+                                   "landscapes, or one --view) from its checkpoints. Options are checked before any "
+                                   "work; Ctrl-C keeps what was evaluated and the same command resumes.")
+    p.add_argument("summary_dir", type=Path, metavar="SUMMARY_DIR",
+                   help="the SummaryCollector's directory (holds ckpt_dir/ and its train_metadata.json)")
+    p.add_argument("--task", required=True, metavar="MODULE:FUNCTION",
+                   help="FUNCTION of MODULE (importable from the current directory) returning (model, network, "
+                        "dataset, metrics) or (model, network, dataset, metrics, task): model.loss_fn(outputs, "
+                        "labels) is the loss unless the fifth item, a task(model, batch) -> loss, is given "
+                        "(landscape.tasks.HuggingFace() for dict batches holding labels, Supervised(loss_fn, "
+                        "inputs=..., targets=...)); network is the architecture the checkpoints load into; "
+                        "dataset the data; metrics None or extra surfaces by name")
+    p.add_argument("--size", type=_size, metavar="N",
+                   help=f"points per side, {LANDSCAPE_SIZES[0]} to {LANDSCAPE_SIZES[1]} (default: the "
+                        "landscape_size recorded in train_metadata.json)")
+    p.add_argument("--num-samples", type=_positive, metavar="N",
+                   help="samples the loss is averaged over (default: the num_samples recorded in "
+                        "train_metadata.json)")
+    p.add_argument("--devices", type=_int_list, metavar="IDS",
+                   help="device ids, e.g. 0,1 (CPU: that many worker processes)")
+    p.add_argument("--output", type=Path, metavar="DIR",
+                   help="folder for the summary events and landscapes.h5 (default: SUMMARY_DIR; created if missing)")
     p.add_argument("--verify", action="store_true",
                    help="on a run this same command finished, check everything again (call the task, hash its "
                         "network and data) instead of trusting the stamp in landscapes.h5")
@@ -101,7 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "one dimension); repeatable")
     p.add_argument("--include", action="append", metavar="GLOB",
                    help="only parameters matching this glob move; repeatable")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of the random directions (default 0)")
     p.add_argument("--eigen-ratio", action="store_true",
                    help="also map the Hessian's |lambda_min/lambda_max| at every point (Li et al.; one Lanczos "
                         "run per point: use a small --size); stored as the surface 'eigen_ratio'")
@@ -110,10 +155,12 @@ def build_parser() -> argparse.ArgumentParser:
                         "interpolation between two checkpoints, the plane through three, or the target direction")
     p.add_argument("--between", type=_checkpoints, metavar="A,B[,C]",
                    help="the view's checkpoints: step/epoch numbers or checkpoint files (default: first, last)")
-    p.add_argument("--second", choices=("random", "pca"), default="random",
-                   help="second axis of --view target: random, or the trajectory's top direction")
-    p.add_argument("--x", type=_axis, metavar="MIN:MAX:NUM", help="the first axis, e.g. -0.5:1.5:101")
-    p.add_argument("--y", type=_axis, metavar="MIN:MAX:NUM", help="the second axis (not for lines)")
+    p.add_argument("--second", choices=("random", "pca"),
+                   help="second axis of --view target: random (the default), or the trajectory's top direction")
+    p.add_argument("--x", type=_axis, metavar="MIN:MAX:NUM",
+                   help="the first axis, NUM points from MIN to MAX, e.g. --x -0.5:1.5:101")
+    p.add_argument("--y", type=_axis, metavar="MIN:MAX:NUM",
+                   help="the second axis, e.g. --y -1:1:51 (not for lines)")
     p.add_argument("--restart", action="store_true",
                    help="start the landscapes over instead of resuming what landscapes.h5 holds of them")
     p.add_argument("--distributed", action=argparse.BooleanOptionalAction, default=None,
@@ -127,7 +174,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "clamped at zero (default); as they are; kept at A's; or estimated again at every point")
 
     p = sub.add_parser("plot", help="draw the landscapes of a summary directory, events file or landscapes.h5")
-    p.add_argument("path", type=Path)
+    p.add_argument("path", type=Path, metavar="PATH",
+                   help="a summary directory, a summary (events) file, or an HDF5 file such as landscapes.h5")
     p.add_argument("-o", "--output", type=Path,
                    help="PNG file (several figures: FILE_<tag>[_<kind>].png beside it), or a folder (no suffix)")
     p.add_argument("--kind", choices=("contour", "filled", "surface", "heatmap", "line", "eigen-ratio", "all"),
@@ -138,12 +186,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--log", action="store_true", help="log-scaled loss")
 
     p = sub.add_parser("ls", help="list the runs under a directory with their landscapes, scalars and final loss")
-    p.add_argument("base_dir", type=Path)
+    p.add_argument("base_dir", type=Path, metavar="BASE_DIR",
+                   help="directory searched for runs (summary folders, and landscapes.h5 of unfinished generations)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
     p = sub.add_parser("export", help="export landscapes as VTP (ParaView), CSV or HDF5 (Li et al.'s layout), "
                                       "or whole runs as TensorBoard event files")
-    p.add_argument("path", type=Path)
+    p.add_argument("path", type=Path, metavar="PATH",
+                   help="a summary directory, summary file or HDF5 file (with --format tensorboard: a base "
+                        "directory whose runs are exported)")
     p.add_argument("--format", choices=("vtp", "csv", "h5", "tensorboard"), required=True,
                    help="tensorboard: every run under PATH (scalars, histograms, images, lineage as hparams, "
                         "landscapes as meshes, pictures and tensors)")
@@ -166,7 +217,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _command(name: str) -> Callable[[argparse.Namespace], int]:
+def _command(name: str, argv: Sequence[str]) -> Callable[[argparse.Namespace], int]:
     """The function that runs subcommand ``name``.
 
     The imports below are the command-line's start-up budget: each command's module
@@ -179,17 +230,23 @@ def _command(name: str) -> Callable[[argparse.Namespace], int]:
 
         return _demo.run_demo if name == "demo" else _demo.run_config
     if name == "gen":
-        # start-up: a finished run is recognised without torch (landscape/cli/_stamp.py)
-        from landscape.cli import _stamp
+        # start-up: options checked and a finished run recognised without torch (_gen_check, _stamp)
+        from landscape.cli import _gen_check, _resume, _stamp
 
         def run_gen(args: argparse.Namespace) -> int:
-            key = _stamp.command_key(args)
-            if key is not None and _stamp.finished_run(args, key):
-                return 0
-            # start-up: torch and the engine only when gen has work to do
-            from landscape.cli import _gen
+            _gen_check.check_gen(args)  # every option, before the task module, torch or the data
+            try:
+                key = _stamp.command_key(args)
+                if key is not None and _stamp.finished_run(args, key):
+                    return 0
+                # start-up: torch and the engine only when gen has work to do
+                from landscape.cli import _gen
 
-            return _gen.run_gen(args, stamp_key=key)
+                return _gen.run_gen(args, stamp_key=key)
+            except KeyboardInterrupt:  # what was kept, and the command that resumes (rank 0 of torchrun)
+                if _resume.reports_here():
+                    print(_resume.interrupted_report(args, argv), file=sys.stderr)
+                return 130
 
         return run_gen
     if name == "plot":
@@ -215,11 +272,12 @@ def _command(name: str) -> Callable[[argparse.Namespace], int]:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``landscape`` command; returns the exit status."""
+    argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
-    run = _command(args.command)
+    run = _command(args.command, argv)
     if args.command == "lineage":  # it words its own errors and exit statuses
         return run(args)
     try:

@@ -37,7 +37,7 @@ import viz
 from collector.collect import SummaryCollector
 from collector.common import Interval, InvalidParameterError, Options, check_param
 from collector.train import Model
-from collector.trajectory import validate_collect_landscape
+from collector.trajectory import LANDSCAPE_SIZES, validate_collect_landscape
 from landscape.cli._common import safe_name
 from landscape.curvature import EIGEN_RATIO, EigenRatio, nonconvexity
 from landscape.examples import build_model, digits_loader, digits_tensors
@@ -168,7 +168,7 @@ def validate_config(cfg: PipelineConfig, source: str) -> None:
     check_param("generate.normalization", cfg.normalization, [Options(("layer", "filter", "none"))], caller=source)
     check_param("generate.ignore", cfg.ignore, [Options(("biasbn",)), None], caller=source)
     check_param("curvature.eigen_ratio", cfg.eigen_ratio, ["boolean"], caller=source)
-    check_param("curvature.size", cfg.curvature_size, [Interval(int, 2, 256)], caller=source)
+    check_param("curvature.size", cfg.curvature_size, [Interval(int, *LANDSCAPE_SIZES)], caller=source)
     check_param("curvature.tol", cfg.curvature_tol, [Interval(float, 0, 1, closed="neither")], caller=source)
     check_param("curvature.dtype", cfg.curvature_dtype, [Options(("float32", "float64"))], caller=source)
     check_param("curvature.quantile", cfg.curvature_quantile, [Interval(float, 0, 1, closed="right")], caller=source)

@@ -19,15 +19,14 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import importlib.util
 import json
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
 from collector.trajectory import CKPT_DIR, METADATA_FILE, file_digest
-from landscape.cli._common import describe
+from landscape.cli._common import UsageError, describe
+from landscape.cli._gen_check import locate_task, split_task
 from landscape.io import H5_NAME, read_gen_stamp, read_h5, write_gen_stamp
 
 __all__ = ["command_key", "finished_run", "record_finished"]
@@ -36,12 +35,9 @@ _NOT_OPTIONS = {"command", "verbose", "restart", "verify"}
 
 
 def _task_file(spec: str) -> str | None:
-    module = spec.partition(":")[0]
-    if os.getcwd() not in sys.path:  # found as load_task finds it: next to where the command runs
-        sys.path.insert(0, os.getcwd())
     try:
-        found = importlib.util.find_spec(module)  # imports a dotted name's parent packages, not the module
-    except (ImportError, ValueError):
+        found = locate_task(split_task(spec)[0])  # imports a dotted name's parent packages, not the module
+    except (ImportError, ValueError, UsageError):
         return None
     origin = getattr(found, "origin", None)
     return origin if origin and os.path.isfile(origin) else None

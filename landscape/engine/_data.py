@@ -18,7 +18,8 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from landscape.tasks import batch_size, map_tensors, slice_batch, to_device
+from collector.common import InvalidParameterError
+from landscape.tasks import Supervised, batch_size, map_tensors, slice_batch, to_device
 
 __all__ = ["Samples", "collect", "collate"]
 
@@ -160,6 +161,63 @@ class _Buffers:
         return True
 
 
+def _describe(batch: Any) -> str:
+    if isinstance(batch, Mapping):
+        return f"{type(batch).__name__}s with the keys {list(batch)}"
+    if isinstance(batch, torch.Tensor):
+        return f"single tensors (shape {tuple(batch.shape)})"
+    if isinstance(batch, (list, tuple)):
+        return f"{type(batch).__name__}s of {len(batch)} item(s)"
+    return f"{type(batch).__name__} objects"
+
+
+def _via_callback_fn(caller: str) -> bool:
+    """Whether the data and task came from ``callback_fn`` (SummaryLandscape, and ``landscape gen``,
+    which calls it) rather than from parameters (``compute_landscape``, the curvature functions)."""
+    return caller.startswith("SummaryLandscape")
+
+
+def _task_hint(caller: str, batch: Any) -> str:
+    """Where the task goes and which one: named after the entry point the user called."""
+    if isinstance(batch, Mapping):
+        keys = [str(k) for k in batch]
+        target = "labels" if "labels" in keys else keys[-1]
+        inputs = next((k for k in keys if k != target), target)
+        example = (f"landscape.tasks.HuggingFace() for a Hugging Face model whose batches hold its labels, or "
+                   f"landscape.tasks.Supervised(loss_fn, inputs={inputs!r}, targets={target!r})")
+    else:
+        example = ("landscape.tasks.HuggingFace() for a Hugging Face model whose batches are dicts holding its "
+                   "labels, or landscape.tasks.Supervised(loss_fn, inputs=..., targets=...) naming where the "
+                   "inputs and targets are")
+    if _via_callback_fn(caller):
+        return ("return a task as the fifth item of callback_fn's result, (model, network, dataset, metrics, "
+                f"task): {example}")
+    return f"pass {caller} a task (task=...): {example}"
+
+
+def _check_task_fits(batch: Any, task: Any, caller: str) -> None:
+    """Refuse, before any work, batches the :class:`Supervised` task cannot take apart (a dict
+    of token ids given with only a ``loss_fn``), instead of a ``KeyError: 0`` at the first point.
+    Other tasks are the user's own functions: only evaluating them would tell."""
+    if not isinstance(task, Supervised):
+        return
+    error = None
+    if isinstance(batch, torch.Tensor) and not (callable(task.inputs) and callable(task.targets)):
+        error = "indexing a tensor would take its first samples as inputs and targets"
+    else:
+        try:
+            task.split(batch)
+        except (KeyError, IndexError, TypeError) as exc:
+            error = f"{type(exc).__name__}: {exc}"
+    if error is not None:
+        data = ("the dataset callback_fn returned (its third item)" if _via_callback_fn(caller)
+                else f"the 'data' parameter of {caller}")
+        raise InvalidParameterError(
+            f"The batches of {data} are {_describe(batch)}, which the task {task!r} cannot take apart: it reads "
+            f"the inputs at {task.inputs!r} and the targets at {task.targets!r} ({error}). "
+            f"HINT: {_task_hint(caller, batch)}.")
+
+
 def _too_small(caller: str, num_samples: int, have: int) -> ValueError:
     return ValueError(f"The 'num_samples' parameter of {caller} ({num_samples}) is larger than the dataset "
                       f"({have} samples). HINT: lower num_samples to at most {have}.")
@@ -198,6 +256,10 @@ def collect(data: Any, num_samples: int | None, task: Any = None, *, caller: str
         pair's inputs and labels differ in length.
     TypeError
         ``data`` is none of the accepted forms, or a batch holds no tensor.
+    InvalidParameterError
+        A :class:`Supervised` task (the task of a plain ``loss_fn``) cannot take the first
+        batch apart into inputs and targets (a dict of token ids): the message says to pass
+        a task.
     """
     if (isinstance(data, (tuple, list)) and len(data) == 2 and all(isinstance(t, torch.Tensor) for t in data)):
         inputs, labels = data
@@ -210,6 +272,7 @@ def collect(data: Any, num_samples: int | None, task: Any = None, *, caller: str
         if have < k:
             raise _too_small(caller, k, have)
         pair = (inputs[:k].detach().cpu(), labels[:k].detach().cpu())
+        _check_task_fits(pair, task, caller)
         return Samples([pair], [k], merged=True, _whole=pair)
     if isinstance(data, Dataset) and not isinstance(data, Iterable):
         data = DataLoader(data, batch_size=DATASET_BATCH, shuffle=False)
@@ -235,6 +298,8 @@ def collect(data: Any, num_samples: int | None, task: Any = None, *, caller: str
             n = num_samples - have
         if n <= 0:
             break
+        if have == 0:
+            _check_task_fits(batch, task, caller)
         batch = map_tensors(batch, lambda t: t.detach().cpu())
         if total is not None and have == 0:
             buffers = _Buffers(batch, n, total)

@@ -8,7 +8,7 @@ from typing import Any, Literal, cast
 from torch import nn
 
 from collector.common import InstanceOf, Interval, InvalidParameterError, Options, check_param
-from collector.trajectory import check_checkpoints
+from collector.trajectory import LANDSCAPE_SIZES, check_checkpoints
 from landscape.execution import executor
 from landscape.generate._build import build_landscape
 from landscape.generate._jobs import LandscapeJob
@@ -100,7 +100,7 @@ def compute_landscape(
         1 for a line along the first direction (``directions="random"`` or one given
         dict), 2 for a plane; by default what the view is (see ``between``).
     size : int, default=40
-        Points per axis not given by ``x`` / ``y`` (MindSpore's ``landscape_size``).
+        Points per axis not given by ``x`` / ``y`` (MindSpore's ``landscape_size``, 3 to 256).
     x, y : (min, max, num), optional
         The axes, ``np.linspace(min, max, num)``: any range, not centred, not square.
         By default ``linspace(-1, 1, size)`` (random and given directions), the path's
@@ -177,7 +177,7 @@ def compute_landscape(
         raise InvalidParameterError(f"The 'checkpoints' parameter of {_CALLER} must not be empty.")
     view = resolve_view(directions=directions, between=between, dims=dims, checkpoints=checkpoints,
                         normalization=normalization, caller=_CALLER)
-    check_param("size", size, [Interval(int, 2, None)], caller=_CALLER)
+    check_param("size", size, [Interval(int, *LANDSCAPE_SIZES)], caller=_CALLER)
     check_param("num_samples", num_samples, [Interval(int, 1, None), None], caller=_CALLER,
                 hint="None uses the whole dataset.")
     check_param("pca_method", pca_method, [Options(("mindspore", "li"))], caller=_CALLER)

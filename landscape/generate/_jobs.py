@@ -117,13 +117,15 @@ def _name(item: Any) -> Any:
     return item if isinstance(item, int) else os.path.splitext(os.path.basename(os.fspath(item)))[0]
 
 
-def jobs_from_metadata(cfg: Mapping[str, Any], opts: RunOptions, base: Geometry,
-                       where: Mapping[Any, Any]) -> list[LandscapeJob]:
+def jobs_from_metadata(cfg: Mapping[str, Any], opts: RunOptions, base: Geometry, where: Mapping[Any, Any],
+                       paths: Mapping[Any, str]) -> list[LandscapeJob]:
     """The landscapes a run's metadata ``cfg`` (``train_metadata.json`` with the call's overrides)
     asks for: one PCA landscape per interval (``create_landscape['train']``) and a Random one
     around the last checkpoint (``['result']``), as MindSpore does; or the one view ``opts``
     names. ``base`` holds the geometry options every landscape shares; ``where[n]`` is the
-    checkpoint of step or epoch ``n`` (a path or a state dict). Pure: nothing is read."""
+    checkpoint of step or epoch ``n`` for PCA and Random landscapes (a path, or its state kept in
+    memory), ``paths[n]`` its file (views read their two or three models from it). Pure: nothing
+    is read."""
     unit, spe = cfg["unit"], cfg["step_per_epoch"]
     intervals = [list(iv) for iv in cfg["intervals"]]
 
@@ -132,6 +134,9 @@ def jobs_from_metadata(cfg: Mapping[str, Any], opts: RunOptions, base: Geometry,
 
     def at(item: Any) -> Any:
         return where[item] if isinstance(item, int) else os.fspath(item)
+
+    def file(item: Any) -> Any:
+        return paths[item] if isinstance(item, int) else os.fspath(item)
 
     normalization = opts.normalization
     if opts.view is None:
@@ -147,16 +152,16 @@ def jobs_from_metadata(cfg: Mapping[str, Any], opts: RunOptions, base: Geometry,
     numbers = view_checkpoints(opts.view, opts.between, opts.second, intervals)
     if opts.view == "line":
         return [job(f"line_{[numbers[0]]}", [numbers[0]], kind="random", dims=1, normalization=normalization or "layer",
-                    trajectory=[at(numbers[0])])]
+                    trajectory=[file(numbers[0])])]
     k = 3 if opts.view == "plane" else 2
-    models = [at(b) for b in numbers[:k]]
+    models = [file(b) for b in numbers[:k]]
     tag = f"{opts.view}_{[_name(b) for b in numbers[:k]]}"
     if opts.view == "target":
         if opts.second == "pca":
             lo, hi = sorted(b for b in numbers[:2])
             traj = sorted(numbers)
             return [job(tag, [n for n in traj if lo <= n <= hi], kind="target", second="pca", normalization="none",
-                        models=models, trajectory=[where[n] for n in traj])]
+                        models=models, trajectory=[paths[n] for n in traj])]
         return [job(tag, [_name(b) for b in numbers[:2]], kind="target", normalization=normalization or "layer",
                     models=models)]
     return [job(tag, [_name(b) for b in numbers[:k]], kind=opts.view, dims=1 if k == 2 else 2,

@@ -236,7 +236,7 @@ class SummaryLandscape:
                                   metrics_name="metrics (callback_fn's fourth item)")
         base = Geometry(kind="random", size=cfg["landscape_size"], ignore=opts.ignore, seed=seed, x=opts.x, y=opts.y,
                         biasbn=biasbn, include=opts.include, bn_statistics=bn_statistics)
-        jobs = jobs_from_metadata(cfg, run, base, _kept_states(problem.network, paths, cfg["unit"]))
+        jobs = jobs_from_metadata(cfg, run, base, _kept_states(problem.network, paths, cfg["unit"]), paths)
         out_dir = os.fspath(output) if output is not None else self.summary_dir
         self.last_stats = {}
         with executor(device_ids, distributed, _GEN) as ex, contextlib.ExitStack() as held:

@@ -16,9 +16,11 @@ from landscape.io._h5 import (
     GEN_STAMP,
     H5_NAME,
     Partial,
+    Stored,
     is_hdf5,
     read_gen_stamp,
     read_h5,
+    stored_landscapes,
     write_gen_stamp,
     write_h5,
     write_h5_single,
@@ -27,7 +29,7 @@ from landscape.io._store import Store, jsonable
 
 __all__ = ["read_h5", "write_h5", "write_h5_single", "is_hdf5", "H5_NAME", "Store", "Partial", "Fingerprints",
            "jsonable", "file_digest", "model_digest", "tensor_digest", "task_name", "GEN_STAMP", "read_gen_stamp",
-           "write_gen_stamp"]
+           "write_gen_stamp", "stored_landscapes", "Stored"]
 
 _LAZY = ("Fingerprints", "file_digest", "model_digest", "tensor_digest", "task_name")
 

@@ -35,7 +35,7 @@ import json
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import h5py
 import numpy as np
@@ -45,7 +45,8 @@ from landscape.result import Landscape, LossPath
 
 __all__ = ["read_h5", "write_h5", "write_h5_single", "write_group", "read_group", "rewrite", "drop_stale_copies",
            "is_hdf5", "Partial", "landscape_status", "read_progress", "write_progress", "progress_writer",
-           "H5_NAME", "PROGRESS", "SCHEMA_VERSION", "GEN_STAMP", "read_gen_stamp", "write_gen_stamp", "recorded_plans"]
+           "H5_NAME", "PROGRESS", "SCHEMA_VERSION", "GEN_STAMP", "read_gen_stamp", "write_gen_stamp", "recorded_plans",
+           "Stored", "stored_landscapes"]
 
 H5_NAME = "landscapes.h5"
 PROGRESS = "_in_progress"
@@ -248,6 +249,38 @@ class Partial:
     w: np.ndarray
     values: dict[str, np.ndarray]
     done: np.ndarray = field(repr=False)
+
+
+class Stored(NamedTuple):
+    """What ``landscapes.h5`` holds: the finished landscapes' tags, and per unfinished landscape
+    (``/_in_progress/{tag}``, a generation that was interrupted) its points done and in all."""
+
+    finished: list[str]
+    unfinished: dict[str, tuple[int, int]]
+
+
+def stored_landscapes(path: str | os.PathLike) -> Stored:
+    """Which landscapes of ``landscapes.h5`` are finished, which are not and how far each is.
+
+    Cheap (the ``done`` flags are read, no values) and safe while a generation writes the
+    file (read without HDF5's file lock; a rewrite replaces the file atomically). The points
+    of an unfinished landscape count the grid and, for a PCA landscape, the path.
+
+    Examples
+    --------
+    >>> stored = stored_landscapes("runs/mlp/landscapes.h5")  # doctest: +SKIP
+    >>> stored.unfinished                                     # doctest: +SKIP
+    {'landscape_[4, 6]': (37, 147)}
+    """
+    with h5py.File(path, "r", locking=False) as fh:
+        unfinished = {}
+        if PROGRESS in fh:
+            for tag, g in fh[PROGRESS].items():
+                done = np.asarray(g["done"][()], dtype=bool)
+                unfinished[str(tag)] = (int(done.sum()), int(done.size))
+        finished = [str(t) for t, g in fh.items() if not t.startswith("_") and t not in unfinished
+                    and isinstance(g, h5py.Group) and "train_loss" in g]
+    return Stored(finished, unfinished)
 
 
 def landscape_status(path: str | os.PathLike, tag: str) -> tuple[str, str | None]:

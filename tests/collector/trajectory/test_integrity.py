@@ -246,6 +246,43 @@ def test_keys_and_shapes_that_do_not_fit_the_network(tmp_path):
     assert "unexpected keys ['0.bias', '0.weight', '1.bias', '1.weight', '2.bias'] and 11 more" in msg
 
 
+class _Wrapper(nn.Module):
+    """What a LightningModule holding the network as ``self.net`` saves: ``net.fc1.weight``, ..."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = Net()
+        self.loss_fn = nn.CrossEntropyLoss()
+
+
+def test_keys_that_differ_by_a_prefix_say_so_and_the_printed_fix_works(tmp_path):
+    path = str(tmp_path / "lit.pt")
+    torch.save(_Wrapper().state_dict(), path)
+    msg = _raises_fast(lambda: load_checkpoint(path, what="checkpoints[0] of compute_landscape", network=Net()))
+    assert "missing keys ['fc1.bias', 'fc1.weight', 'fc2.bias', 'fc2.weight']" in msg
+    assert "HINT: the checkpoint's keys are the network's with the prefix 'net.'" in msg and "self.net" in msg
+    assert "callback_fn" not in msg
+    fix = msg.split("strip the prefix: ", 1)[1].split(", or use", 1)[0]
+    state = torch.load(path, weights_only=True)
+    stripped = eval(fix, {"state": state})  # the expression as printed
+    assert load_checkpoint(stripped, what="c", network=Net()).keys() == Net().state_dict().keys()
+
+    torch.save(Net().state_dict(), path)  # the other way round: the network wraps the one saved
+    msg = _raises_fast(lambda: load_checkpoint(path, what="c", network=_Wrapper()))
+    assert "HINT: the network's keys are the checkpoint's with the prefix 'net.'" in msg and "network.net" in msg
+    fix = msg.split("add the prefix: ", 1)[1].rstrip(".")
+    added = eval(fix, {"state": torch.load(path, weights_only=True)})
+    assert load_checkpoint(added, what="c", network=_Wrapper()).keys() == _Wrapper().state_dict().keys()
+
+    torch.save({"state_dict": Net().state_dict(), "epoch": 3}, path)  # a training checkpoint's dict
+    msg = _raises_fast(lambda: load_checkpoint(path, what="c", network=Net()))
+    assert "HINT: this is a training checkpoint (a dict holding 'state_dict')" in msg
+
+    torch.save(nn.Sequential(nn.Linear(4, 6)).state_dict(), path)  # no prefix explains it: another architecture
+    msg = _raises_fast(lambda: load_checkpoint(path, what="c", network=Net()))
+    assert msg.endswith("HINT: the network must be the architecture that was trained.")
+
+
 def test_state_dict_items_are_checked_too():
     bad = Net().state_dict()
     bad["extra"] = bad.pop("fc2.bias")

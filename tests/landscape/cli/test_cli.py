@@ -94,7 +94,8 @@ def test_plot_and_export(demo_dir, tmp_path):
         (["plot", "x", "--kind", "pie"], "invalid choice: 'pie'"),
         (["export", "x"], "the following arguments are required: --format"),
         (["run", "/no/such.toml"], "no configuration file"),
-        (["demo", "--size", "0"], "expected an int >= 1"),
+        (["demo", "--size", "0"], "argument --size: expected an int in [3, 256]"),
+        (["demo", "--size", "2"], "argument --size: expected an int in [3, 256]"),
         (["ls", "/no/such/dir"], "not a directory"),
     ],
 )

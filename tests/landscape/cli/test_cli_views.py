@@ -53,11 +53,11 @@ def test_gen_views_then_plot_and_export(summary_dir, tmp_path):
 
 def test_gen_view_usage_errors(summary_dir, tmp_path):
     res = _run("gen", str(summary_dir), "--task", TASK, "--output", str(tmp_path), "--x=1:0:5")
-    assert res.returncode == 2 and "'x' parameter" in res.stderr
+    assert res.returncode == 2 and "argument --x: expected MIN:MAX:NUM with finite MIN < MAX" in res.stderr
     res = _run("gen", str(summary_dir), "--task", TASK, "--x", "a:b")
     assert res.returncode == 2 and "MIN:MAX:NUM" in res.stderr
     res = _run("gen", str(summary_dir), "--task", TASK, "--output", str(tmp_path), "--view", "plane",
                "--between", "1,6")
-    assert res.returncode == 2 and "must be 3 checkpoints" in res.stderr
+    assert res.returncode == 2 and "--between must be 3 checkpoints for --view plane; got 2" in res.stderr
     res = _run("gen", str(summary_dir), "--task", TASK, "--output", str(tmp_path), "--ignore", "conv*")
     assert res.returncode == 2 and "'ignore' pattern 'conv*' matches no parameter" in res.stderr

@@ -302,7 +302,7 @@ def test_other_refusals():
         hessian_eigs(_net(), nn.CrossEntropyLoss())
     with pytest.raises(InvalidParameterError, match="'tol' parameter of EigenRatio"):
         EigenRatio(tol=0.0)
-    ls = compute_landscape(_net(), nn.CrossEntropyLoss(), _data(), size=2, num_samples=None)
+    ls = compute_landscape(_net(), nn.CrossEntropyLoss(), _data(), size=3, num_samples=None)
     with pytest.raises(InvalidParameterError, match="names no surface of the landscape"):
         nonconvexity(ls)
     with pytest.raises(InvalidParameterError, match="'directions' parameter"):

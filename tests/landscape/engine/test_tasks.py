@@ -8,6 +8,7 @@ into a fresh copy of the network, then one forward over all samples at once.
 from __future__ import annotations
 
 import copy
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -17,7 +18,8 @@ from torch import nn
 from torch.nn import functional as F
 from torch.utils.data import DataLoader, Dataset
 
-from landscape import compute_landscape
+from collector.common import InvalidParameterError
+from landscape import compute_landscape, hessian_eigs
 from landscape.engine import Samples, collect
 from landscape.tasks import HuggingFace, Supervised, batch_size, regression, slice_batch, to_device
 
@@ -267,3 +269,47 @@ def test_batch_metrics_with_any_task():
 def test_samples_are_a_dataclass_of_host_batches():
     s = Samples([(torch.zeros(3, 2), torch.zeros(3))], [3])
     assert s.n == 3 and not s.merged and s.rebatch(1) is s
+
+
+class _CountingMLP(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(3, 2)
+        self.calls = 0
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        return self.fc(input_ids)
+
+
+def test_dict_batches_without_a_task_are_refused_before_any_point_and_the_hinted_task_works():
+    torch.manual_seed(0)
+    net = _CountingMLP()
+    x, y = torch.randn(12, 3), torch.randint(0, 2, (12,))
+    batches = [{"input_ids": x[:6], "labels": y[:6]}, {"input_ids": x[6:], "labels": y[6:]}]
+    with pytest.raises(InvalidParameterError) as info:
+        compute_landscape(net, nn.CrossEntropyLoss(), batches, size=3, num_samples=12)
+    msg = str(info.value)
+    assert msg.startswith("The batches of the 'data' parameter of compute_landscape are dicts with the keys "
+                          "['input_ids', 'labels'], which the task Supervised(CrossEntropyLoss()) cannot take apart")
+    assert "HINT: pass compute_landscape a task (task=...): landscape.tasks.HuggingFace()" in msg
+    assert "callback_fn" not in msg  # the entry point the user called, not another one
+    assert net.calls == 0
+    # the task the hint names gives the landscape of the same samples as (inputs, labels) pairs
+    hinted = compute_landscape(net, data=batches, task=Supervised(nn.CrossEntropyLoss(), inputs="input_ids",
+                                                                  targets="labels"), size=3, num_samples=12)
+    pairs = compute_landscape(net, nn.CrossEntropyLoss(), (x, y), size=3, num_samples=12)
+    np.testing.assert_allclose(hinted.z, pairs.z, rtol=1e-6)
+
+
+@pytest.mark.parametrize("data, what", [
+    ([torch.randn(6, 3)], "single tensors (shape (6, 3))"),
+    ([(torch.randn(6, 3),)], "tuples of 1 item(s)"),
+])
+def test_batches_a_plain_loss_fn_cannot_split_are_refused(data, what):
+    net = _CountingMLP()
+    with pytest.raises(InvalidParameterError, match=re.escape(f"are {what}, which the task")):
+        compute_landscape(net, nn.CrossEntropyLoss(), data, size=3, num_samples=6)
+    with pytest.raises(InvalidParameterError, match="pass hessian_eigs a task"):
+        hessian_eigs(net, nn.CrossEntropyLoss(), data, num_samples=6)
+    assert net.calls == 0

@@ -184,3 +184,26 @@ def test_checkpoints_of_an_interval_feed_compute_landscape(summary_dir, tmp_path
     assert ls.path is not None and len(ls.path.z) == len(first)
     with pytest.raises(ValueError, match="'interval' parameter of SummaryLandscape.checkpoints must be an index"):
         sl.checkpoints(99)
+
+
+def test_dict_batches_without_a_task_are_refused_before_any_folder(summary_dir, tmp_path):
+    calls = []
+
+    class Net(TinyMLP):
+        def forward(self, x):
+            calls.append(1)
+            return super().forward(x)
+
+    def cb():
+        x, y = make_data()
+        return FakeModel(None, nn.CrossEntropyLoss()), Net(), [{"x": x, "labels": y}], None
+
+    out = tmp_path / "out"
+    with pytest.raises(ValueError) as info:
+        SummaryLandscape(summary_dir).gen_landscapes_with_multi_process(cb, output=out)
+    msg = str(info.value)
+    assert msg.startswith("The batches of the dataset callback_fn returned (its third item) are dicts with the keys "
+                          "['x', 'labels']")
+    assert ("HINT: return a task as the fifth item of callback_fn's result, (model, network, dataset, metrics, "
+            "task): landscape.tasks.HuggingFace()") in msg and "Supervised(loss_fn, inputs='x', targets='labels')" in msg
+    assert not out.exists() and not calls
