@@ -37,8 +37,10 @@ TEMPLATE: dict[str, Any] = json.loads(pio.to_json(go.Figure(layout_template="plo
 #: Path colours that stand out on viridis (no blue, green or yellow): red, orange, magenta, black, brown, grey, pink.
 PATH_COLOURS = ("#e41a1c", "#ff7f00", "#e7298a", "#000000", "#a65628", "#7f7f7f", "#f781bf")
 _NONFINITE = dict(symbol="x", color="#d62728", size=9, line=dict(width=1, color="#7f0000"))
-#: The 3-D box: the plane's width is 1; the value axis this tall.
+#: The 3-D box: the value axis this tall against the plane's longer side; the box is then sized
+#: like plotly's default cube (its diagonal), which the default camera frames.
 Z_RATIO = 0.6
+BOX_DIAGONAL = float(np.sqrt(3.0))
 #: Planes whose sides differ by more than this are drawn stretched (and the caption says so).
 MAX_ASPECT = 3.0
 _HEIGHT = 520
@@ -149,25 +151,33 @@ def _path_traces(paths: dict[str, LossPath], unit: str, three_d: bool) -> list[A
     return traces
 
 
-def _point_traces(ls: Landscape, three_d: bool) -> list[Any]:
-    """The models a view passes through (A, B, C), or else the trained weights / convergence point."""
-    scatter = go.Scatter3d if three_d else go.Scatter
+def _point_traces(ls: Landscape, view: str) -> list[Any]:
+    """The models a view passes through (A, B, C), or else the trained weights / convergence point.
+
+    ``view``: "3d" at ``(x, y, loss)``, "plane" at ``(x, y)``, "line" at ``(x, loss)``.
+    """
+    scatter = go.Scatter3d if view == "3d" else go.Scatter
+    where = "x %{x:.4g}" + ("" if view == "line" else "<br>y %{y:.4g}")
+
+    def coords(x: np.ndarray, y: np.ndarray, z: np.ndarray) -> dict[str, Any]:
+        if view == "3d":
+            return dict(x=x.tolist(), y=y.tolist(), z=_values(z))
+        return dict(x=x.tolist(), y=_values(z) if view == "line" else y.tolist())
+
     if ls.markers:
         names = list(ls.markers)
         mx, my, mz = (np.array([ls.markers[n][i] for n in names], dtype=np.float64) for i in range(3))
-        xyz: dict[str, Any] = dict(x=mx.tolist(), y=my.tolist(), **({"z": _values(mz)} if three_d else {}))
-        return [scatter(**xyz, mode="markers+text", text=names, textposition="top center", name="models",
-                        customdata=[f"{v:.5g}" for v in mz], textfont=dict(size=14, color="black"),
-                        hovertemplate="model %{text}<br>x %{x:.4g}<br>y %{y:.4g}<br>loss %{customdata}<extra></extra>",
-                        marker=dict(symbol="square", size=6 if three_d else 12,
+        return [scatter(**coords(mx, my, mz), mode="markers+text", text=names, textposition="top center",
+                        name="models", customdata=[f"{v:.5g}" for v in mz], textfont=dict(size=14, color="black"),
+                        hovertemplate=f"model %{{text}}<br>{where}<br>loss %{{customdata}}<extra></extra>",
+                        marker=dict(symbol="square", size=6 if view == "3d" else 12,
                                     color="white", line=dict(color="black", width=2)))]
-    cx, cy, cz = (float(v) for v in ls.convergence_point)
+    cx, cy, cz = (np.array([float(v)]) for v in ls.convergence_point)
     trained = str(ls.metadata.get("decomposition", "")).lower() == "pca" or ls.path is not None
-    name = "trained weights" if trained else "convergence point"
-    xyz = dict(x=[cx], y=[cy], **({"z": _values([cz])} if three_d else {}))
-    return [scatter(**xyz, mode="markers", name=f"{name} (loss {cz:.5g})",
-                    hovertemplate=f"{name}<br>x %{{x:.4g}}<br>y %{{y:.4g}}<br>loss {cz:.5g}<extra></extra>",
-                    marker=dict(symbol="diamond" if three_d else "star", size=7 if three_d else 17,
+    name = "trained weights" if trained else "convergence point" if ls.dims == 2 else "centre"
+    return [scatter(**coords(cx, cy, cz), mode="markers", name=f"{name} (loss {cz[0]:.5g})",
+                    hovertemplate=f"{name}<br>{where}<br>loss {cz[0]:.5g}<extra></extra>",
+                    marker=dict(symbol="diamond" if view == "3d" else "star", size=7 if view == "3d" else 17,
                                 color="white", line=dict(color="black", width=2)))]
 
 
@@ -189,27 +199,28 @@ def plane_figures(ls: Landscape, z: np.ndarray, name: str) -> tuple[dict[str, An
     surface: list[Any] = [go.Surface(x=x.tolist(), y=y.tolist(), z=_values(z), colorscale="Viridis", cmin=lo,
                                      cmax=hi, colorbar=colorbar, name=name, hovertemplate=hover)]
     if on_loss:
-        surface += _path_traces(paths, unit, True) + _point_traces(ls, True)
+        surface += _path_traces(paths, unit, True) + _point_traces(ls, "3d")
     surface += _nonfinite_points(x, y, z, hi, name, True)
     _true, drawn = aspect(ls)
-    ax, ay = (1.0, drawn) if drawn <= 1 else (1 / drawn, 1.0)
+    box = np.array([1.0, drawn, Z_RATIO] if drawn <= 1 else [1 / drawn, 1.0, Z_RATIO])
+    ax, ay, az = (float(v) for v in box * BOX_DIAGONAL / np.linalg.norm(box))
     scene = dict(xaxis=dict(title=dict(text=xt)), yaxis=dict(title=dict(text=yt)),
                  zaxis=dict(title=dict(text=name)), aspectmode="manual",
-                 aspectratio=dict(x=ax, y=ay, z=Z_RATIO), camera=dict(eye=dict(x=1.45, y=-1.45, z=1.1)))
+                 aspectratio=dict(x=ax, y=ay, z=az), camera=dict(eye=dict(x=1.6, y=-1.6, z=1.15)))
     fig3d = go.Figure(surface, layout=dict(scene=scene, height=_HEIGHT, margin=dict(l=0, r=0, t=10, b=0),
-                                           legend=dict(x=0, y=1, bgcolor="rgba(255,255,255,0.7)")))
+                                           showlegend=True, legend=dict(x=0, y=1, bgcolor="rgba(255,255,255,0.7)")))
 
     contour: list[Any] = [go.Contour(x=x.tolist(), y=y.tolist(), z=_values(z), colorscale="Viridis", zmin=lo,
                                      zmax=hi, ncontours=24, contours=dict(coloring="fill", showlines=True),
                                      line=dict(width=0.5, color="rgba(255,255,255,0.6)"), connectgaps=False,
                                      colorbar=colorbar, name=name, hovertemplate=hover)]
-    contour += _path_traces(paths, unit, False) + _point_traces(ls, False)
+    contour += _path_traces(paths, unit, False) + _point_traces(ls, "plane")
     contour += _nonfinite_points(x, y, z, hi, name, False)
     yaxis: dict[str, Any] = dict(title=dict(text=yt))
     if drawn == _true:  # true proportions: one unit is as long on both axes
         yaxis.update(scaleanchor="x", scaleratio=1)
     fig2d = go.Figure(contour, layout=dict(xaxis=dict(title=dict(text=xt)), yaxis=yaxis, height=_HEIGHT,
-                                           margin=dict(l=60, r=10, t=10, b=50),
+                                           margin=dict(l=60, r=10, t=10, b=50), showlegend=True,
                                            legend=dict(orientation="h", y=-0.15)))
     return _json(fig3d), _json(fig2d)
 
@@ -222,7 +233,7 @@ def line_figure(ls: Landscape, z: np.ndarray, name: str) -> dict[str, Any]:
                                     line=dict(color="#1f77b4", width=2), marker=dict(size=4),
                                     hovertemplate=f"x %{{x:.4g}}<br>{name} %{{y:.5g}}<extra></extra>")]
     if name == "loss":
-        traces += _point_traces(ls, False)
+        traces += _point_traces(ls, "line")
     traces += _nonfinite_points(x, None, z, hi, name, False)
     fig = go.Figure(traces, layout=dict(xaxis=dict(title=dict(text=axis_titles(ls)[0])),
                                         yaxis=dict(title=dict(text=name)), height=420,

@@ -57,10 +57,10 @@
     last = {label: c.ls.label, surface: c.surface};
     $("landscape-info").innerHTML = c.view.info;
     var plane = c.ls.dims === 2;
+    $("views").className = plane ? "views plane" : "views line";  // before drawing: the plots take its width
     draw("view-3d", plane ? c.view.surface : null);
     draw("view-contour", plane ? c.view.contour : null);
     draw("view-line", plane ? null : c.view.line);
-    $("views").className = plane ? "views plane" : "views line";
     var hash = "run=" + encodeURIComponent(c.run.name) + "&landscape=" + encodeURIComponent(c.ls.label) +
       "&surface=" + encodeURIComponent(c.surface);
     if (window.history && window.history.replaceState) { window.history.replaceState(null, "", "#" + hash); }

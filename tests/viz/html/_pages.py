@@ -38,6 +38,13 @@ def nan_plane() -> Landscape:
                      markers={"A": (0.0, 0.0, 0.1), "B": (0.05, 0.0, 0.6), "C": (0.0, 0.04, 0.42)})
 
 
+def tall_plane() -> Landscape:
+    """A bowl over a grid spanning 0.1 whose loss spans 2 (a plane drawn in data units would be a sliver)."""
+    x = y = np.linspace(-0.05, 0.05, 21)
+    return Landscape(x=x, y=y, z=0.05 + 400 * np.add.outer(y ** 2, x ** 2), convergence_point=(0.0, 0.0, 0.05),
+                     metadata={"decomposition": "Random"}, tag="tall")
+
+
 def nan_line() -> Landscape:
     x = np.linspace(-0.5, 1.5, 9)
     z = (x - 1.0) ** 2 + 0.25
