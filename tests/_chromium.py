@@ -152,14 +152,18 @@ class Chromium:
 
     def screenshot(self, selector: str | None = None) -> bytes:
         """A PNG of the viewport, or of the element ``selector`` (scrolled into view first)."""
-        params: dict[str, Any] = {"format": "png"}
-        if selector is not None:
-            box = self.evaluate(f"(() => {{ const e = document.querySelector({json.dumps(selector)}); "
-                                "e.scrollIntoView({block: 'start'}); const r = e.getBoundingClientRect(); "
-                                "return [r.x + scrollX, r.y + scrollY, r.width, r.height]; })()")
-            self.pump(0.3)
-            params["clip"] = {"x": box[0], "y": box[1], "width": box[2], "height": box[3], "scale": 1}
-        return base64.b64decode(self.send("Page.captureScreenshot", params)["data"])
+        if selector is None:
+            return base64.b64decode(self.send("Page.captureScreenshot", {"format": "png"})["data"])
+        return self.screenshot_of(f"document.querySelector({json.dumps(selector)})")
+
+    def screenshot_of(self, element: str) -> bytes:
+        """A PNG of the element a JavaScript expression returns (one in a shadow root too)."""
+        box = self.evaluate(f"(() => {{ const e = {element}; e.scrollIntoView({{block: 'start'}}); "
+                            "const r = e.getBoundingClientRect(); return [r.x + scrollX, r.y + scrollY, r.width, "
+                            "r.height]; })()")
+        self.pump(0.3)
+        clip = {"x": box[0], "y": box[1], "width": box[2], "height": box[3], "scale": 1}
+        return base64.b64decode(self.send("Page.captureScreenshot", {"format": "png", "clip": clip})["data"])
 
     def errors(self) -> list[str]:
         """Every JavaScript error so far: uncaught exceptions, console.error, the browser's error log."""
