@@ -42,7 +42,7 @@ _NONFINITE = dict(symbol="x", color="#d62728", size=9, line=dict(width=1, color=
 Z_RATIO = 0.6
 BOX_DIAGONAL = float(np.sqrt(3.0))
 #: Planes whose sides differ by more than this are drawn stretched (and the caption says so).
-MAX_ASPECT = 3.0
+MAX_ASPECT = 4.0
 _HEIGHT = 520
 
 
@@ -101,7 +101,7 @@ def axis_titles(ls: Landscape) -> tuple[str, str]:
 
 
 def aspect(ls: Landscape) -> tuple[float, float]:
-    """``(true, drawn)`` height-to-width ratio of a plane; drawn is the true one kept within [1/3, 3]."""
+    """``(true, drawn)`` height-to-width ratio of a plane; drawn is the true one kept within [1/4, 4]."""
     xs = float(np.ptp(ls.x)) if np.size(ls.x) else 0.0
     ys = float(np.ptp(ls.y)) if np.size(ls.y) else 0.0
     true = ys / xs if xs > 0 and ys > 0 else 1.0
@@ -184,7 +184,7 @@ def _point_traces(ls: Landscape, view: str) -> list[Any]:
 def plane_figures(ls: Landscape, z: np.ndarray, name: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """The 3-D surface and the contour view of one surface of a plane (``name``: "loss", "accuracy", ...).
 
-    The 3-D box keeps the plane's proportions (within [1/3, 3]) with the value axis
+    The 3-D box keeps the plane's proportions (within [1/4, 4]) with the value axis
     ``Z_RATIO`` of its width, whatever the units, so the default camera frames the surface.
     """
     x, y = np.asarray(ls.x, dtype=np.float64), np.asarray(ls.y, dtype=np.float64)

@@ -45,7 +45,7 @@ def report(runs: RunLike | Sequence[RunLike] | Mapping[str, RunLike], output: st
 
     Non-finite values are counted in each view's caption and marked with a red ``x``
     at the top of the finite range, never left out silently. The 3-D box keeps the
-    plane's proportions (stretched to at most 3:1, as the caption says) and scales the
+    plane's proportions (stretched to at most 4:1, as the caption says) and scales the
     value axis to 0.6 of its width, so the default camera frames the surface whatever
     the units (a PCA plane may span 0.1 while the loss spans 2).
 
