@@ -111,8 +111,11 @@ def test_the_3d_box_frames_the_surface_whatever_the_units(tmp_path):
     data = report_data(viz.report([nan_plane(), shared_plane()], tmp_path / "r.html"))
     small, shared = (ls["views"]["loss"]["surface"]["layout"]["scene"] for ls in data["runs"][0]["landscapes"])
     assert small["aspectmode"] == "manual"
-    assert small["aspectratio"] == {"x": 1.0, "y": pytest.approx(0.08 / 0.1), "z": 0.6}
-    assert shared["aspectratio"] == {"x": 1.0, "y": 0.5, "z": 0.6}  # y spans 1, x spans 2: true proportions
+    for scene, y_over_x in ((small, 0.08 / 0.1), (shared, 0.5)):  # the plane's true proportions
+        box = scene["aspectratio"]
+        assert box["y"] / box["x"] == pytest.approx(y_over_x)
+        assert box["z"] / box["x"] == pytest.approx(0.6)  # the loss axis: 0.6 of the plane's longer side
+        assert np.linalg.norm([box["x"], box["y"], box["z"]]) == pytest.approx(np.sqrt(3))  # plotly's default cube
 
 
 def test_paths_of_several_runs_each_in_its_colour(tmp_path):
