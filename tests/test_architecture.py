@@ -47,7 +47,7 @@ LAYERS = [
     ["landscape.generate"],
     ["landscape"],
     ["viz.io"],
-    ["viz.plots"],
+    ["viz.plots", "viz.html"],
     ["viz.tensorboard"],
     ["viz"],
     ["landscape.cli", "landscape.__main__"],

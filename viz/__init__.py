@@ -1,8 +1,10 @@
 """Pictures and files of loss landscapes: load, plot (matplotlib), animate, export.
 
-Three layers: :mod:`viz.io` (load landscapes from summaries and HDF5 files, find runs,
-export VTP/CSV/HDF5), :mod:`viz.plots` above it (matplotlib) and :mod:`viz.tensorboard`
-above both (summary runs as TensorBoard runs, landscapes drawn; needs ``tensorboard``). Names are imported on
+Layers: :mod:`viz.io` (load landscapes from summaries and HDF5 files, find runs,
+export VTP/CSV/HDF5), :mod:`viz.plots` above it (matplotlib), :mod:`viz.html` beside
+the plots (``report``: one self-contained interactive HTML file; needs ``plotly``) and
+:mod:`viz.tensorboard` above them (summary runs as TensorBoard runs, landscapes drawn;
+needs ``tensorboard``). Names are imported on
 first use (PEP 562), so ``viz.find_runs`` or ``viz.export(ls, "x.csv")`` do not load
 matplotlib; when the plots load, the headless Agg backend is selected if no backend was
 chosen and there is no display. Importing viz also makes it the picture Jupyter shows
@@ -44,15 +46,18 @@ __all__ = [
     "repr_png",
     "view_angle",
     "export_tensorboard",
+    "report",
 ]
 
 _IO = ("load_landscapes", "find_runs", "export")
-_SUBPACKAGES = ("io", "plots", "tensorboard")
+_SUBPACKAGES = ("io", "plots", "tensorboard", "html")
+#: Names of the subpackages above the plots (each needs an optional package, imported on first use).
+_OPTIONAL = {"export_tensorboard": "viz.tensorboard", "report": "viz.html"}
 
 
 def __getattr__(name: str) -> Any:
     if name in __all__ or name in _SUBPACKAGES:
-        module = "viz.io" if name in _IO else "viz.tensorboard" if name == "export_tensorboard" else "viz.plots"
+        module = "viz.io" if name in _IO else _OPTIONAL.get(name, "viz.plots")
         value = importlib.import_module(f"viz.{name}") if name in _SUBPACKAGES else \
             getattr(importlib.import_module(module), name)
         globals()[name] = value
@@ -72,6 +77,7 @@ def _render_png(landscape: Any) -> bytes:
 register_png_renderer(_render_png)
 
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load on first use
+    from viz.html import report
     from viz.io import export, find_runs, load_landscapes
     from viz.plots import (
         animate,

@@ -15,11 +15,17 @@ histogram (MindSpore buckets) ``HistogramProto``: ``bucket_limit`` the buckets' 
                               with no finite value
 image (PNG)                   ``Summary.Image`` with the same PNG bytes
 tensor                        a tensor of the same dtype and shape
-loss landscape ``T``          a mesh for the Mesh dashboard (``T/surface``: one vertex
-                              per grid point ``(x[j], y[i], loss[i, j])``, two triangles
-                              per cell, colours from the loss on viridis; ``T/path``: the
-                              training path as a point cloud), and ``T/grid``, a tensor
-                              of shape (len(y), len(x), 3) holding ``(x, y, loss)``
+loss landscape ``T`` (plane)  a mesh for the Mesh dashboard (``T/surface``: one vertex
+                              per grid point ``(x[j], y[i], loss[i, j])`` scaled to fill
+                              the viewer (the plane's longer side 2, the loss range 1;
+                              the scale in the description), two triangles per cell,
+                              colours from the loss on viridis; ``T/path``: the
+                              training path as a point cloud, scaled alike), and
+                              ``T/grid``, a tensor of shape (len(y), len(x), 3) holding
+                              the unscaled ``(x, y, loss)``
+loss landscape ``T`` (line)   the loss along the line as the scalar series ``T/loss``
+                              (step k: point k, NaN kept; x in the description) and
+                              ``T/grid``, a tensor of shape (len(x), 2) of ``(x, loss)``
 lineage                       hyper-parameters and metrics for the HParams dashboard,
                               written when the writer closes (a run has one session)
 graph, dataset graph          not converted (TensorBoard's graphs are TensorFlow graphs)
@@ -40,7 +46,6 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-from matplotlib import colormaps  # the colour scale only: no backend, no pyplot
 
 try:
     from tensorboard.compat.proto import event_pb2, summary_pb2
@@ -58,16 +63,18 @@ except ImportError as exc:  # pragma: no cover - exercised only without tensorbo
 
 from collector.summary import _proto as proto
 from collector.summary._packing import tensor_to_numpy
+from collector.summary._tb_geometry import MESH_CONFIG, landscape_mesh, mesh_frame
 
-__all__ = ["TensorBoardWriter", "landscape_mesh", "lineage_hparams", "TB_FILE_MARKER"]
+__all__ = ["TensorBoardWriter", "lineage_hparams", "TB_FILE_MARKER", "LINE_SCALAR_SUFFIX"]
 
 logger = logging.getLogger(__name__)
 
 #: What every TensorBoard event file name contains (``events.out.tfevents.{seconds}.{host}...``).
 TB_FILE_MARKER = "tfevents"
-#: Colour of points where the loss is not finite (grey), and of the training path (red).
-_NOT_FINITE_RGB = (128, 128, 128)
+#: Colour of the training path (red).
 _PATH_RGB = (228, 26, 28)
+#: A line's values (random line, interpolation) as a scalar series: its tag plus this.
+LINE_SCALAR_SUFFIX = "/loss"
 
 
 class TensorBoardWriter:
@@ -120,7 +127,8 @@ class TensorBoardWriter:
                                 step, wall_time)
 
     def add_mesh(self, tag: str, vertices: np.ndarray, colors: np.ndarray, faces: np.ndarray | None,
-                 step: int, wall_time: float, *, description: str = "") -> None:
+                 step: int, wall_time: float, *, description: str = "",
+                 config: Mapping[str, Any] | None = None) -> None:
         """A mesh (or a point cloud without ``faces``) for the Mesh dashboard, as its plugin defines it.
 
         Parameters
@@ -131,6 +139,8 @@ class TensorBoardWriter:
             uint8 RGB per vertex.
         faces : array of shape (F, 3) or None
             Vertex indices of triangles (int32).
+        config : dict, optional
+            The viewer's scene (three.js camera, lights, material), as the plugin's ``config_dict``.
         """
         parts: list[tuple[np.ndarray, Any]] = [(np.asarray(vertices, np.float32), MeshPluginData.VERTEX),
                                                (np.asarray(colors, np.uint8), MeshPluginData.COLOR)]
@@ -141,7 +151,7 @@ class TensorBoardWriter:
         for array, kind in parts:
             batched = array.reshape(1, *array.shape)  # the plugin wants (batch, N, 3)
             md = mesh_metadata.create_summary_metadata(tag, tag, kind, components, list(batched.shape),
-                                                       description or None, json_config="{}")
+                                                       description or None, json_config=json.dumps(dict(config or {})))
             out.append(summary_pb2.Summary.Value(tag=mesh_metadata.get_instance_name(tag, kind), metadata=md,
                                                  tensor=tensor_util.make_tensor_proto(batched)))
         self.add_summary_values(out, step, wall_time)
@@ -186,24 +196,44 @@ class TensorBoardWriter:
         x = tensor_to_numpy(ll.landscape.x, f64).reshape(-1)
         y = tensor_to_numpy(ll.landscape.y, f64).reshape(-1)
         z = tensor_to_numpy(ll.landscape.z, f64)
+        md = ll.metadata
+        what = f"{md.decomposition or 'landscape'} landscape {tag}" + (f", unit {md.unit}" if md.unit else "")
+        if not y.size and x.size and z.size == x.size:
+            self._add_line(tag, x, z.reshape(-1), what, step, wall_time)
+            return
         if z.size != x.size * y.size or not x.size:
             logger.warning("landscape %r: a %s grid over %d x values and %d y values; not converted.",
                            tag, z.shape, x.size, y.size)
             return
         z = z.reshape(y.size, x.size)
-        vertices, faces, colors = landscape_mesh(x, y, z)
-        md = ll.metadata
-        what = f"{md.decomposition or 'landscape'} landscape {tag}" + (f", unit {md.unit}" if md.unit else "")
-        self.add_mesh(f"{tag}/surface", vertices, colors, faces, step, wall_time,
-                      description=f"{what}: (x, y, loss) per grid point, coloured by the loss")
+        frame = mesh_frame(x, y, z)
+        vertices, faces, colors = landscape_mesh(x, y, z, frame)
+        self.add_mesh(f"{tag}/surface", vertices, colors, faces, step, wall_time, config=MESH_CONFIG,
+                      description=f"{what}: (x, y, loss) per grid point, coloured by the loss; {frame.describe(tag)}")
         if ll.HasField("loss_path") and len(ll.loss_path.intervals):
             path = np.stack([tensor_to_numpy(getattr(ll.loss_path.points, a), f64).reshape(-1) for a in "xyz"], 1)
             finite = np.isfinite(path).all(axis=1)
             if finite.any():
-                self.add_mesh(f"{tag}/path", path[finite], np.tile(np.array(_PATH_RGB, np.uint8), (finite.sum(), 1)),
-                              None, step, wall_time, description=f"the training path of {what}")
+                self.add_mesh(f"{tag}/path", frame.apply(*path[finite].T),
+                              np.tile(np.array(_PATH_RGB, np.uint8), (finite.sum(), 1)), None, step, wall_time,
+                              config={**MESH_CONFIG, "material": {"cls": "PointsMaterial", "size": 0.08}},
+                              description=f"the training path of {what}; {frame.describe(tag)}")
         grid = np.stack(np.broadcast_arrays(x[None, :], y[:, None], z), axis=-1)
         self.add_tensor(f"{tag}/grid", grid, step, wall_time)
+
+    def _add_line(self, tag: str, x: np.ndarray, z: np.ndarray, what: str, step: int, wall_time: float) -> None:
+        """A line: its values as a scalar series (step k: point k, NaN kept) and the tensor ``{tag}/grid``."""
+        n = x.size
+        spacing = f"x[k] = {x[0]:.6g} + k * {(x[-1] - x[0]) / (n - 1):.6g}" if n > 1 else f"x[0] = {x[0]:.6g}"
+        metadata = summary_pb2.SummaryMetadata(
+            summary_description=f"{what}: the loss at point k of {n} (the step is k; {spacing}); the "
+                                f"(x, loss) pairs are in the tensor {tag}/grid",
+            plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars"))
+        for k, value in enumerate(z):
+            self.add_summary_values([summary_pb2.Summary.Value(
+                tag=tag + LINE_SCALAR_SUFFIX, simple_value=float(value), metadata=metadata if k == 0 else None)],
+                k, wall_time)
+        self.add_tensor(f"{tag}/grid", np.stack([x, z], axis=1), step, wall_time)
 
     def add_lineage_event(self, event: Any) -> None:
         """Collect the hyper-parameters and metrics of a ``LineageEvent`` (written by :meth:`close`)."""
@@ -268,30 +298,6 @@ def histogram_proto(h: Any) -> Any:
     limits = [b.left + b.width for b in h.buckets]
     return HistogramProto(min=h.min, max=h.max, num=float(sum(counts)), sum=h.sum, sum_squares=0.0,
                           bucket_limit=limits, bucket=counts)
-
-
-def landscape_mesh(x: np.ndarray, y: np.ndarray, z: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(vertices, faces, colors)`` of a landscape's surface.
-
-    Vertex ``i * len(x) + j`` is ``(x[j], y[i], z[i, j])``; each grid cell gives two
-    triangles; colours are the loss on matplotlib's viridis scale (min to max of the
-    finite values). A non-finite loss is drawn at the largest finite one, grey, and the
-    triangles touching it are left out.
-    """
-    ny, nx = z.shape
-    finite = np.isfinite(z)
-    lo, hi = (float(z[finite].min()), float(z[finite].max())) if finite.any() else (0.0, 1.0)
-    zz = np.where(finite, z, hi)
-    gx, gy = np.meshgrid(x, y)
-    vertices = np.stack([gx.reshape(-1), gy.reshape(-1), zz.reshape(-1)], axis=1)
-    scale = (zz - lo) / (hi - lo) if hi > lo else np.zeros_like(zz)
-    colors = (colormaps["viridis"](scale.reshape(-1))[:, :3] * 255).round().astype(np.uint8)
-    colors[~finite.reshape(-1)] = _NOT_FINITE_RGB
-    idx = np.arange(nx * ny).reshape(ny, nx)
-    a, b, c, d = idx[:-1, :-1], idx[:-1, 1:], idx[1:, :-1], idx[1:, 1:]
-    tri = np.concatenate([np.stack([a, b, d], -1).reshape(-1, 3), np.stack([a, d, c], -1).reshape(-1, 3)])
-    keep = finite.reshape(-1)[tri].all(axis=1)
-    return vertices, tri[keep].astype(np.int32), colors
 
 
 def _float32(value: float) -> float:

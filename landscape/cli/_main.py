@@ -202,6 +202,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="output folder (default: PATH/export, for tensorboard PATH/export/tensorboard)")
     p.add_argument("--tag", help="only this landscape (not with --format tensorboard)")
 
+    p = sub.add_parser("report", help="one interactive HTML file of runs (scalars, rotatable 3-D landscapes, "
+                                      "contours, lines, lineage) that opens offline (needs plotly)")
+    p.add_argument("runs", nargs="+", type=Path, metavar="RUN",
+                   help="a run directory, a directory of runs, a summary file or an HDF5 file; several runs are "
+                        "shown together (a selector, one curve each)")
+    p.add_argument("-o", "--output", type=Path,
+                   help="the HTML file to write (default: report.html in the first RUN, or beside it if a file)")
+    p.add_argument("--title", help="the page's title (default: 'Loss landscapes: ' and the run names)")
+
     p = sub.add_parser(
         "lineage", help="list, filter and sort the runs' lineage (hyper-parameters, metrics)",
         description="Print the lineage of the runs under BASE_DIR (found recursively) as a table.",
@@ -259,6 +268,11 @@ def _command(name: str, argv: Sequence[str]) -> Callable[[argparse.Namespace], i
         from landscape.cli import _export
 
         return _export.run_export
+    if name == "report":
+        # start-up: plotly only for report
+        from landscape.cli import _report
+
+        return _report.run_report
     if name == "ls":
         # start-up: the summary reader only for ls
         from landscape.cli import _ls

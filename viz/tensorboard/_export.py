@@ -18,8 +18,9 @@ __all__ = ["export_tensorboard"]
 
 _log = logging.getLogger("landscape")
 
-#: The picture of each landscape: its tag plus this.
+#: The picture of each landscape: its tag plus this (a plane's filled contour, a line's chart).
 IMAGE_SUFFIX = "/filled_contour"
+LINE_IMAGE_SUFFIX = "/line"
 
 
 #: PNG colour type -> channels (grey, RGB, palette, grey + alpha, RGBA)
@@ -46,9 +47,12 @@ def export_tensorboard(path: str | os.PathLike, out_dir: str | os.PathLike | Non
     Every run under ``path`` (a directory holding summary files; ``path`` itself
     included) becomes a TensorBoard run at the same relative place under ``out_dir``:
     scalars, histograms, images and tensors as TensorBoard's own kinds, the lineage as
-    hyper-parameters and metrics (HParams dashboard), and each loss landscape as a 3-D
-    mesh (Mesh dashboard), a tensor ``{tag}/grid`` of ``(x, y, loss)`` per grid point
-    and a picture ``{tag}/filled_contour`` (the filled contour with its path); see
+    hyper-parameters and metrics (HParams dashboard), each plane as a 3-D mesh (Mesh
+    dashboard; scaled to fill the viewer, the scale in its description), a tensor
+    ``{tag}/grid`` of ``(x, y, loss)`` per grid point and a picture
+    ``{tag}/filled_contour`` (the filled contour with its path), and each line (random
+    line, interpolation) as the scalar series ``{tag}/loss`` (step k: point k), a tensor
+    ``{tag}/grid`` of ``(x, loss)`` and a picture ``{tag}/line``; see
     :class:`collector.summary.TensorBoardWriter`. Damaged records are skipped (and
     logged), as the reader skips them. Graphs are not converted.
 
@@ -115,11 +119,13 @@ def _convert(run: Path, target: Path, images: bool) -> None:
                 if value.WhichOneof("value") != "loss_landscape":
                     continue
                 try:
-                    png = repr_png(Landscape.from_proto(value.loss_landscape, tag=value.tag), kind="filled")
+                    ls = Landscape.from_proto(value.loss_landscape, tag=value.tag)
+                    line = ls.dims == 1
+                    png = repr_png(ls, kind="line" if line else "filled")
                 except Exception as exc:  # a landscape that cannot be drawn keeps its mesh and grid
                     _log.warning("landscape %r of %s: no picture (%s: %s)", value.tag, run, type(exc).__name__, exc)
                     continue
                 width, height, channels = _png_shape(png)
-                tb.add_image_png(value.tag + IMAGE_SUFFIX, png, event.step, event.wall_time,
-                                 height=height, width=width, channels=channels)
+                tb.add_image_png(value.tag + (LINE_IMAGE_SUFFIX if line else IMAGE_SUFFIX), png, event.step,
+                                 event.wall_time, height=height, width=width, channels=channels)
     _log.info("%s: %d events converted to %s", run, n, target)

@@ -31,6 +31,31 @@ def _tensor(acc: EventAccumulator, tag: str) -> np.ndarray:
     return tensor_util.make_ndarray(event.tensor_proto)
 
 
+def _scaled(x: np.ndarray, y: np.ndarray, z: np.ndarray):
+    """The mesh's documented frame, computed here: the plane's longer side to 2, the finite loss range to 1."""
+    finite = z[np.isfinite(z)]
+    side = max(x.max() - x.min(), y.max() - y.min())
+    s = 2.0 / side if side > 0 else 1.0
+    sz = 1.0 / (finite.max() - finite.min()) if finite.max() > finite.min() else 1.0
+
+    def scaled(px, py, pz):
+        return np.stack([(px - (x.min() + x.max()) / 2) * s, (py - (y.min() + y.max()) / 2) * s,
+                         (pz - finite.min()) * sz], axis=1).astype(np.float32)
+
+    return scaled
+
+
+def _assert_line(acc: EventAccumulator, tag: str, x: np.ndarray, z: np.ndarray) -> None:
+    points = acc.Scalars(f"{tag}/loss")
+    assert [e.step for e in points] == list(range(x.size))
+    np.testing.assert_array_equal(np.float32([e.value for e in points]), z.astype(np.float32))
+    np.testing.assert_array_equal(_tensor(acc, f"{tag}/grid"), np.stack([x, z], axis=1))
+    assert "(the step is k; x[k] = " in acc.SummaryMetadata(f"{tag}/loss").summary_description
+    if f"{tag}/line" in acc.Tags()["images"]:
+        (picture,) = acc.Images(f"{tag}/line")
+        assert Image.open(io.BytesIO(picture.encoded_image_string)).format == "PNG"
+
+
 def hparams(acc: EventAccumulator) -> tuple[dict, list[str]]:
     """The session's hyper-parameters (name -> value) and the experiment's metric tags."""
     content = acc.PluginTagToContent("hparams")
@@ -84,6 +109,9 @@ def assert_same_as_ours(summary_dir, tb_dir) -> set[str]:
             np.testing.assert_array_equal(tb, array, err_msg=tag)
     for tag, ls in ours.landscapes().items():
         kinds.add("landscape")
+        if ls["y"].size == 0:  # a line: the values as a scalar series, (x, loss) as a tensor, a line chart
+            _assert_line(acc, tag, ls["x"], ls["z"].reshape(-1))
+            continue
         x, y, z = ls["x"], ls["y"], ls["z"].reshape(ls["y"].size, ls["x"].size)
         grid = _tensor(acc, f"{tag}/grid")
         assert grid.shape == (y.size, x.size, 3)
@@ -93,9 +121,17 @@ def assert_same_as_ours(summary_dir, tb_dir) -> set[str]:
         vertices = _tensor(acc, f"{tag}/surface_VERTEX")[0]
         finite = np.isfinite(z)
         lifted = np.where(finite, z, z[finite].max())
-        want = np.stack([np.broadcast_to(x, z.shape).ravel(), np.broadcast_to(y[:, None], z.shape).ravel(),
-                         lifted.ravel()], axis=1).astype(np.float32)
-        np.testing.assert_array_equal(vertices, want)
+        scaled = _scaled(x, y, z)
+        want = scaled(np.broadcast_to(x, z.shape).ravel(), np.broadcast_to(y[:, None], z.shape).ravel(),
+                      lifted.ravel())
+        np.testing.assert_allclose(vertices, want, rtol=0, atol=1e-6)
+        # framed: the plane's longer side spans 2, the finite loss 1 (when they are not flat)
+        if max(np.ptp(x), np.ptp(y)) > 0:
+            assert max(np.ptp(vertices[:, 0]), np.ptp(vertices[:, 1])) == np.float32(2.0)
+        if np.ptp(z[finite]) > 0:
+            assert np.ptp(vertices[:, 2]) == np.float32(1.0)
+        description = acc.SummaryMetadata(f"{tag}/surface_VERTEX").summary_description
+        assert "vertices scaled to fill the view" in description and f"tensor {tag}/grid" in description
         faces = _tensor(acc, f"{tag}/surface_FACE")[0]
         cells = finite[:-1, :-1] & finite[:-1, 1:] & finite[1:, :-1] & finite[1:, 1:]
         assert faces.shape[0] >= 2 * cells.sum() and faces.max() < x.size * y.size
@@ -105,8 +141,7 @@ def assert_same_as_ours(summary_dir, tb_dir) -> set[str]:
         assert colors[np.nanargmin(np.where(finite, z, np.inf))].sum() < colors[np.nanargmax(lifted)].sum()
         if "path_x" in ls:
             path = _tensor(acc, f"{tag}/path_VERTEX")[0]
-            np.testing.assert_array_equal(path, np.stack([ls["path_x"], ls["path_y"], ls["path_z"]], 1)
-                                          .astype(np.float32))
+            np.testing.assert_allclose(path, scaled(ls["path_x"], ls["path_y"], ls["path_z"]), rtol=0, atol=1e-6)
         if f"{tag}/filled_contour" in tags["images"]:
             (picture,) = acc.Images(f"{tag}/filled_contour")
             im = Image.open(io.BytesIO(picture.encoded_image_string))

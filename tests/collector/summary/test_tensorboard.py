@@ -12,7 +12,7 @@ pytest.importorskip("tensorboard")
 
 from collector import SummaryCollector, SummaryReader, SummaryRecord, proto  # noqa: E402
 from collector.summary import TensorBoardWriter  # noqa: E402
-from collector.summary._tensorboard import landscape_mesh  # noqa: E402
+from collector.summary._tb_geometry import landscape_mesh, mesh_frame  # noqa: E402
 from tests.collector.summary._tb_compare import accumulator, assert_same_as_ours, hparams  # noqa: E402
 
 
@@ -90,6 +90,21 @@ def test_landscape_mesh_by_hand():
     z[1, 1] = 5.0
     _, faces, _ = landscape_mesh(x, y, z)
     assert sorted(map(sorted, faces.tolist())) == [[0, 1, 4], [0, 3, 4], [1, 2, 5], [1, 4, 5]]
+
+
+def test_mesh_frame_by_hand():
+    """A plane 0.1 x 0.05 whose loss spans 2: scaled so its longer side is 2 and the loss range 1."""
+    x, y = np.array([0.2, 0.25, 0.3]), np.array([-0.05, 0.0])
+    z = np.array([[0.5, 1.0, 2.5], [1.5, np.nan, 0.5]])
+    frame = mesh_frame(x, y, z)
+    assert (frame.cx, frame.cy, frame.z0) == (0.25, -0.025, 0.5)
+    assert frame.s == pytest.approx(20.0) and frame.sz == pytest.approx(0.5)
+    vertices, _, _ = landscape_mesh(x, y, z, frame)
+    np.testing.assert_allclose(vertices[:3], [[-1, -0.5, 0], [0, -0.5, 0.25], [1, -0.5, 1]], atol=1e-12)
+    assert vertices[4].tolist() == pytest.approx([0, 0.5, 1.0])  # the NaN at the top, as unscaled
+    assert "x' = (x - 0.25) * 20, y' = (y - -0.025) * 20, loss' = (loss - 0.5) * 0.5" in frame.describe("T")
+    flat = mesh_frame(np.array([1.0]), np.array([2.0]), np.array([[np.nan]]))  # nothing to scale by
+    assert (flat.s, flat.sz) == (1.0, 1.0)
 
 
 def test_mirror_failure_leaves_our_files_intact(tmp_path, caplog):

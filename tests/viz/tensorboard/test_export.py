@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import shutil
 import socket
 import subprocess
@@ -18,6 +19,8 @@ import numpy as np
 import pytest
 
 pytest.importorskip("tensorboard")
+
+from tensorboard.util import tensor_util  # noqa: E402
 
 import viz  # noqa: E402
 from collector import SummaryReader  # noqa: E402
@@ -148,3 +151,87 @@ def test_tensorboard_serves_the_exported_runs(exported, mindspore_run_dir):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+@pytest.fixture(scope="module")
+def views_run(tmp_path_factory):
+    """A run holding a plane spanning 0.1 with a loss spanning 2, and an interpolation with a NaN point."""
+    from collector import SummaryRecord
+    from tests.viz.html._pages import nan_line, tall_plane
+
+    run = tmp_path_factory.mktemp("views") / "run"
+    with SummaryRecord(run) as rec:
+        for ls in (tall_plane(), nan_line()):
+            rec.add_value("landscape", ls.tag, ls.to_proto())
+            rec.record(0)
+    return run
+
+
+def test_lines_as_scalar_series_and_pictures_planes_framed(views_run, tmp_path, caplog):
+    from tensorboard.plugins.mesh.plugin_data_pb2 import MeshPluginData
+
+    from tests.viz.html._pages import nan_line, tall_plane
+
+    code, _ = _export(views_run, tmp_path / "tb")
+    assert code == 0 and "no picture" not in caplog.text and "not converted" not in caplog.text
+    assert assert_same_as_ours(views_run, tmp_path / "tb") == {"landscape"}
+    acc = accumulator(tmp_path / "tb")
+    assert set(acc.Tags()["images"]) == {"tall/filled_contour", "interpolation_[1, 10]/line"}
+    line = nan_line()  # the values written, against what TensorBoard reads back
+    points = acc.Scalars("interpolation_[1, 10]/loss")
+    assert [p.step for p in points] == list(range(9)) and np.isnan(points[0].value)
+    np.testing.assert_array_equal(np.float32([p.value for p in points[1:]]), line.z[1:].astype(np.float32))
+    description = acc.SummaryMetadata("interpolation_[1, 10]/loss").summary_description
+    assert "x[k] = -0.5 + k * 0.25" in description
+    plane = tall_plane()
+    vertices = tensor_util.make_ndarray(acc.Tensors("tall/surface_VERTEX")[0].tensor_proto)[0]
+    gx, gy = np.meshgrid(plane.x, plane.y)
+    want = np.stack([gx.ravel() * 20, gy.ravel() * 20, (plane.z.ravel() - 0.05) / 2.0], axis=1)  # by hand
+    np.testing.assert_allclose(vertices, want, rtol=0, atol=2e-6)
+    content = acc.SummaryMetadata("tall/surface_VERTEX").plugin_data.content
+    camera = json.loads(MeshPluginData.FromString(content).json_config)["camera"]
+    assert camera["cls"] == "PerspectiveCamera" and len(camera["position"]) == 3
+
+
+@pytest.mark.slow
+def test_mesh_dashboard_shows_the_surface_filling_its_card(views_run, tmp_path):
+    """TensorBoard's Mesh tab in headless Chromium: the surface's card is mostly surface, not a dot."""
+    from PIL import Image
+
+    from tests._chromium import Chromium, chromium_path
+
+    if chromium_path() is None and os.environ.get("LANDSCAPE_TEST_CHROMIUM") != "required":
+        pytest.skip("needs chromium (apt-get install -y chromium; .ci/run installs it)")
+    viz.export_tensorboard(views_run, tmp_path / "tb", images=False)
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "tensorboard.main", "--logdir", str(tmp_path / "tb"), "--host",
+                             "127.0.0.1", "--port", str(port), "--load_fast", "false"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                if "tall/surface" in _get(port, "/data/plugin/mesh/tags").get(".", {}):
+                    break
+            except OSError:
+                pass
+            time.sleep(0.5)
+        # the mesh viewer's canvas lives in the dashboard's shadow DOM
+        canvas = ("(() => { const found = []; const walk = (root) => root.querySelectorAll('*').forEach(e => {"
+                  " if (e.tagName === 'CANVAS' && e.width > 100) found.push(e); if (e.shadowRoot) walk(e.shadowRoot);"
+                  " }); walk(document); return found; })()")
+        with Chromium(1400, 1000) as browser:
+            browser.open(f"http://127.0.0.1:{port}/#mesh")
+            browser.wait_until(f"{canvas}.length >= 1", timeout=120)
+            browser.pump(5)  # the mesh is fetched and drawn after the card appears
+            png = browser.screenshot_of(f"{canvas}[0]")
+            assert browser.errors() == []
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+    rgb = np.asarray(Image.open(io.BytesIO(png)).convert("RGB")).astype(int)
+    coloured = (rgb.max(axis=2) - rgb.min(axis=2)) > 60  # viridis, not the white background
+    cols, rows = np.flatnonzero(coloured.any(axis=0)), np.flatnonzero(coloured.any(axis=1))
+    # unscaled (x, y, loss) it was a small star seen from above: 0.1 % of the card, 9 % of its width
+    assert coloured.mean() > 0.1, coloured.mean()
+    assert (cols[-1] - cols[0]) / rgb.shape[1] > 0.6 and (rows[-1] - rows[0]) / rgb.shape[0] > 0.3
