@@ -24,19 +24,18 @@ from collector.collect._params import (
 )
 from collector.collect._plain_loop import PlainLoopMixin
 from collector.collect._plan import collection_kind, tensor_collect_range
-from collector.common._torch import unwrap_module
-from collector.common._validation import (
+from collector.common import (
     InstanceOf,
     Interval,
     Options,
     check_directory,
     check_param,
+    unwrap_module,
 )
 from collector.lineage import _build as lineage
-from collector.lineage._callbacks import _checkpoint_path
-from collector.summary._operators import discard_pending
-from collector.summary._record import SummaryRecord
-from collector.train._callbacks import Callback, CallbackParams, RunContext, run_network
+from collector.lineage import checkpoint_path
+from collector.summary import SummaryRecord, discard_pending
+from collector.train import Callback, CallbackParams, RunContext, run_network
 from collector.trajectory import CKPT_DIR
 
 __all__ = ["SummaryCollector"]
@@ -412,7 +411,7 @@ class SummaryCollector(PlainLoopMixin, Callback):
             self._landscape.write_pending()  # written and hashed on the writer thread while the lineage is built
         if train and self._specified["collect_train_lineage"]:
             self._record.add_value("train_lineage", "train_lineage", lineage.train_lineage(
-                cb_params, learning_rate=self._initial_lr, ckpt_path=_checkpoint_path(cb_params)))
+                cb_params, learning_rate=self._initial_lr, ckpt_path=checkpoint_path(cb_params)))
         elif not train and self._specified["collect_eval_lineage"]:
             self._record.add_value("eval_lineage", "eval_lineage", lineage.eval_lineage(cb_params))
         self._record.record(step)

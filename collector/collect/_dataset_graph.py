@@ -33,8 +33,8 @@ import torch
 from torch.utils.data import ConcatDataset, DataLoader, RandomSampler, Subset
 
 from collector import proto
-from collector.lineage._build import dataset_graph as _basic_dataset_graph
-from collector.lineage._build import dataset_path
+from collector.lineage import dataset_graph as _basic_dataset_graph
+from collector.lineage import dataset_path
 
 __all__ = ["dataset_graph"]
 

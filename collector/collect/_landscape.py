@@ -15,8 +15,7 @@ from typing import Any
 
 from torch import nn
 
-from collector.common import BackgroundWriter
-from collector.common._torch import unwrap_module
+from collector.common import BackgroundWriter, unwrap_module
 from collector.trajectory import (
     METADATA_FILE,
     FileDigest,

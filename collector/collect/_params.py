@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from collector.common._validation import (
+from collector.common import (
     InstanceOf,
     InvalidParameterError,
     Options,

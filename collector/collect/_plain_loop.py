@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
-from collector.common._validation import InstanceOf, Interval, check_param
-from collector.train._callbacks import CallbackParams, RunContext
+from collector.common import InstanceOf, Interval, check_param
+from collector.train import CallbackParams, RunContext
 
 __all__ = ["PlainLoopMixin"]
 

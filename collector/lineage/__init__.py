@@ -13,6 +13,7 @@ The exceptions keep the names MindInsight gives them; :class:`LineageError` (ali
 """
 
 from collector.lineage import _callbacks as _lineage
+from collector.lineage._build import dataset_graph, dataset_path
 from collector.lineage._callbacks import *  # noqa: F403 - the callbacks and MindInsight's exception names
 from collector.lineage._query import (
     FILTER_KEYS,
@@ -24,4 +25,4 @@ from collector.lineage._query import (
 )
 
 __all__ = [*_lineage.__all__, "get_summary_lineage", "filter_summary_lineage", "FILTER_KEYS", "MAX_SUMMARY_DIRS",
-           "INT_FIELDS", "condition_key"]
+           "INT_FIELDS", "condition_key", "dataset_graph", "dataset_path"]

@@ -14,11 +14,11 @@ from typing import Any
 import torch
 
 from collector import proto
-from collector.common._torch import unwrap_module
+from collector.common import unwrap_module
 
 # Re-exported: packing a dict as a UserDefinedInfo is the summary layer's (SummaryRecord needs it).
-from collector.summary._packing import custom_lineage
-from collector.train._callbacks import run_network
+from collector.summary import custom_lineage
+from collector.train import run_network
 
 __all__ = ["train_lineage", "eval_lineage", "dataset_graph", "custom_lineage", "dataset_size", "dataset_path"]
 

@@ -21,18 +21,18 @@ from typing import Any
 import torch
 
 from collector import proto
-from collector.common._validation import (
+from collector.common import (
     InstanceOf,
     InvalidParameterError,
     Predicate,
     check_param,
 )
 from collector.lineage import _build as build
-from collector.summary._files import VERSION, EventFile, lineage_filename
-from collector.summary._record import SummaryRecord
-from collector.train._callbacks import Callback, RunContext
+from collector.summary import VERSION, EventFile, SummaryRecord, lineage_filename
+from collector.train import Callback, RunContext
 
 __all__ = [
+    "checkpoint_path",
     "LineageError",
     "MindInsightException",
     "LineageParamTypeError",
@@ -217,7 +217,7 @@ def _learning_rate(optimizer: Any) -> float | None:
     return None
 
 
-def _checkpoint_path(args: Mapping[str, Any]) -> str | None:
+def checkpoint_path(args: Mapping[str, Any]) -> str | None:
     """The latest checkpoint a ModelCheckpoint (anything with ``latest_ckpt_file_name``) wrote."""
     for cb in args.get("list_callback") or []:
         path = getattr(cb, "latest_ckpt_file_name", None)
@@ -290,7 +290,7 @@ class TrainLineage(_LineageCallback):
         _check_args(args, self._caller, train=True)
         lr = self.initial_learning_rate if self.initial_learning_rate is not None else _learning_rate(
             args.get("optimizer"))
-        message = build.train_lineage(args, learning_rate=lr, ckpt_path=_checkpoint_path(args))
+        message = build.train_lineage(args, learning_rate=lr, ckpt_path=checkpoint_path(args))
         # In directory mode the dataset graph taken at begin goes into the same file as the train lineage.
         graph, self._graph = self._graph, None
         self._write(([("dataset_graph", graph)] if graph is not None else []) + [("train_lineage", message)],

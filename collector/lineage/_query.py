@@ -37,7 +37,7 @@ from collector.lineage._callbacks import (
     LineageSearchConditionParamError,
     LineageSummaryParseException,
 )
-from collector.summary._reader import is_lineage_file, read_events, summary_files
+from collector.summary import is_lineage_file, read_events, summary_files
 
 __all__ = ["get_summary_lineage", "filter_summary_lineage", "FILTER_KEYS", "MAX_SUMMARY_DIRS", "INT_FIELDS",
            "condition_key"]

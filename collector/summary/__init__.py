@@ -35,7 +35,8 @@ from typing import TYPE_CHECKING, Any
 
 __all__ = ["scalar", "tensor", "image", "histogram", "is_recording",
            "SummaryRecord", "PLUGINS", "SummaryReader", "read_events", "summary_files",
-           "SummaryReadError", "CorruptRecordError", "RecordIssue", "TensorBoardWriter"]
+           "SummaryReadError", "CorruptRecordError", "RecordIssue", "TensorBoardWriter",
+           "VERSION", "EventFile", "lineage_filename", "discard_pending", "custom_lineage", "is_lineage_file"]
 
 # Loaded on first use (PEP 562): ``collector.proto`` and the reader need only the message
 # classes, not SummaryRecord's torch and fx tracer.
@@ -44,6 +45,11 @@ _WHERE = {
     **dict.fromkeys(("SummaryRecord", "PLUGINS"), "collector.summary._record"),
     **dict.fromkeys(("SummaryReader", "read_events", "summary_files"), "collector.summary._reader"),
     **dict.fromkeys(("SummaryReadError", "CorruptRecordError", "RecordIssue"), "collector.summary._framing"),
+    # what the sibling subpackages (lineage, collect) use
+    **dict.fromkeys(("VERSION", "EventFile", "lineage_filename"), "collector.summary._files"),
+    "discard_pending": "collector.summary._operators",
+    "custom_lineage": "collector.summary._packing",
+    "is_lineage_file": "collector.summary._reader",
     # needs the optional tensorboard package, imported only here (on first use)
     "TensorBoardWriter": "collector.summary._tensorboard",
 }
@@ -62,8 +68,10 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
+    from collector.summary._files import VERSION, EventFile, lineage_filename
     from collector.summary._framing import CorruptRecordError, RecordIssue, SummaryReadError
-    from collector.summary._operators import histogram, image, is_recording, scalar, tensor
-    from collector.summary._reader import SummaryReader, read_events, summary_files
+    from collector.summary._operators import discard_pending, histogram, image, is_recording, scalar, tensor
+    from collector.summary._packing import custom_lineage
+    from collector.summary._reader import SummaryReader, is_lineage_file, read_events, summary_files
     from collector.summary._record import PLUGINS, SummaryRecord
     from collector.summary._tensorboard import TensorBoardWriter

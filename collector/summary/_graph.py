@@ -47,7 +47,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from collector.common._torch import unwrap_module
+from collector.common import unwrap_module
 from collector.summary import _proto as proto
 
 logger = logging.getLogger(__name__)

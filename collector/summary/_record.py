@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from collector.common._validation import (
+from collector.common import (
     InstanceOf,
     Interval,
     Options,

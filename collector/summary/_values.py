@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from collector.common._validation import check_param
+from collector.common import check_param
 from collector.summary import _packing as packing
 from collector.summary import _proto as proto
 from collector.summary._slabs import SnapshotSlabs

@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from collector.common._validation import InstanceOf, Interval, check_param
+from collector.common import InstanceOf, Interval, check_param
 
 __all__ = [
     "Callback",

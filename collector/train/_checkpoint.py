@@ -18,15 +18,15 @@ from typing import Any
 
 from torch import nn
 
-from collector.common import BackgroundWriter
-from collector.common._torch import unwrap_module
-from collector.common._validation import (
+from collector.common import (
+    BackgroundWriter,
     InstanceOf,
     Interval,
     InvalidParameterError,
     Options,
     check_directory,
     check_param,
+    unwrap_module,
 )
 from collector.train._callbacks import Callback, RunContext
 from collector.trajectory import cpu_state_dict, save_file, to_cpu

@@ -12,7 +12,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 import torch
 
-from collector.common._validation import InvalidParameterError
+from collector.common import InvalidParameterError
 
 __all__ = ["Metric", "Accuracy", "Loss", "get_metric", "check_metrics"]
 

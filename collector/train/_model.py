@@ -9,7 +9,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from collector.common._validation import (
+from collector.common import (
     InstanceOf,
     Interval,
     InvalidParameterError,
