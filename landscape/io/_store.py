@@ -120,6 +120,11 @@ class Store:
         self._unwritten: dict[str, tuple[str, Partial, float]] = {}
         # finished landscapes not written yet: tag -> (landscape, fingerprint JSON)
         self._finished: dict[str, tuple[Landscape, str]] = {}
+        # tuned plans the file recorded when opened (kept through forget(): a restart reuses them)
+        self._plans: dict[str, dict[str, Any]] = {}
+        if os.path.exists(self.path):
+            with contextlib.suppress(OSError):  # an unreadable file is refused by check(), naming it
+                self._plans = recorded_plans(self.path)
 
     @contextlib.contextmanager
     def lock(self) -> Iterator[None]:
@@ -171,16 +176,19 @@ class Store:
 
     def recorded_plan(self, key: str) -> dict[str, Any] | None:
         """A tuned plan recorded with one of the file's landscapes for ``key`` (what decided it), as a
-        ``plan=`` dict; None when there is none (tuning it again would choose by timing)."""
+        ``plan=`` dict; None when there is none (tuning again would choose by timing). Plans recorded
+        when the store opened count too, so a restart (``forget``) still reuses them."""
+        fields = ("points_per_call", "batching", "eval_batch", "memory_format")
         for _, part, _ in self._unwritten.values():  # begun in this call, not on disk yet
             if part.md.get("plan_key") == key:
-                return {k: part.md.get(k) for k in ("points_per_call", "batching", "eval_batch", "memory_format")}
+                return {k: part.md.get(k) for k in fields}
         for ls, _ in self._finished.values():
             if ls.metadata.get("plan_key") == key:
-                return {k: ls.metadata.get(k) for k in ("points_per_call", "batching", "eval_batch", "memory_format")}
-        if not os.path.exists(self.path):
-            return None
-        return recorded_plans(self.path).get(key)
+                return {k: ls.metadata.get(k) for k in fields}
+        if os.path.exists(self.path):
+            with contextlib.suppress(OSError):
+                self._plans.update(recorded_plans(self.path))
+        return self._plans.get(key)
 
     def load_partial(self, tag: str) -> Partial:
         return read_progress(self.path, tag)
