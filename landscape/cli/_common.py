@@ -7,8 +7,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from collector.common import check_directory
 
 __all__ = ["UsageError", "fresh_dir", "safe_name", "describe"]
@@ -39,9 +37,6 @@ def safe_name(tag: str) -> str:
 
 
 def describe(ls: Any) -> str:
-    """``tag: NXxNY, min loss ..., A <loss of A> ...``: how ``gen`` reports a landscape."""
-    finite = ls.z[np.isfinite(ls.z)]
-    low = float(finite.min()) if finite.size else float("nan")
-    shape = "x".join(str(n) for n in ls.z.shape[::-1])  # points along x, then y
-    marks = "".join(f", {k} {v[2]:.6g}" for k, v in ls.markers.items())
-    return f"{ls.tag}: {shape}, min loss {low:.6g}{marks}"
+    """``tag: NXxNY, min loss ..., A <loss of A> ..., k of n points non-finite``: how ``gen``
+    reports a landscape (:meth:`landscape.result.Landscape.summary`)."""
+    return str(ls.summary())

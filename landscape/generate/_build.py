@@ -112,6 +112,9 @@ def build_landscape(problem: Problem, job: LandscapeJob, ex: Executor, *, store:
     if stats is not None:
         stats.update(evaluated=todo, points=len(part.points), by_this_process=evaluated)
     result = assemble(part, values, job.tag)
+    bad, total = result.non_finite
+    if bad and ex.root:  # kept as they are (never dropped or filled): said once, as the plots mark them
+        _log.warning("%s: %d of %d points non-finite (NaN or infinite loss)", job.label, bad, total)
     if store is not None and ex.root:
         store.finish(result, fingerprint or {})
     return result

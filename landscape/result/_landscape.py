@@ -72,6 +72,25 @@ class Landscape:
         """1 for a line (``z`` of shape (len(x),)), 2 for a plane."""
         return 1 if np.ndim(self.z) == 1 else 2
 
+    @property
+    def non_finite(self) -> tuple[int, int]:
+        """``(non-finite, all)``: how many of the evaluated points (the grid and the path) have a NaN
+        or infinite loss, of how many. Such values are kept (never dropped or filled), counted here
+        and in :meth:`summary`, and marked by the plots."""
+        values = [np.ravel(self.z)] + ([np.ravel(self.path.z)] if self.path is not None else [])
+        flat = np.concatenate(values) if values else np.zeros(0)
+        return int(np.count_nonzero(~np.isfinite(flat))), int(flat.size)
+
+    def summary(self) -> str:
+        """One line: ``tag: NXxNY, min loss ..., A <loss of A> ..., k of n points non-finite``."""
+        finite = self.z[np.isfinite(self.z)]
+        low = float(finite.min()) if finite.size else float("nan")
+        shape = "x".join(str(n) for n in np.shape(self.z)[::-1])  # points along x, then y
+        marks = "".join(f", {k} {v[2]:.6g}" for k, v in self.markers.items())
+        bad, total = self.non_finite
+        tail = f", {bad} of {total} points non-finite" if bad else ""
+        return f"{self.tag or 'landscape'}: {shape}, min loss {low:.6g}{marks}{tail}"
+
     def to_proto(self) -> Any:
         """The ``proto.LossLandscape`` message, filled as MindSpore 2.10 fills it.
 

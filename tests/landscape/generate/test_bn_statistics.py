@@ -1,0 +1,122 @@
+"""Views through models with batch norm: a running variance carried affinely past the models can
+turn negative and the loss NaN; the default clamps it, and the other options (as they are, A's,
+estimated again at every point) each equal a plain loop that forms every point the same way."""
+
+from __future__ import annotations
+
+import copy
+import logging
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import landscape
+from collector.common import InvalidParameterError
+
+X_RANGE = (-0.5, 1.5, 9)
+
+
+class BNCNN(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1, self.bn1 = nn.Conv2d(1, 4, 3, padding=1), nn.BatchNorm2d(4)
+        self.conv2, self.bn2 = nn.Conv2d(4, 4, 3, padding=1), nn.BatchNorm2d(4)
+        self.fc = nn.Linear(4, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.relu(self.bn1(self.conv1(x)))
+        h = torch.relu(self.bn2(self.conv2(h)) + h)  # a residual block
+        return self.fc(h.mean((2, 3)))
+
+
+@pytest.fixture
+def models():
+    """Two epochs of one run: B's running variances grew fourfold, so at alpha = -0.5 the affine
+    carry gives 1.5 var_A - 0.5 var_B < 0."""
+    torch.manual_seed(0)
+    x, y = torch.randn(32, 1, 6, 6), torch.randint(0, 3, (32,))
+    net = BNCNN()
+    net.train()
+    for _ in range(3):
+        net(x)
+    a = copy.deepcopy(net.state_dict())
+    b = {k: v.clone() for k, v in a.items()}
+    g = torch.Generator().manual_seed(1)
+    for k in b:
+        if k.endswith("running_var"):
+            b[k] *= 4.0
+        elif b[k].is_floating_point():
+            b[k] += 0.05 * torch.randn(b[k].shape, generator=g)
+    return net, a, b, (x, y)
+
+
+def _loop(net, a, b, x, y, rule):
+    """Each alpha's state formed by hand, then the network's own eval forward."""
+    model = copy.deepcopy(net)
+    out = []
+    for alpha in np.linspace(*X_RANGE):
+        state = {}
+        for k, va in a.items():
+            if not va.is_floating_point():
+                state[k] = va
+            elif "running" in k and rule in ("a", "recompute"):
+                state[k] = va
+            else:
+                state[k] = (1 - alpha) * va + alpha * b[k]
+                if rule == "clamped" and k.endswith("running_var"):
+                    state[k] = state[k].clamp_min(0.0)
+        model.load_state_dict(state)
+        if rule == "recompute":  # Garipov et al.'s bn_update: the samples' own statistics
+            for m in model.modules():
+                if isinstance(m, nn.BatchNorm2d):
+                    m.reset_running_stats()
+                    m.momentum = None
+            model.train()
+            with torch.no_grad():
+                model(x)
+        model.eval()
+        with torch.no_grad():
+            out.append(float(nn.functional.cross_entropy(model(x), y)))
+    return np.array(out)
+
+
+def _view(net, a, b, data, rule=None):
+    kw = {} if rule is None else {"bn_statistics": rule}
+    return landscape.compute_landscape(net, nn.CrossEntropyLoss(), data, between=(a, b), x=X_RANGE,
+                                       num_samples=32, **kw)
+
+
+def test_the_default_gives_finite_values_where_the_affine_carry_gives_nan(models, caplog):
+    net, a, b, (x, y) = models
+    ls = _view(net, a, b, (x, y))
+    assert ls.metadata["bn_statistics"] == "clamped"
+    assert np.isfinite(ls.z).all()
+    np.testing.assert_allclose(ls.z, _loop(net, a, b, x, y, "clamped"), rtol=1e-5)
+    # the models themselves are untouched by the clamp: A and B are their own losses
+    assert ls.markers["A"][2] == pytest.approx(_loop(net, a, b, x, y, "clamped")[2], rel=1e-6)
+
+    with caplog.at_level(logging.WARNING, logger="landscape"):
+        raw = _view(net, a, b, (x, y), "affine")
+    bad = ~np.isfinite(raw.z)
+    assert bad.any() and bad[0]  # alpha = -0.5: a negative variance
+    np.testing.assert_allclose(raw.z[~bad], _loop(net, a, b, x, y, "affine")[~bad], rtol=1e-5)
+    assert raw.non_finite == (int(bad.sum()), 9)
+    assert f"{int(bad.sum())} of 9 points non-finite" in raw.summary()
+    assert f"{int(bad.sum())} of 9 points non-finite" in caplog.text
+
+
+@pytest.mark.parametrize("rule", ["a", "recompute"])
+def test_statistics_kept_at_a_or_estimated_again_equal_the_plain_loop(models, rule):
+    net, a, b, (x, y) = models
+    ls = _view(net, a, b, (x, y), rule)
+    assert np.isfinite(ls.z).all()
+    np.testing.assert_allclose(ls.z, _loop(net, a, b, x, y, rule), rtol=1e-5)
+
+
+def test_a_bad_option_is_refused():
+    net = BNCNN()
+    with pytest.raises(InvalidParameterError, match="bn_statistics.*clamped.*recompute"):
+        landscape.compute_landscape(net, nn.CrossEntropyLoss(), (torch.randn(4, 1, 6, 6), torch.zeros(4).long()),
+                                    between=(net, net), bn_statistics="mean")
