@@ -102,15 +102,26 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser, metavar="COMMAND",
                                 help="what to do (landscape COMMAND --help for its options)")
 
+    _add_run_commands(sub)
+    _add_gen(sub)
+    _add_views(sub)
+    _add_lineage(sub)
+    return parser
+
+
+def _add_run_commands(sub: Any) -> None:
+    """demo and run: the pipeline on built-in data or a TOML configuration."""
     p = sub.add_parser("demo", help="train the digits MLP, generate its landscapes, write PNGs")
     p.add_argument("--out", type=Path, help="summary directory to create (default: a fresh ./landscape_demo_<time>)")
     p.add_argument("--size", type=_size, help=f"grid points per side, {LANDSCAPE_SIZES[0]} to {LANDSCAPE_SIZES[1]} "
                                               "(default 40)")
-
     p = sub.add_parser("run", help="the demo pipeline from a TOML configuration (see configs/)")
     p.add_argument("config", type=Path, help="TOML file")
     p.add_argument("--out", type=Path, help="output directory (default: a fresh ./<name>_<time>)")
 
+
+def _add_gen(sub: Any) -> None:
+    """gen: post-training generation with the user's callback_fn."""
     p = sub.add_parser("gen", help="post-training generation with your callback_fn",
                        description="Generate the landscapes of a SummaryCollector's run (MindSpore's PCA and Random "
                                    "landscapes, or one --view) from its checkpoints. Options are checked before any "
@@ -173,6 +184,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="views through checkpoints: batch-norm statistics carried with the parameters, variances "
                         "clamped at zero (default); as they are; kept at A's; or estimated again at every point")
 
+
+def _add_views(sub: Any) -> None:
+    """plot, ls, export and report: looking at what was made."""
     p = sub.add_parser("plot", help="draw the landscapes of a summary directory, events file or landscapes.h5")
     p.add_argument("path", type=Path, metavar="PATH",
                    help="a summary directory, a summary (events) file, or an HDF5 file such as landscapes.h5")
@@ -184,12 +198,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--metric", help="the surface on a line plot's second y axis (default: an accuracy if any)")
     p.add_argument("--tag", help="only this landscape, e.g. 'landscape_[1, 5]'")
     p.add_argument("--log", action="store_true", help="log-scaled loss")
-
     p = sub.add_parser("ls", help="list the runs under a directory with their landscapes, scalars and final loss")
     p.add_argument("base_dir", type=Path, metavar="BASE_DIR",
                    help="directory searched for runs (summary folders, and landscapes.h5 of unfinished generations)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
-
     p = sub.add_parser("export", help="export landscapes as VTP (ParaView), CSV or HDF5 (Li et al.'s layout), "
                                       "or whole runs as TensorBoard event files")
     p.add_argument("path", type=Path, metavar="PATH",
@@ -201,7 +213,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", "--out", type=Path, dest="output",
                    help="output folder (default: PATH/export, for tensorboard PATH/export/tensorboard)")
     p.add_argument("--tag", help="only this landscape (not with --format tensorboard)")
-
     p = sub.add_parser("report", help="one interactive HTML file of runs (scalars, rotatable 3-D landscapes, "
                                       "contours, lines, lineage) that opens offline (needs plotly)")
     p.add_argument("runs", nargs="+", type=Path, metavar="RUN",
@@ -211,6 +222,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the HTML file to write (default: report.html in the first RUN, or beside it if a file)")
     p.add_argument("--title", help="the page's title (default: 'Loss landscapes: ' and the run names)")
 
+
+def _add_lineage(sub: Any) -> None:
+    """lineage: the runs' hyper-parameters and metrics."""
     p = sub.add_parser(
         "lineage", help="list, filter and sort the runs' lineage (hyper-parameters, metrics)",
         description="Print the lineage of the runs under BASE_DIR (found recursively) as a table.",
@@ -223,7 +237,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int, metavar="N", help="show at most N runs (1..100)")
     p.add_argument("--offset", type=int, metavar="PAGE", help="page number with --limit (0-based)")
     p.add_argument("--json", action="store_true", help="print filter_summary_lineage's result as JSON")
-    return parser
 
 
 def _command(name: str, argv: Sequence[str]) -> Callable[[argparse.Namespace], int]:
