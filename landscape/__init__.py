@@ -17,10 +17,11 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__all__ = ["compute_landscape", "Landscape", "LossPath", "SummaryLandscape", "read_h5", "write_h5",
+__all__ = ["compute_landscape", "compare_runs", "Landscape", "LossPath", "SummaryLandscape", "read_h5", "write_h5",
            "hessian_eigs", "hessian_trace", "EigenRatio"]
 
 _WHERE = {"compute_landscape": "landscape.generate", "SummaryLandscape": "landscape.generate",
+          "compare_runs": "landscape.generate",
           "read_h5": "landscape.io", "write_h5": "landscape.io",
           "Landscape": "landscape.result", "LossPath": "landscape.result",
           "hessian_eigs": "landscape.curvature", "hessian_trace": "landscape.curvature",
@@ -41,6 +42,6 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load on first use
     from landscape.curvature import EigenRatio, hessian_eigs, hessian_trace
-    from landscape.generate import SummaryLandscape, compute_landscape
+    from landscape.generate import SummaryLandscape, compare_runs, compute_landscape
     from landscape.io import read_h5, write_h5
     from landscape.result import Landscape, LossPath

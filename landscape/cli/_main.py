@@ -104,6 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_run_commands(sub)
     _add_gen(sub)
+    _add_compare(sub)
     _add_views(sub)
     _add_lineage(sub)
     return parser
@@ -118,6 +119,34 @@ def _add_run_commands(sub: Any) -> None:
     p = sub.add_parser("run", help="the demo pipeline from a TOML configuration (see configs/)")
     p.add_argument("config", type=Path, help="TOML file")
     p.add_argument("--out", type=Path, help="output directory (default: a fresh ./<name>_<time>)")
+
+
+def _add_compare(sub: Any) -> None:
+    """compare: several runs on one plane."""
+    p = sub.add_parser("compare", help="several runs on one plane: their shared PCA plane (or a random one) with "
+                                       "each run's path",
+                       description="Draw several SummaryCollector runs (started from the same weights, say) on one "
+                                   "plane: the PCA of all their checkpoints, centred on their start, their mean or one "
+                                   "run's end; each run's path is projected on it and its distance from the plane "
+                                   "reported. Resumable like gen.")
+    p.add_argument("runs", type=Path, nargs="+", metavar="RUN", help="SummaryCollector directories (at least two)")
+    p.add_argument("--task", required=True, metavar="MODULE:FUNCTION",
+                   help="as for gen: returns (model, network, dataset, metrics[, task]); every run's checkpoints load "
+                        "into its network")
+    p.add_argument("-o", "--output", type=Path, required=True, help="the folder the comparison goes to")
+    p.add_argument("--directions", choices=("pca", "random"), default="pca",
+                   help="pca: the shared plane of all the runs' checkpoints (default); random: a seeded random plane")
+    p.add_argument("--centre", metavar="start|mean|RUN",
+                   help="the plane's centre: the runs' first checkpoint, the mean of all checkpoints, or a run's "
+                        "folder name (its last checkpoint); default: the first run's end")
+    p.add_argument("--size", type=_positive, help="grid points per side (3 to 256, default 40)")
+    p.add_argument("--num-samples", type=_positive, help="samples the loss averages over (default: the first run's)")
+    p.add_argument("--normalization", choices=("layer", "filter", "dfilter", "dlayer", "weight", "none"),
+                   help="direction normalization (default: layer)")
+    p.add_argument("--seed", type=int, default=0, help="seed of a random plane (default 0)")
+    p.add_argument("--devices", type=_int_list, help="device ids, e.g. 0,1 (CPU: that many worker processes)")
+    p.add_argument("--restart", action="store_true", help="start over instead of resuming what landscapes.h5 holds")
+    p.add_argument("--plan", choices=("auto", "tune"), default="auto", help="as for gen")
 
 
 def _add_gen(sub: Any) -> None:
@@ -281,6 +310,11 @@ def _command(name: str, argv: Sequence[str]) -> Callable[[argparse.Namespace], i
         from landscape.cli import _export
 
         return _export.run_export
+    if name == "compare":
+        # start-up: torch and the engine only for compare
+        from landscape.cli import _compare
+
+        return _compare.run_compare
     if name == "report":
         # start-up: plotly only for report
         from landscape.cli import _report

@@ -260,10 +260,18 @@ def assemble(part: Partial, values: Mapping[str, np.ndarray], tag: str | None) -
     z = loss[:n_grid].reshape(shape)
     surfaces = {k: a[:n_grid].reshape(shape) for k, a in values.items() if k != "loss"}
     path = None
+    paths: dict[str, LossPath] = {}
     if part.n_path:
-        pts = part.points[n_grid:n_grid + part.n_path]
-        path = LossPath(pts[:, 0].copy(), pts[:, 1].copy(), loss[n_grid:n_grid + part.n_path].copy(),
-                        list(part.intervals or []))
+        pts, zs = part.points[n_grid:n_grid + part.n_path], loss[n_grid:n_grid + part.n_path]
+        steps = list(part.intervals or [])
+        counts = md.get("runs") or {"": part.n_path}  # several runs: their paths one after the other
+        o = 0
+        for name, c in counts.items():
+            paths[name] = LossPath(pts[o:o + c, 0].copy(), pts[o:o + c, 1].copy(), zs[o:o + c].copy(), steps[o:o + c])
+            o += c
+        path = next(iter(paths.values()))
+        if "runs" not in md:
+            paths = {}
     markers = {str(k): (float(px), float(py), float(loss[int(i)]))
                for k, (px, py, i) in (layout.get("markers") or {}).items()}
     if layout.get("centre") is not None:  # the trained weights (or model A) exactly, for plots
@@ -279,7 +287,7 @@ def assemble(part: Partial, values: Mapping[str, np.ndarray], tag: str | None) -
         h = x.size // 2
         conv = (float(x[h]), float(y[h]), float(z[h, h]))
     return Landscape(x=x, y=y, z=z, path=path, convergence_point=conv, metadata=md, surfaces=surfaces, tag=tag,
-                     markers=markers)
+                     markers=markers, paths=paths)
 
 
 def _copy_with(network: nn.Module, centre: Mapping[str, torch.Tensor]) -> nn.Module:

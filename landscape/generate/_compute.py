@@ -12,7 +12,7 @@ from collector.trajectory import LANDSCAPE_SIZES, check_checkpoints
 from landscape.execution import executor
 from landscape.generate._build import build_landscape
 from landscape.generate._jobs import LandscapeJob
-from landscape.generate._options import check_bn_statistics, resolve_view
+from landscape.generate._options import check_bn_statistics, check_runs, check_runs_view, resolve_view
 from landscape.generate._prepare import check_options, prepare_problem
 from landscape.geometry import Geometry, Kind
 from landscape.result import Landscape
@@ -30,7 +30,8 @@ def compute_landscape(
     *,
     task: Any = None,
     directions: Any = None,
-    checkpoints: Sequence[Any] | None = None,
+    checkpoints: Sequence[Any] | Mapping[str, Sequence[Any]] | None = None,
+    centre: str | None = None,
     between: Sequence[Any] | None = None,
     dims: Literal[1, 2] | None = None,
     size: int = 40,
@@ -78,13 +79,24 @@ def compute_landscape(
         ``dims=1`` keeps the top one), the target direction ``B - A`` of ``between=(A, B)``
         with a random second axis or the trajectory's top direction away from it (``checkpoints``),
         two state-dict-shaped direction dicts, or one for a line.
-    checkpoints : list of state dicts or paths, default=None
+    checkpoints : list of state dicts or paths, or dict of run name to such lists, default=None
         The trajectory (the last is the centre); without it the centre is ``network``.
+        A dict draws several runs on one plane: with ``directions="pca"`` the plane is the
+        PCA of all their checkpoints together around ``centre`` (a shared plane; the
+        explained variance in ``metadata``), with a random, given, Hessian, target or
+        three-model plane they are projected on it. Each run is a path in
+        ``Landscape.paths``, and ``metadata["path_distance"]`` gives each checkpoint's
+        distance from the plane relative to its distance from the centre (a path far off
+        the plane misleads).
         Every one is checked before any work: a file against the SHA-256 that the
         ``train_metadata.json`` of its folder records (SummaryCollector's checkpoints), or
         else the CRC-32 of each record of its archive; then loaded
         (``weights_only=True``) and its keys and shapes compared with ``network``'s. Any
         failure raises ``collector.CheckpointError`` naming ``checkpoints[i]`` and the file.
+    centre : {"start", "mean"} or str, optional
+        Where a plane of several runs (``checkpoints`` a dict, without ``between``) is
+        centred: their common first checkpoint, the mean of all their checkpoints, or a
+        run's name (its last checkpoint); None: the first run's end.
     between : (A, B) or (A, B, C), optional
         Models (state dicts, checkpoint paths or nn.Modules of ``network``'s architecture),
         checked before any work as ``checkpoints`` are.
@@ -172,11 +184,18 @@ def compute_landscape(
     if data is None:
         raise InvalidParameterError(f"The 'data' parameter of {_CALLER} is required: a DataLoader, an iterable of "
                                     "batches, a Dataset or an (inputs, labels) pair of tensors.")
-    check_param("checkpoints", checkpoints, [None, InstanceOf(list, tuple)], caller=_CALLER)
+    check_param("checkpoints", checkpoints, [None, InstanceOf(list, tuple, Mapping)], caller=_CALLER)
     if checkpoints is not None and len(checkpoints) == 0:
         raise InvalidParameterError(f"The 'checkpoints' parameter of {_CALLER} must not be empty.")
-    view = resolve_view(directions=directions, between=between, dims=dims, checkpoints=checkpoints,
-                        normalization=normalization, caller=_CALLER)
+    runs = check_runs(checkpoints, _CALLER) if isinstance(checkpoints, Mapping) else None
+    view = resolve_view(directions=directions, between=between, dims=dims, normalization=normalization,
+                        checkpoints=checkpoints if runs is None else ([0, 1, 2] if directions == "pca" else None),
+                        caller=_CALLER)
+    if runs is not None:
+        check_runs_view(runs, centre, view.kind, view.second, _CALLER)
+    if centre is not None and (runs is None or between is not None):
+        raise InvalidParameterError(f"The 'centre' parameter of {_CALLER} must be None unless checkpoints is a dict "
+                                    "of runs (and between is None: a plane through models is centred on A).")
     check_param("size", size, [Interval(int, *LANDSCAPE_SIZES)], caller=_CALLER)
     check_param("num_samples", num_samples, [Interval(int, 1, None), None], caller=_CALLER,
                 hint="None uses the whole dataset.")
@@ -190,19 +209,23 @@ def compute_landscape(
         raise InvalidParameterError(f"The 'y' parameter of {_CALLER} must be None for a line (dims=1). Got {y!r} "
                                     "instead.")
     # each checkpoint and model intact and fitting the network, before the data or any point
-    if checkpoints is not None:
+    if runs is not None:
+        for name, items in runs.items():
+            check_checkpoints(items, network, name=f"checkpoints[{name!r}]", caller=_CALLER)
+    elif checkpoints is not None:
         check_checkpoints(checkpoints, network, name="checkpoints", caller=_CALLER)
     if between is not None:
         check_checkpoints([m.state_dict() if isinstance(m, nn.Module) else m for m in between], network,
                           name="between", caller=_CALLER)
     problem = prepare_problem(network, data, loss_fn=loss_fn, task=task, metrics=metrics, num_samples=num_samples,
                               eval_mode=eval_mode, plan=plan, ignore=ignore, include=include, caller=_CALLER)
-    trajectory = list(checkpoints) if checkpoints is not None else None
+    trajectory = list(checkpoints) if checkpoints is not None and runs is None else None
     if view.kind in ("random", "given") and trajectory is not None:
         trajectory = trajectory[-1:]
     geometry = Geometry(kind=cast(Kind, view.kind), size=size, normalization=view.normalization, ignore=opts.ignore,
                         seed=seed, trajectory=trajectory, given=view.given, pca_method=pca_method, dims=view.dims,
                         x=opts.x, y=opts.y, models=list(between) if between is not None else None,
-                        second=view.second, biasbn=biasbn, include=opts.include, bn_statistics=bn_statistics)
+                        second=view.second, biasbn=biasbn, include=opts.include, bn_statistics=bn_statistics,
+                        runs=runs, centre_on=centre)
     with executor(device_ids, distributed, _CALLER) as ex:
         return build_landscape(problem, LandscapeJob(geometry, tag=tag), ex)

@@ -18,7 +18,7 @@ from landscape.geometry import BIASBN, BN_STATISTICS, NORMALIZATIONS, moved_name
 from landscape.tasks import Supervised
 
 __all__ = ["check_common", "check_metrics", "check_plan", "check_range", "check_patterns", "check_selection",
-           "check_bn_statistics", "resolve_view", "View"]
+           "check_bn_statistics", "check_runs", "check_runs_view", "resolve_view", "View"]
 
 AxisRange = tuple[float, float, int]
 
@@ -121,6 +121,41 @@ def check_bn_statistics(value: Any, caller: str) -> None:
     check_param("bn_statistics", value, [Options(BN_STATISTICS)], caller=caller,
                 hint="'clamped' (default) carries them with the parameters, variances clamped at zero; 'recompute' "
                      "estimates them again at every point from the samples (Garipov et al.'s bn_update).")
+
+
+def check_runs(checkpoints: Any, caller: str) -> dict[str, list]:
+    """Several runs given as ``checkpoints={"sgd": [...], "adam": [...]}``: names usable as file
+    groups, each run a non-empty list."""
+    runs = {}
+    for name, ckpts in checkpoints.items():
+        if not (isinstance(name, str) and name and "/" not in name and not name.startswith("_")):
+            raise InvalidParameterError(
+                f"The 'checkpoints' parameter of {caller}: run names must be non-empty strings without '/' and not "
+                f"starting with '_'. Got {name!r} instead.")
+        if not isinstance(ckpts, (list, tuple)) or len(ckpts) == 0:
+            raise InvalidParameterError(f"The 'checkpoints' parameter of {caller}: run {name!r} must be a non-empty "
+                                        f"list of checkpoints. Got {ckpts!r:.100} instead.")
+        runs[name] = list(ckpts)
+    if not runs:
+        raise InvalidParameterError(f"The 'checkpoints' parameter of {caller} must not be empty.")
+    return runs
+
+
+def check_runs_view(runs: Mapping[str, list], centre: Any, view_kind: str, second: str, caller: str) -> None:
+    """A view several runs can be drawn on, and ``centre`` one of theirs."""
+    if view_kind == "pca" and sum(len(r) for r in runs.values()) < 3:
+        raise InvalidParameterError(
+            f"The 'checkpoints' parameter of {caller} must hold at least 3 checkpoints in all for a shared PCA "
+            f"plane. Got {sum(len(r) for r in runs.values())} instead.")
+    if view_kind == "interpolation" or (view_kind == "target" and second == "pca"):
+        raise InvalidParameterError(
+            f"The 'checkpoints' parameter of {caller}: several runs are drawn on a plane (directions='pca' for "
+            "their shared plane, or a random, given, Hessian, target or three-model plane); not on "
+            f"{'an interpolation' if view_kind == 'interpolation' else 'directions=(target, pca)'}.")
+    centres = ("start", "mean", *runs)
+    check_param("centre", centre, [None, Options(centres)], caller=caller,
+                hint="'start' (the runs' first checkpoint), 'mean' (of all their checkpoints) or a run's name (its "
+                     "last checkpoint); None: the first run's end.")
 
 
 @dataclass(frozen=True)

@@ -70,6 +70,14 @@ class Geometry:
         variances clamped at zero (a variance carried past its models can turn negative,
         and the loss NaN), carried affinely as they are, kept at model A's, or estimated
         again at every point from the evaluation samples (Garipov et al.'s ``bn_update``).
+    runs : dict of str to sequence of state dicts or paths, optional
+        Several training runs drawn on one plane, each as its path (projected on the plane,
+        with its distance from it). With ``kind="pca"`` the plane is the PCA of all their
+        checkpoints together (a shared plane); with the other 2-D views they are projected.
+    centre_on : str, optional
+        Where a plane of several runs is centred (without ``models``): "start" (the runs'
+        first checkpoint), "mean" (of all their checkpoints) or a run's name (its last
+        checkpoint); None is the first run's end.
     """
 
     kind: Kind
@@ -90,6 +98,8 @@ class Geometry:
     biasbn: str = "normalize"
     include: Sequence[str] | None = None
     bn_statistics: str = "clamped"
+    runs: Mapping[str, Sequence[object]] | None = None
+    centre_on: str | None = None
 
     @property
     def through_models(self) -> bool:

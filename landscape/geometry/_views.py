@@ -46,6 +46,7 @@ from landscape.geometry._directions import (
 )
 from landscape.geometry._models import deviation_axis, difference, plane_axes
 from landscape.geometry._pca import pca_trajectory
+from landscape.geometry._runs import mean_state, project, run_items
 from landscape.geometry._spec import Geometry
 from landscape.geometry._state import fit_state, flat_float
 
@@ -113,6 +114,9 @@ class ViewInputs:
         assert self.geo.trajectory is not None
         return load_checkpoint(self.geo.trajectory[k], what=f"checkpoint {k} of {self.label}", network=self.network)
 
+    def run_checkpoint(self, run: str, k: int, item: Any) -> dict[str, torch.Tensor]:
+        return load_checkpoint(item, what=f"checkpoint {k} of run {run!r} of {self.label}", network=self.network)
+
 
 @dataclass
 class _Layout:
@@ -143,12 +147,31 @@ def centre_state(network: nn.Module, geo: Geometry, names: Sequence[str], label:
             moved = set(names)
             centre = {k: (torch.zeros_like(t) if k in moved else t) for k, t in centre.items()}
         return centre
+    if geo.runs is not None:
+        return _runs_centre(network, geo, label)
     if geo.trajectory is not None:
         return load_checkpoint(geo.trajectory[-1], what=f"checkpoint {len(geo.trajectory) - 1} of {label}",
                                network=network)
     if geo.centre is not None:
         return fit_state(network, geo.centre)
     return {k: t.detach().cpu() for k, t in network.state_dict().items()}
+
+
+def _runs_centre(network: nn.Module, geo: Geometry, label: str) -> Mapping[str, torch.Tensor]:
+    """The centre of a plane of several runs: their start, their mean or one run's end."""
+    assert geo.runs is not None
+    runs = geo.runs
+
+    def load(run: str, k: int) -> dict[str, torch.Tensor]:
+        return load_checkpoint(runs[run][k], what=f"checkpoint {k} of run {run!r} of {label}", network=network)
+
+    first = next(iter(runs))
+    if geo.centre_on == "start":
+        return load(first, 0)
+    if geo.centre_on == "mean":
+        return mean_state([functools.partial(load, r, k) for r, k, _ in run_items(runs)])
+    run = geo.centre_on or first
+    return load(run, len(runs[run]) - 1)
 
 
 class _Split:
@@ -190,6 +213,8 @@ def _square(size: int) -> tuple[float, float, int]:
 # -- the views ------------------------------------------------------------------------------
 def _pca(vi: ViewInputs) -> _Layout:
     geo, ref = vi.geo, vi.ref
+    if geo.runs is not None:
+        return _shared_pca(vi)
     assert geo.trajectory is not None
     n = len(geo.trajectory)
     res = pca_trajectory(lambda k: ref if k == n - 1 else flat_float(vi.checkpoint(k), vi.names), n,
@@ -200,6 +225,51 @@ def _pca(vi: ViewInputs) -> _Layout:
     md = dict(pca_method=geo.pca_method, explained_variance_ratio=res["explained_variance_ratio"][:2],
               singular_values=res["singular_values"][:2], normalization=geo.normalization)
     return _Layout(res["v"], res["w"], md, (dx[0], dx[-1], geo.size), (dy[0], dy[-1], geo.size), path_xy=path_xy)
+
+
+def _shared_pca(vi: ViewInputs) -> _Layout:
+    """The PCA of every checkpoint of several runs around the chosen centre (a shared plane);
+    checkpoints equal to the centre (a common start, the centre run's end) add nothing and are
+    left out. Their paths are placed by :func:`_with_runs`."""
+    geo, ref = vi.geo, vi.ref
+    assert geo.runs is not None
+    items = run_items(geo.runs)
+    kept = [it for it in items
+            if not all(torch.equal(a, b) for a, b in zip(flat_float(vi.run_checkpoint(*it), vi.names), ref))]
+    if len(kept) < 2:
+        raise ValueError(f"{vi.label}: the runs' checkpoints differ from the centre in {len(kept)} place(s); a "
+                         "shared PCA plane needs at least 2.")
+    n = len(kept) + 1
+    res = pca_trajectory(lambda k: ref if k == n - 1 else flat_float(vi.run_checkpoint(*kept[k]), vi.names), n,
+                         method=geo.pca_method, solver=geo.pca_solver, normalization=geo.normalization)
+    md = dict(pca_method=geo.pca_method, explained_variance_ratio=res["explained_variance_ratio"][:2],
+              singular_values=res["singular_values"][:2], normalization=geo.normalization,
+              centre_on=geo.centre_on or next(iter(geo.runs)))
+    return _Layout(res["v"], res["w"], md, _square(geo.size), _square(geo.size))
+
+
+def _with_runs(vi: ViewInputs, lay: _Layout) -> _Layout:
+    """Every run's checkpoints projected on the view's plane (or line), with their distances from it;
+    a PCA plane's default axes cover the paths."""
+    geo, ref = vi.geo, vi.ref
+    assert geo.runs is not None
+    items = run_items(geo.runs)
+    coords, distance = project(lay.v, lay.w, ref, [functools.partial(_run_flat, vi, it) for it in items])
+    lay.path_xy = coords
+    counts = {name: len(ckpts) for name, ckpts in geo.runs.items()}
+    lay.md["runs"] = counts
+    lay.md["path_distance"], o = {}, 0
+    for name, c in counts.items():  # relative distance of each checkpoint from the plane
+        lay.md["path_distance"][name] = [round(float(d), 6) for d in distance[o:o + c]]
+        o += c
+    if geo.kind == "pca":
+        dx, dy = grid_axes(np.vstack([coords, [[0.0, 0.0]]]), geo.size)
+        lay.default_x, lay.default_y = (dx[0], dx[-1], geo.size), (dy[0], dy[-1], geo.size)
+    return lay
+
+
+def _run_flat(vi: ViewInputs, item: tuple[str, int, Any]) -> list[torch.Tensor]:
+    return flat_float(vi.run_checkpoint(*item), vi.names)
 
 
 def _random(vi: ViewInputs) -> _Layout:
@@ -283,7 +353,8 @@ def _interpolation(vi: ViewInputs) -> ViewGeometry:
 
 
 def _built(build: Callable[[ViewInputs], _Layout], vi: ViewInputs) -> ViewGeometry:
-    return _placed(vi, build(vi))
+    lay = build(vi)
+    return _placed(vi, _with_runs(vi, lay) if vi.geo.runs is not None else lay)
 
 
 def _placed(vi: ViewInputs, lay: _Layout) -> ViewGeometry:
@@ -300,12 +371,17 @@ def _placed(vi: ViewInputs, lay: _Layout) -> ViewGeometry:
     if lay.path_xy is not None:
         view.points = np.concatenate([grid, lay.path_xy])
         view.n_path = len(lay.path_xy)
-        view.intervals = list(vi.intervals) if vi.intervals is not None else list(range(1, len(lay.path_xy) + 1))
-    if geo.kind == "pca":
+        if vi.intervals is not None:
+            view.intervals = list(vi.intervals)
+        elif geo.runs is not None:  # each run's checkpoints numbered from 1
+            view.intervals = [k + 1 for _, k, _ in run_items(geo.runs)]
+        else:
+            view.intervals = list(range(1, len(lay.path_xy) + 1))
+    if geo.kind == "pca" and geo.runs is None:
         convergence = "path"
     elif lay.markers:
         convergence = "A"
-    elif geo.dims == 2 and geo.x is None and geo.y is None:
+    elif geo.dims == 2 and geo.x is None and geo.y is None and geo.kind != "pca":
         convergence = "mindspore"  # MindSpore's: the grid point at index size // 2 on both axes
     else:
         convergence = "origin"

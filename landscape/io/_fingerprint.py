@@ -9,6 +9,7 @@ name, shape and dtype), the data by the SHA-256 of the samples' bytes.
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -81,6 +82,12 @@ class Fingerprints:
             self._digests[path] = file_digest(path)
         return self._digests[path]
 
+    def _item_digest(self, item: Any) -> str:
+        """A checkpoint file by its SHA-256; a state dict by its tensors' bytes."""
+        if isinstance(item, (str, os.PathLike)):
+            return self.digest(os.fspath(item))
+        return tensor_digest(*[t for t in dict(item).values() if isinstance(t, torch.Tensor)])
+
     def of(self, geo: Geometry, *, intervals: Sequence[Any] | None, unit: str | None, step_per_epoch: int | None,
            checkpoint: Callable[[Any], str] | None = None) -> dict[str, Any]:
         """The fingerprint of one landscape; ``checkpoint(n)`` is the path of checkpoint number ``n``
@@ -107,4 +114,7 @@ class Fingerprints:
                 fp[f"checkpoint {unit} {n}"] = self.digest(checkpoint(n))
         for k, path in enumerate(geo.models or []):
             fp[f"model {'ABC'[k]}"] = self.digest(path)
+        if geo.runs is not None:  # several runs on one plane: every checkpoint of each, and the centre's rule
+            fp["runs"] = {str(name): [self._item_digest(c) for c in ckpts] for name, ckpts in geo.runs.items()}
+            fp["centre_on"] = geo.centre_on
         return fp

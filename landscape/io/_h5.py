@@ -96,6 +96,14 @@ def write_group(target: Any, ls: Landscape, *, name: str | None = None) -> None:
         p.create_dataset("y", data=np.asarray(ls.path.y, dtype=np.float64))
         p.create_dataset("z", data=np.asarray(ls.path.z, dtype=np.float64))
         p.create_dataset("intervals", data=np.asarray(ls.path.intervals, dtype=np.int64))
+    if ls.paths:  # several runs on one plane (``path`` is the first), in their order
+        g.create_group("paths").attrs["order"] = [str(n) for n in ls.paths]
+    for name, run_path in ls.paths.items():
+        p = g["paths"].create_group(name)
+        p.create_dataset("x", data=np.asarray(run_path.x, dtype=np.float64))
+        p.create_dataset("y", data=np.asarray(run_path.y, dtype=np.float64))
+        p.create_dataset("z", data=np.asarray(run_path.z, dtype=np.float64))
+        p.create_dataset("intervals", data=np.asarray(run_path.intervals, dtype=np.int64))
     if ls.markers:
         g.attrs["markers"] = json.dumps({str(k): [float(c) for c in v] for k, v in ls.markers.items()})
     for key, val in ls.metadata.items():
@@ -144,6 +152,11 @@ def read_group(g: Any, tag: str) -> Landscape:
     if "path" in g and isinstance(g["path"], h5py.Group):
         p = g["path"]
         path = LossPath(p["x"][()], p["y"][()], p["z"][()], [int(i) for i in p["intervals"][()]])
+    paths = {}
+    if "paths" in g and isinstance(g["paths"], h5py.Group):
+        for name in g["paths"].attrs.get("order", list(g["paths"])):
+            p = g["paths"][name]
+            paths[str(name)] = LossPath(p["x"][()], p["y"][()], p["z"][()], [int(i) for i in p["intervals"][()]])
     if "convergence_point" in g:
         cp = tuple(float(c) for c in np.ravel(g["convergence_point"][()])[:3])
     elif "convergence_point" in g.attrs:  # one-landscape files written before SCHEMA_VERSION 3
@@ -155,7 +168,7 @@ def read_group(g: Any, tag: str) -> Landscape:
         i, j = int(np.argmin(np.abs(y))), int(np.argmin(np.abs(x)))
         cp = (float(x[j]), float(y[i]), float(z[i, j]))
     return Landscape(x=x, y=y, z=z, path=path, convergence_point=(cp[0], cp[1], cp[2]), metadata=md,
-                     surfaces=surfaces, tag=tag, markers=markers)
+                     surfaces=surfaces, tag=tag, markers=markers, paths=paths)
 
 
 def read_h5(path: str | os.PathLike) -> dict[str, Landscape]:

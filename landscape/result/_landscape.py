@@ -55,6 +55,10 @@ class Landscape:
         Named points of the view, ``label -> (x, y, loss)``: the models an interpolation
         or a plane passes through (``"A"``, ``"B"``, ``"C"``), each evaluated at exactly
         its coordinates.
+    paths : dict of str to LossPath
+        Several runs' paths on one plane, by run name (``path`` is the first of them);
+        ``metadata["path_distance"]`` holds each checkpoint's distance from the plane,
+        relative to its distance from the centre.
     """
 
     x: np.ndarray
@@ -66,6 +70,7 @@ class Landscape:
     surfaces: dict[str, np.ndarray] = field(default_factory=dict)
     tag: str | None = None
     markers: dict[str, tuple[float, float, float]] = field(default_factory=dict)
+    paths: dict[str, LossPath] = field(default_factory=dict)
 
     @property
     def dims(self) -> int:
@@ -77,7 +82,8 @@ class Landscape:
         """``(non-finite, all)``: how many of the evaluated points (the grid and the path) have a NaN
         or infinite loss, of how many. Such values are kept (never dropped or filled), counted here
         and in :meth:`summary`, and marked by the plots."""
-        values = [np.ravel(self.z)] + ([np.ravel(self.path.z)] if self.path is not None else [])
+        paths = list(self.paths.values()) or ([self.path] if self.path is not None else [])
+        values = [np.ravel(self.z)] + [np.ravel(p.z) for p in paths]
         flat = np.concatenate(values) if values else np.zeros(0)
         return int(np.count_nonzero(~np.isfinite(flat))), int(flat.size)
 

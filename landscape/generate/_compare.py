@@ -1,0 +1,148 @@
+"""``compare_runs``: several training runs on one plane, from their summary directories.
+
+The runs' collected checkpoints (``ckpt_dir`` of each SummaryCollector directory, every
+one, in order) are drawn on one plane: the PCA of all of them (a shared plane) or a
+random plane, centred on their common start, their mean or one run's end. It goes the
+same path as ``SummaryLandscape`` (checkpoints verified before any work, the resumable
+store with fingerprints, the summary events), so it resumes after a kill and gives the
+same bits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Literal
+
+from collector.common import InstanceOf, Interval, InvalidParameterError, Options, check_directory, check_param
+from collector.summary import SummaryRecord
+from collector.trajectory import (
+    CKPT_DIR,
+    LANDSCAPE_SIZES,
+    METADATA_FILE,
+    read_train_metadata,
+    verify_checkpoint_file,
+)
+from landscape.execution import executor
+from landscape.generate._build import run_jobs
+from landscape.generate._jobs import LandscapeJob
+from landscape.generate._options import check_runs, check_runs_view
+from landscape.generate._prepare import check_options, prepare_problem
+from landscape.geometry import Geometry
+from landscape.io import Fingerprints, Store
+from landscape.result import Landscape
+
+__all__ = ["compare_runs"]
+_CALLER = "compare_runs"
+
+
+def _run_names(runs: Sequence[str | os.PathLike] | Mapping[str, str | os.PathLike]) -> dict[str, str]:
+    if isinstance(runs, Mapping):
+        return {str(k): os.fspath(v) for k, v in runs.items()}
+    out: dict[str, str] = {}
+    for path in runs:
+        base = os.path.basename(os.path.normpath(os.fspath(path))) or "run"
+        name, k = base, 2
+        while name in out:  # two folders of one name: run, run_2
+            name, k = f"{base}_{k}", k + 1
+        out[name] = os.fspath(path)
+    return out
+
+
+def compare_runs(runs: Sequence[str | os.PathLike] | Mapping[str, str | os.PathLike], callback_fn: Callable[[], tuple],
+                 output: str | os.PathLike, *, directions: Literal["pca", "random"] = "pca", centre: str | None = None,
+                 size: int = 40, num_samples: int | None = None, normalization: str | None = None, seed: int = 0,
+                 eval_mode: bool = True, device_ids: list[int] | None = None, distributed: bool | None = None,
+                 restart: bool = False, plan: Any = "auto") -> Landscape:
+    """Draw several runs on one plane and write it to ``output`` (summary events and landscapes.h5).
+
+    Parameters
+    ----------
+    runs : list of paths, or dict of name to path
+        SummaryCollector directories (each with ``ckpt_dir/``); named by their folders when a list.
+    callback_fn : callable
+        As for ``SummaryLandscape``: ``(model, network, dataset, metrics[, task])``, the network
+        every run's checkpoints load into.
+    output : str or os.PathLike
+        The folder the comparison goes to (made if absent).
+    directions : {"pca", "random"}, default="pca"
+        The PCA of every checkpoint of every run (a shared plane), or a seeded random plane.
+    centre : {"start", "mean"} or a run's name, optional
+        The plane's centre: the runs' common first checkpoint, the mean of all their checkpoints,
+        or a run's last checkpoint (None: the first run's end).
+    size, num_samples, normalization, seed, eval_mode, device_ids, distributed, restart, plan
+        As for ``compute_landscape`` and ``SummaryLandscape`` (``num_samples`` None: the first
+        run's ``num_samples``).
+
+    Returns
+    -------
+    Landscape
+        With one path per run in ``paths``, their distances from the plane in
+        ``metadata["path_distance"]`` and, for PCA, the explained variance.
+    """
+    check_param("runs", runs, [InstanceOf(list, tuple, Mapping)], caller=_CALLER)
+    check_param("callback_fn", callback_fn, ["callable"], caller=_CALLER)
+    check_directory("output", output, caller=_CALLER, hint="pass the folder the comparison goes to.")
+    check_param("directions", directions, [Options(("pca", "random"))], caller=_CALLER)
+    check_param("size", size, [Interval(int, *LANDSCAPE_SIZES)], caller=_CALLER)
+    check_param("num_samples", num_samples, [None, Interval(int, 1, None)], caller=_CALLER)
+    check_param("restart", restart, ["boolean"], caller=_CALLER)
+    check_options(normalization=normalization or "layer", ignore=None, include=None, biasbn="normalize",
+                         seed=seed, eval_mode=eval_mode, device_ids=device_ids, distributed=distributed, plan=plan,
+                         x=None, y=None, caller=_CALLER)
+    dirs = _run_names(runs)
+    if len(dirs) < 2:
+        raise InvalidParameterError(f"The 'runs' parameter of {_CALLER} must name at least 2 runs. Got {len(dirs)}.")
+    metadata, paths, found = {}, {}, {}
+    for name, folder in dirs.items():  # every checkpoint is the file training wrote, before any work
+        ckpt_dir = os.path.join(folder, CKPT_DIR)
+        md = metadata[name] = read_train_metadata(os.path.join(ckpt_dir, METADATA_FILE))
+        paths[name] = [md.checkpoint_path(ckpt_dir, n) for n in sorted(md.files)]
+        for n, path in zip(sorted(md.files), paths[name]):
+            digest = verify_checkpoint_file(path, what=f"the checkpoint of {md.unit} {n} of run {name!r}",
+                                            digest=md.digests.get(n), recorded_in=os.path.join(ckpt_dir, METADATA_FILE))
+            if digest is not None:
+                found[path] = digest.sha256
+    run_paths = check_runs(paths, _CALLER)
+    check_runs_view(run_paths, centre, directions, "random", _CALLER)
+    got = callback_fn()
+    if not (isinstance(got, (tuple, list)) and len(got) in (4, 5)):
+        raise ValueError(f"callback_fn of {_CALLER} must return (model, network, dataset, metrics[, task]).")
+    model, network, dataset, metrics = got[:4]
+    task = got[4] if len(got) == 5 else None
+    first = next(iter(metadata.values()))
+    problem = prepare_problem(network, dataset, loss_fn=None if task is not None else getattr(model, "loss_fn", None),
+                              task=task, metrics=metrics, num_samples=num_samples or first.num_samples,
+                              eval_mode=eval_mode, plan=plan, ignore=None, include=None, caller=_CALLER,
+                              where=" (callback_fn)")
+    geo = Geometry(kind=directions, size=size, normalization=normalization or "layer",
+                   seed=seed, runs=run_paths, centre_on=centre)
+    job = LandscapeJob(geo, tag=f"{directions}_{'+'.join(run_paths)}", unit=first.unit,
+                       step_per_epoch=first.step_per_epoch)
+    out_dir = os.fspath(output)
+    with executor(device_ids, distributed, _CALLER) as ex, contextlib.ExitStack() as held:
+        opened: list[Store] = []
+        prints: dict[str, dict[str, Any]] = {}
+
+        def open_store() -> None:  # rank 0 only
+            os.makedirs(out_dir, exist_ok=True)
+            store = Store(os.path.join(out_dir, "landscapes.h5"))
+            held.enter_context(store.lock())
+            opened.append(store)
+            fp = Fingerprints(problem.network, problem.task, problem.samples, problem.metrics, eval_mode, known=found)
+            prints[job.tag or ""] = fp.of(geo, intervals=None, unit=job.unit, step_per_epoch=job.step_per_epoch)
+            if restart:
+                store.forget([job.tag or ""])
+            store.check(job.tag or "", prints[job.tag or ""])
+
+        ex.on_root(open_store)
+        store = opened[0] if opened else None
+        (result,) = run_jobs(problem, [job], ex, store=store, fingerprints=prints)
+        if store is not None:
+            store.flush()
+    if ex.root:
+        with SummaryRecord(out_dir) as rec:
+            rec.add_value("landscape", job.tag or "landscape", result.to_proto())
+            rec.record(0)
+    return result
