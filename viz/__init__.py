@@ -4,9 +4,9 @@ Three layers: :mod:`viz.io` (load landscapes from summaries and HDF5 files, find
 export VTP/CSV/HDF5), :mod:`viz.plots` above it (matplotlib) and :mod:`viz.tensorboard`
 above both (summary runs as TensorBoard runs, landscapes drawn; needs ``tensorboard``). Names are imported on
 first use (PEP 562), so ``viz.find_runs`` or ``viz.export(ls, "x.csv")`` do not load
-matplotlib; when the plots load, the headless Agg backend is selected if no backend was
-chosen and there is no display. Importing viz also makes it the picture Jupyter shows
-for a ``landscape.Landscape``.
+matplotlib. The plots draw on ``matplotlib.figure.Figure`` objects: no pyplot, no backend
+chosen or switched (``fig.savefig`` works without a display). Importing viz also makes it
+the picture Jupyter shows for a ``landscape.Landscape``.
 
 Examples
 --------
