@@ -77,7 +77,11 @@ def plot_surface(landscape: Landscape, ax: Axes | None = None, *, fig: Figure | 
     _style.check_aspect(aspect, caller)
     _style.check_common(caller, log=log, ax=ax, fig=fig, cmap=cmap, title=title, vmin=vmin, vmax=vmax)
     z = surface_values(ls, surface, caller)
-    scale = _scale.color_scale([z], log=log, vmin=vmin, vmax=vmax)
+    # the exactly evaluated centre (or a model of the view) can lie below every grid point (an
+    # even grid misses it): its height is in the box, not clipped to the grid's minimum
+    exact = [m[2] for m in ls.markers.values()] or [_style.centre(ls)[2]]
+    scale = _scale.color_scale([z, np.array(exact if path and surface == "loss" else [])], log=log, vmin=vmin,
+                               vmax=vmax)
     fig, ax2 = _style.new_axes(ax, fig, projection="3d", figsize=(6.4, 5.2))
     ax3: Any = ax2  # an Axes3D: view_init, set_z*, set_box_aspect
     x, y = np.asarray(ls.x, dtype=float), np.asarray(ls.y, dtype=float)
