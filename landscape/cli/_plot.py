@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import cast
 
 from matplotlib.figure import Figure
 
@@ -62,7 +63,7 @@ def run_plot(args: argparse.Namespace) -> int:
     for (ls, kind), target in zip(pairs, targets):
         extra = {"metric": args.metric} if kind == "line" and args.metric else {}
         drawn = viz.plot(ls, kind=kind, log=True if args.log else "auto", **extra)
-        fig = drawn if isinstance(drawn, Figure) else drawn.figure  # a Figure for kind="all"
+        fig = drawn if isinstance(drawn, Figure) else cast(Figure, drawn.figure)  # a Figure for kind="all"
         fig.savefig(target, dpi=120, bbox_inches="tight")  # a plain Figure: no pyplot, nothing to close
         print(target)
     return 0

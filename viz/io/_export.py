@@ -43,8 +43,8 @@ def export(landscape: Landscape, path: str | os.PathLike, format: str | None = N
         - "csv": columns x, y, loss, then one per extra surface; one row per grid point
           (row-major over y, then x). A line has columns x, loss and its surfaces. Every
           value is written exactly (``repr`` of the float); a NaN or infinite value is
-          the token ``nan``, ``inf`` or ``-inf``, which Python's ``float``,
-          ``numpy.loadtxt``/``genfromtxt`` and ``pandas.read_csv`` read back as such.
+          the token ``nan``, ``inf`` or ``-inf``, which Python's ``float`` and
+          ``numpy.genfromtxt`` read back as such.
         - "h5": ``xcoordinates``, ``ycoordinates``, ``train_loss`` (shape (len(y), len(x)))
           and one dataset per extra surface at the top level, as Li et al.'s
           ``plot_2D.py``/``h52vtp.py`` read them; the tag, the metadata and the

@@ -65,7 +65,7 @@ def animate(landscapes: Any, path: str | os.PathLike, *, kind: str = "filled", f
         fig = Figure(figsize=(6.4, 5.2), layout="constrained")
     else:  # one size for every frame: the tallest frame's
         height = max(_style.panel_height(ls, None) for ls in frames)
-        fig = Figure(figsize=(_style.PANEL_SIZE[0], height), layout=_style.layout(frames, None))
+        fig = Figure(figsize=(_style.PANEL_SIZE[0], height), layout="constrained")
     kw: dict[str, Any] = {"log": log}
     if kind in ("contour", "filled"):
         kw["levels"] = levels

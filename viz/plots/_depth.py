@@ -69,7 +69,7 @@ class SortedSurface(PolyCollection):
         verts = np.stack([np.asarray(xs), np.asarray(ys)], axis=-1).reshape(len(f), 4, 2)
         colors = np.where(self.undersides(verts)[:, None], np.asarray(UNDERSIDE), self._colors)
         self.set_verts(list(verts[order]))
-        self.set_facecolor(colors[order])
+        self.set_facecolor(list(colors[order]))
         return float(np.max(zs))  # sorted among other collections as the farthest: drawn first
 
     def undersides(self, verts: np.ndarray | None = None) -> np.ndarray:
@@ -103,9 +103,10 @@ def _signed_area(polys: np.ndarray) -> np.ndarray:
 
 
 def _unit_heights(z: np.ndarray, box: Sequence[float]) -> np.ndarray:
+    """Heights scaled to the box; a point without a value is a hole in the surface (the floor)."""
     finite = np.isfinite(z)
     lo, hi = float(z[finite].min()), float(z[finite].max())
-    return np.where(finite, (z - lo) / ((hi - lo) or 1.0), 1.0) * box[2]
+    return np.where(finite, (z - lo) / ((hi - lo) or 1.0), 0.0) * box[2]
 
 
 def _overshoot(h: np.ndarray, cell: tuple[int, int], elev: float, azim: float, box: Sequence[float]) -> float:
@@ -165,7 +166,7 @@ def view_angle(z: np.ndarray, *, target: tuple[int, int] | None = None,
     Parameters
     ----------
     z : ndarray of shape (len(y), len(x))
-        Heights as drawn (NaN/inf count as the top of the box).
+        Heights as drawn (NaN/inf are holes: the surface leaves them out).
     target : tuple of int, optional
         Grid index ``(i, j)`` to keep in sight; the minimum by default.
     also : sequence of tuple of int, optional
@@ -184,7 +185,8 @@ def view_angle(z: np.ndarray, *, target: tuple[int, int] | None = None,
         return 30.0, -60.0
     h = _unit_heights(z, box)
     if target is None:
-        target = tuple(int(k) for k in np.unravel_index(int(np.argmin(np.where(finite, z, np.inf))), z.shape))
+        i, j = np.unravel_index(int(np.argmin(np.where(finite, z, np.inf))), z.shape)
+        target = (int(i), int(j))
     cells = [target, *also]
     seen: list[tuple[float, float, float]] = []  # (share of undersides, elev, azim) of visible cameras
     best, best_over = (30.0, -60.0), np.inf

@@ -63,13 +63,14 @@ def mark_points(ax: Axes, xs: np.ndarray, ys: np.ndarray | None, values: np.ndar
             continue
         style: dict[str, Any] = dict(marker=marker, ms=ms, ls="none", mfc="none" if marker == "o" else COLOR,
                                      mec="black" if marker != "o" else COLOR, mew=1.0 if marker != "o" else 1.6,
-                                     zorder=9.5, gid=gid, label=f"{what} {name} ({k.size} of {total} points)")
+                                     zorder=9.5, gid=gid, label=f"{what} {name} ({k.size} of {total} points)",
+                                     clip_on=heights is not None)  # 2-D: a point on the grid's edge marked whole
         if ys is None:
             at = np.full(k.size, 0.03 if bottom else 0.97)
-            (line,) = ax.plot(xs[k], at, transform=ax.get_xaxis_transform(), clip_on=False, **style)
+            (line,) = ax.plot(xs[k], at, transform=ax.get_xaxis_transform(), **style)
         elif heights is not None:
             at = np.full(k.size, heights[1] if bottom else heights[0])
-            (line,) = ax.plot(xs[k], np.ravel(ys)[k], at, **style)  # type: ignore[arg-type]  # Axes3D.plot
+            (line,) = ax.plot(xs[k], np.ravel(ys)[k], at, **style)  # Axes3D.plot(x, y, z)
         else:
             (line,) = ax.plot(xs[k], np.ravel(np.asarray(ys, dtype=np.float64))[k], **style)
         out.append(line)

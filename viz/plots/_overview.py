@@ -42,15 +42,14 @@ def _draw_panel(ls: Landscape, ax: Any, kind: str, **kw: Any) -> Any:
 
 def _grid_figure(items: list[Landscape], kind: str, aspect: _style.AspectOption, ncols: int, width: float,
                  extra_width: float = 0.0) -> Figure:
-    """A figure for ``ncols`` panels a row: rows as tall as their tallest panel (true aspect
-    makes PCA planes wide and low), "compressed" so colour bars fit fixed-aspect axes."""
+    """A figure for ``ncols`` panels a row, rows as tall as their tallest panel (true aspect
+    makes PCA planes wide and low)."""
     if kind == "surface":
         rows = [4.5] * math.ceil(len(items) / ncols)
         return Figure(figsize=(width * ncols + extra_width, sum(rows)), layout="constrained")
     heights = [_style.panel_height(ls, aspect, width) if ls.dims == 2 else 3.6 for ls in items]
     rows = [max(heights[k:k + ncols]) for k in range(0, len(items), ncols)]
-    planes = [ls for ls in items if ls.dims == 2]
-    return Figure(figsize=(width * ncols + extra_width, sum(rows) + 0.4), layout=_style.layout(planes, aspect))
+    return Figure(figsize=(width * ncols + extra_width, sum(rows) + 0.4), layout="constrained")
 
 
 def plot_overview(landscapes: Any, kind: str = "filled", *, fig: Figure | None = None, ncols: int | None = None,

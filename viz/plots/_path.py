@@ -184,7 +184,7 @@ def add_legend(ax: Axes) -> None:
                   framealpha=0.85)
     elif ax.get_aspect() != "auto" and ax.get_data_ratio() < 0.6:
         # a low panel drawn to true aspect has no room for a legend inside: below its x label
-        below = offset_copy(ax.transAxes, fig=ax.figure, y=-36, units="points")
+        below = offset_copy(ax.transAxes, fig=cast(Figure, ax.figure), y=-36, units="points")
         ax.legend(handles, names, loc="upper center", bbox_to_anchor=(0.5, 0.0), bbox_transform=below, ncols=2,
                   fontsize="small", framealpha=0.85)
     else:
@@ -192,8 +192,9 @@ def add_legend(ax: Axes) -> None:
 
 
 def _interp_line(coords: np.ndarray, grid: np.ndarray, at: float) -> np.ndarray:
-    """Row of ``grid`` at ``coords == at``, linearly interpolated between the two nearest rows."""
-    grid = np.where(np.isfinite(grid), grid, np.nan)
+    """Row of ``grid`` at ``coords == at``, linearly interpolated between the two nearest rows
+    (a NaN or infinite neighbour stays NaN or infinite: it is marked, not smoothed away)."""
+    grid = np.asarray(grid, dtype=float)
     if coords.size == 1:
         return grid[0]
     order = np.argsort(coords)
@@ -251,7 +252,8 @@ def plot_slices(landscape: Landscape, fig: Figure | None = None, *, log: _style.
     along_y = _interp_line(x, z.T, cx)      # z at (cx, y[:])
     for ax, axis, values, name, at, pos in ((axes[0], x, along_x, xlabel, f"{short[1]} = {cy:.3g}", cx),
                                             (axes[1], y, along_y, ylabel, f"{short[0]} = {cx:.3g}", cy)):
-        ax.plot(axis, values, color="#1f4e99", lw=2, marker=".", gid="slice", label=f"slice at {at}")
+        ax.plot(axis, np.where(np.isfinite(values), values, np.nan), color="#1f4e99", lw=2, marker=".", gid="slice",
+                label=f"slice at {at}")
         _marks.mark_line(ax, axis, values, what=surface, log=scale.log)
         if np.isfinite(cz) and surface == "loss":
             ax.plot([pos], [cz], **dict(marker="*", ms=14, color="#ffd700", mec="black", ls="none",

@@ -163,16 +163,11 @@ def panel_height(ls: Landscape, aspect: AspectOption, width: float = PANEL_SIZE[
     return float(np.clip((width - 1.6) * ratio + 1.4, 2.6, PANEL_SIZE[1] + 1.0))
 
 
-def layout(ls_list: list[Landscape], aspect: AspectOption) -> str:
-    """"compressed" when a panel has true aspect (its colour bar then fits the axes' height)."""
-    return "constrained"
-
-
 def new_axes(ax: Axes | None, fig: Figure | None, projection: str | None = None,
              figsize: tuple[float, float] = PANEL_SIZE, ls: Landscape | None = None,
              aspect: AspectOption = None) -> tuple[Figure, Axes]:
-    """Use ``ax``, or add one axes to ``fig``, or make a new Figure (never pyplot state), sized
-    and laid out for ``ls``'s proportions when it is drawn with true aspect."""
+    """Use ``ax``, or add one axes to ``fig``, or make a new Figure (never pyplot state), as
+    high as ``ls``'s proportions need when it is drawn with true aspect."""
     if ax is not None:
         if projection == "3d" and getattr(ax, "name", "") != "3d":
             raise ValueError("The 'ax' parameter must be a 3D Axes (projection='3d') for a surface plot. "
@@ -182,7 +177,7 @@ def new_axes(ax: Axes | None, fig: Figure | None, projection: str | None = None,
         if ls is None or projection == "3d":
             fig = Figure(figsize=figsize, layout="constrained")
         else:
-            fig = Figure(figsize=(figsize[0], panel_height(ls, aspect, figsize[0])), layout=layout([ls], aspect))
+            fig = Figure(figsize=(figsize[0], panel_height(ls, aspect, figsize[0])), layout="constrained")
     return fig, fig.add_subplot(projection=projection)
 
 

@@ -94,7 +94,7 @@ def plot_surface(landscape: Landscape, ax: Axes | None = None, *, fig: Figure | 
         e, a = view_angle(heights, also=[centre] if centre else [], box=box)
         elev, azim = (e if elev is None else elev), (a if azim is None else azim)
     ax3.view_init(elev=elev, azim=azim)
-    _label(ax3, ls, z, scale, surface, title, box)
+    _label(ax3, ls, z, scale, surface, title, box, float(elev))
     if colorbar:
         sm = ScalarMappable(norm=scale.norm, cmap=_scale.colormap(cmap))
         _scale.add_colorbar(fig, sm, ax2, _style.value_label(surface, scale.log), scale.extend, scale=scale)
@@ -152,15 +152,19 @@ def _centre_cell(ls: Landscape, x: np.ndarray, y: np.ndarray) -> tuple[int, int]
 
 
 def _label(ax3: Any, ls: Landscape, z: np.ndarray, scale: _scale.ColorScale, surface: str,
-           title: str | None, box: tuple[float, float, float]) -> None:
+           title: str | None, box: tuple[float, float, float], elev: float) -> None:
     xlabel, ylabel = _style.axis_labels(ls)
     ax3.set_xlabel(xlabel, labelpad=6)
     ax3.set_ylabel(ylabel, labelpad=6)
     ax3.set_zlabel(_style.value_label(surface, scale.log), labelpad=6)
     ax3.set_zlim(*(np.log10([scale.vmin, scale.vmax]) if scale.log else (scale.vmin, scale.vmax)))
+    room = max(2, round(7 * np.cos(np.radians(elev))))  # seen from high up, the z axis is short
     if scale.log:  # heights are log10(value): label the ticks with the values themselves
         ticks = _scale.nice_ticks(scale)
+        ticks = ticks[::int(np.ceil(ticks.size / room))]
         ax3.set_zticks(np.log10(ticks), _scale.tick_labels(ticks))
+    else:
+        ax3.zaxis.set_major_locator(MaxNLocator(nbins=room))
     ax3.tick_params(labelsize=7)
     for axis, side in ((ax3.xaxis, box[0]), (ax3.yaxis, box[1])):  # a short side of a true-aspect box
         axis.set_major_locator(MaxNLocator(nbins=max(2, round(6 * side))))  # gets fewer ticks
