@@ -111,8 +111,8 @@ def plot_eigen_ratio(landscape: Landscape, ax: Axes | None = None, *, fig: Figur
         ax.set_aspect("equal", adjustable="box")
     marks = _marks.mark_grid(ax, x, y, ratio, what=LABEL)
     if colorbar:
-        cb = fig.colorbar(mesh, ax=ax, pad=0.02, shrink=0.9, extend="max" if np.nanmax(ratio) > top else "neither")
-        cb.set_label(f"{LABEL}  (blue: convex, red: non-convex)")
+        _scale.add_colorbar(fig, mesh, ax, f"{LABEL}  (blue: convex, red: non-convex)",
+                            "max" if np.nanmax(ratio) > top else "neither")
     if path:
         _path.draw_path(ax, ls)
         _path.draw_convergence(ax, ls)
