@@ -71,6 +71,7 @@ def main() -> None:
     save(viz.plot(random, "surface", title="the same plane as a surface").figure,
          args.out / "cnn_random_surface.png")
     pca = compute_landscape(net, loss, (x, y), directions="pca", checkpoints=states, size=41, num_samples=512)
+    pca.metadata["unit"] = "epoch"  # one checkpoint per epoch: the path's labels say so
     evr = pca.metadata["explained_variance_ratio"]
     print(f"PCA plane: explained variance {evr[0]:.3f}, {evr[1]:.3f}; x {pca.x[0]:.3g}..{pca.x[-1]:.3g}, "
           f"y {pca.y[0]:.3g}..{pca.y[-1]:.3g}")
