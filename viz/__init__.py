@@ -6,9 +6,9 @@ the plots (``report``: one self-contained interactive HTML file; needs ``plotly`
 :mod:`viz.tensorboard` above them (summary runs as TensorBoard runs, landscapes drawn;
 needs ``tensorboard``). Names are imported on
 first use (PEP 562), so ``viz.find_runs`` or ``viz.export(ls, "x.csv")`` do not load
-matplotlib; when the plots load, the headless Agg backend is selected if no backend was
-chosen and there is no display. Importing viz also makes it the picture Jupyter shows
-for a ``landscape.Landscape``.
+matplotlib. The plots draw on ``matplotlib.figure.Figure`` objects: no pyplot, no backend
+chosen or switched (``fig.savefig`` works without a display). Importing viz also makes it
+the picture Jupyter shows for a ``landscape.Landscape``.
 
 Examples
 --------

@@ -6,7 +6,6 @@ import argparse
 from pathlib import Path
 from typing import cast
 
-import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
 import viz
@@ -31,13 +30,12 @@ def select_landscapes(path: Path, tag: str | None) -> list[Landscape]:
 
 def _kinds(ls: Landscape, kind: str | None) -> list[str]:
     """What to draw of ``ls``: a line is drawn as a line whatever ``--kind`` says of planes;
-    ``--kind line`` draws only the lines."""
+    ``--kind line`` draws only the lines; ``--kind all`` is ``viz.plot(kind="all")``'s one
+    figure (contour, filled, heatmap, surface and the 1-D slices through the centre)."""
     if ls.dims == 1:
         return ["line"]
     if kind == "line":
         return []
-    if kind == "all":
-        return ["contour", "filled", "surface", "heatmap"]
     return [kind or "filled"]
 
 
@@ -64,8 +62,8 @@ def run_plot(args: argparse.Namespace) -> int:
         targets = [folder / f"{safe_name(ls.tag or 'landscape')}_{k}.png" for ls, k in pairs]
     for (ls, kind), target in zip(pairs, targets):
         extra = {"metric": args.metric} if kind == "line" and args.metric else {}
-        fig = cast(Figure, viz.plot(ls, kind=kind, log=True if args.log else "auto", **extra).figure)
-        fig.savefig(target, dpi=120, bbox_inches="tight")
-        plt.close(fig)
+        drawn = viz.plot(ls, kind=kind, log=True if args.log else "auto", **extra)
+        fig = drawn if isinstance(drawn, Figure) else cast(Figure, drawn.figure)  # a Figure for kind="all"
+        fig.savefig(target, dpi=120, bbox_inches="tight")  # a plain Figure: no pyplot, nothing to close
         print(target)
     return 0

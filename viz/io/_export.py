@@ -32,12 +32,19 @@ def export(landscape: Landscape, path: str | os.PathLike, format: str | None = N
         By default taken from the suffix of ``path`` (.vtp, .csv, .h5/.hdf5).
 
         - "vtp": VTK XML PolyData (ASCII): one point per grid cell at
-          ``(x[j], y[i], loss)``, a "loss" point-data array (plus one per extra surface
-          and a "finite" 0/1 array), quads as polys. NaN/inf points are lifted to the
-          largest finite loss and the quads touching them are left out. A line is one
-          polyline through ``(x[j], 0, loss)`` (broken at NaN/inf points).
+          ``(x[j], y[i], loss)``, a "loss" point-data array (plus one per extra surface),
+          quads as polys. VTK cannot draw NaN, so NaN/inf points are *lifted* to the
+          largest finite loss, the quads touching them are left out, and the UInt8
+          point-data array "finite" says which points are real (1) and which lifted (0);
+          an extra surface with NaN/inf values gets its own "finite_<name>" array, and
+          the field data "nonfinite_points" counts the loss's (threshold on "finite" in
+          ParaView to see or hide them). A line is one polyline through
+          ``(x[j], 0, loss)`` (broken at NaN/inf points), with the same arrays.
         - "csv": columns x, y, loss, then one per extra surface; one row per grid point
-          (row-major over y, then x). A line has columns x, loss and its surfaces.
+          (row-major over y, then x). A line has columns x, loss and its surfaces. Every
+          value is written exactly (``repr`` of the float); a NaN or infinite value is
+          the token ``nan``, ``inf`` or ``-inf``, which Python's ``float`` and
+          ``numpy.genfromtxt`` read back as such.
         - "h5": ``xcoordinates``, ``ycoordinates``, ``train_loss`` (shape (len(y), len(x)))
           and one dataset per extra surface at the top level, as Li et al.'s
           ``plot_2D.py``/``h52vtp.py`` read them; the tag, the metadata and the
@@ -121,14 +128,22 @@ def _write_vtp(ls: Landscape, out: Path, x: np.ndarray, y: np.ndarray, z: np.nda
     lines = ['<?xml version="1.0"?>',
              '<VTKFile type="PolyData" version="1.0" byte_order="LittleEndian">',
              "  <PolyData>",
+             "    <FieldData>",
+             f'      <DataArray type="Int64" Name="nonfinite_points" NumberOfTuples="1" format="ascii">'
+             f"{int(np.count_nonzero(~finite))}</DataArray>",
+             "    </FieldData>",
              f'    <Piece NumberOfPoints="{len(points)}" NumberOfVerts="0" NumberOfLines="{counts["Lines"]}" '
              f'NumberOfStrips="0" NumberOfPolys="{counts["Polys"]}">',
              '      <PointData Scalars="loss">']
     for name, vals in arrays:
         lines.append(f'        <DataArray type="Float64" Name="{_xml_attr(name)}" format="ascii">{_fmt(vals)}'
                      "</DataArray>")
-    lines.append('        <DataArray type="UInt8" Name="finite" format="ascii">'
-                 + " ".join("1" if v else "0" for v in finite) + "</DataArray>")
+    validity = [("finite", finite)] + [(f"finite_{name}", np.isfinite(np.asarray(surf, dtype=np.float64)).ravel())
+                                       for name, surf in ls.surfaces.items()
+                                       if np.shape(surf) == z.shape and not np.isfinite(surf).all()]
+    for name, ok in validity:
+        lines.append(f'        <DataArray type="UInt8" Name="{_xml_attr(name)}" format="ascii">'
+                     + " ".join("1" if v else "0" for v in ok) + "</DataArray>")
     lines += ["      </PointData>", "      <Points>",
               f'        <DataArray type="Float64" NumberOfComponents="3" format="ascii">{_fmt(points)}</DataArray>',
               "      </Points>", f"      <{cells}>",

@@ -61,7 +61,11 @@ def animate(landscapes: Any, path: str | os.PathLike, *, kind: str = "filled", f
                          "collect_landscape create_landscape={'train': True}.")
     frames.sort(key=lambda ls: min(ls.path.intervals) if ls.path is not None and len(ls.path.intervals) else 0)
     out = Path(path)
-    fig = Figure(figsize=(6.4, 5.2) if kind == "surface" else _style.PANEL_SIZE, layout="constrained")
+    if kind == "surface":
+        fig = Figure(figsize=(6.4, 5.2), layout="constrained")
+    else:  # one size for every frame: the tallest frame's
+        height = max(_style.panel_height(ls, None) for ls in frames)
+        fig = Figure(figsize=(_style.PANEL_SIZE[0], height), layout="constrained")
     kw: dict[str, Any] = {"log": log}
     if kind in ("contour", "filled"):
         kw["levels"] = levels

@@ -22,7 +22,7 @@ from collector.common import Interval, Predicate, check_param
 from landscape.curvature import EIGEN_RATIO, nonconvexity
 from landscape.result import Landscape
 from viz.io._arrays import check_landscape, surface_values
-from viz.plots import _path, _style
+from viz.plots import _marks, _path, _scale, _style
 
 __all__ = ["plot_eigen_ratio", "compare_eigen_ratio", "EIGEN_CMAP"]
 
@@ -36,14 +36,14 @@ def _upper(grids: list[np.ndarray]) -> float:
     finite = [g[np.isfinite(g)] for g in grids]
     if not any(f.size for f in finite):
         raise ValueError("The eigen-ratio map has no finite value to draw (every cell is NaN or inf).")
-    scale = _style.color_scale(grids, log=False)
+    scale = _scale.color_scale(grids, log=False)
     return max(float(scale.vmax), 1e-12)
 
 
 def plot_eigen_ratio(landscape: Landscape, ax: Axes | None = None, *, fig: Figure | None = None,
                      surface: str = EIGEN_RATIO, vmax: float | None = None, levels: int = 12,
                      loss_lines: bool = True, path: bool = True, cmap: Any = None, title: str | None = None,
-                     colorbar: bool = True) -> Axes:
+                     colorbar: bool = True, aspect: _style.AspectOption = None) -> Axes:
     """The map of ``|lambda_min / lambda_max|`` over a landscape (Li et al., section 6).
 
     Parameters
@@ -66,6 +66,9 @@ def plot_eigen_ratio(landscape: Landscape, ax: Axes | None = None, *, fig: Figur
         Default ``RdYlBu_r``: blue convex, yellow to red non-convex.
     title : str, optional
     colorbar : bool, default=True
+    aspect : {"equal", "auto"}, optional
+        As in :func:`plot_contour`. Points where the ratio is NaN/inf are marked and
+        counted in the title.
 
     Returns
     -------
@@ -77,6 +80,7 @@ def plot_eigen_ratio(landscape: Landscape, ax: Axes | None = None, *, fig: Figur
     check_param("levels", levels, [Interval(int, 2, None)], caller=caller)
     for name, value in (("loss_lines", loss_lines), ("path", path), ("colorbar", colorbar)):
         check_param(name, value, ["boolean"], caller=caller)
+    _style.check_aspect(aspect, caller)
     _style.check_common(caller, ax=ax, fig=fig, cmap=cmap, title=title)
     if surface not in ls.surfaces:
         check_param("surface", surface, [Predicate(lambda v: v in ls.surfaces, "the name of one of the "
@@ -86,14 +90,14 @@ def plot_eigen_ratio(landscape: Landscape, ax: Axes | None = None, *, fig: Figur
     ratio = surface_values(ls, surface, caller)
     top = float(vmax) if vmax is not None else _upper([ratio])
     norm = Normalize(0.0, top)
-    fig, ax = _style.new_axes(ax, fig)
+    fig, ax = _style.new_axes(ax, fig, ls=ls, aspect=aspect)
     x, y = np.asarray(ls.x, dtype=float), np.asarray(ls.y, dtype=float)
-    cm = _style.colormap(cmap or EIGEN_CMAP)
+    cm = _scale.colormap(cmap or EIGEN_CMAP)
     mesh = ax.pcolormesh(x, y, np.ma.masked_invalid(ratio), norm=norm, cmap=cm, shading="gouraud")
     mesh.set_gid("eigen_ratio")
     if loss_lines:
         z = np.ma.masked_invalid(np.asarray(ls.z, dtype=float))
-        scale = _style.color_scale([np.asarray(ls.z, dtype=float)], log="auto")
+        scale = _scale.color_scale([np.asarray(ls.z, dtype=float)], log="auto")
         lines = ax.contour(x, y, z, levels=scale.levels(levels), colors="black", linewidths=0.6, alpha=0.6)
         lines.set_gid("loss_lines")
     ax.set_xlim(x.min(), x.max())
@@ -101,13 +105,18 @@ def plot_eigen_ratio(landscape: Landscape, ax: Axes | None = None, *, fig: Figur
     xlabel, ylabel = _style.axis_labels(ls)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
-    ax.set_title(title if title is not None else _style.title(ls, LABEL), fontsize="medium")
+    ax.set_title(_marks.with_count(title if title is not None else _style.title(ls, LABEL), ratio),
+                 fontsize="medium")
+    if _style.true_aspect(ls, aspect):
+        ax.set_aspect("equal", adjustable="box")
+    marks = _marks.mark_grid(ax, x, y, ratio, what=LABEL)
     if colorbar:
-        cb = fig.colorbar(mesh, ax=ax, pad=0.02, shrink=0.9, extend="max" if np.nanmax(ratio) > top else "neither")
-        cb.set_label(f"{LABEL}  (blue: convex, red: non-convex)")
+        _scale.add_colorbar(fig, mesh, ax, f"{LABEL}  (blue: convex, red: non-convex)",
+                            "max" if np.nanmax(ratio) > top else "neither")
     if path:
         _path.draw_path(ax, ls)
         _path.draw_convergence(ax, ls)
+    if path or marks:
         _path.add_legend(ax)
     return ax
 
@@ -141,7 +150,7 @@ def compare_eigen_ratio(runs: Mapping[str, Landscape], *, fig: Figure | None = N
     n = len(items)
     if fig is None:
         fig = Figure(figsize=(4.9 * n + 1.4, 9.0), layout="constrained")
-    loss_scale = _style.color_scale([np.asarray(ls.z, dtype=float) for ls in items], log="auto")
+    loss_scale = _scale.color_scale([np.asarray(ls.z, dtype=float) for ls in items], log="auto")
     top = _upper([np.asarray(ls.surfaces[EIGEN_RATIO], dtype=float) for ls in items])
     axes = fig.subplots(2, n, squeeze=False)
     for k, (nm, ls) in enumerate(zip(names, items)):
@@ -154,11 +163,11 @@ def compare_eigen_ratio(runs: Mapping[str, Landscape], *, fig: Figure | None = N
                                f"{100 * quantile:g} % of loss; {100 * score['fraction_above']:.0f} % of points "
                                f"> {threshold:g}")
         _path.draw_convergence(axes[1][k], ls)
-    sm = ScalarMappable(norm=loss_scale.norm, cmap=_style.colormap(None))
+    sm = ScalarMappable(norm=loss_scale.norm, cmap=_scale.colormap(None))
     cb = fig.colorbar(sm, ax=list(axes[0]), shrink=0.85, pad=0.02, extend=loss_scale.extend)
     cb.set_label(_style.value_label("loss", loss_scale.log))
-    _style.set_nice_ticks(cb, loss_scale)
-    sm2 = ScalarMappable(norm=Normalize(0.0, top), cmap=_style.colormap(EIGEN_CMAP))
+    _scale.set_nice_ticks(cb, loss_scale)
+    sm2 = ScalarMappable(norm=Normalize(0.0, top), cmap=_scale.colormap(EIGEN_CMAP))
     cb2 = fig.colorbar(sm2, ax=list(axes[1]), shrink=0.85, pad=0.02)
     cb2.set_label(f"{LABEL}  (blue: convex, red: non-convex)")
     if title:
@@ -166,11 +175,11 @@ def compare_eigen_ratio(runs: Mapping[str, Landscape], *, fig: Figure | None = N
     return fig
 
 
-def _loss_panel(ls: Landscape, ax: Axes, scale: _style.ColorScale, title: str) -> None:
+def _loss_panel(ls: Landscape, ax: Axes, scale: _scale.ColorScale, title: str) -> None:
     x, y = np.asarray(ls.x, dtype=float), np.asarray(ls.y, dtype=float)
-    z = _style.masked(np.asarray(ls.z, dtype=float), scale)
+    z = _scale.masked(np.asarray(ls.z, dtype=float), scale)
     lv = scale.levels(20)
-    cs = ax.contourf(x, y, z, levels=lv, norm=scale.norm, cmap=_style.colormap(None), extend=scale.extend)
+    cs = ax.contourf(x, y, z, levels=lv, norm=scale.norm, cmap=_scale.colormap(None), extend=scale.extend)
     ax.contour(x, y, z, levels=lv, colors="black", linewidths=0.35, alpha=0.35)
     xlabel, ylabel = _style.axis_labels(ls)
     ax.set_xlabel(xlabel)

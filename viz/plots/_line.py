@@ -12,7 +12,7 @@ from matplotlib.figure import Figure
 from collector.common import check_param
 from landscape.result import Landscape
 from viz.io._arrays import check_landscape, line_values
-from viz.plots import _path, _style
+from viz.plots import _marks, _path, _scale, _style
 
 __all__ = ["plot_line", "default_metric"]
 
@@ -47,6 +47,8 @@ def plot_line(landscape: Landscape, ax: Axes | None = None, *, fig: Figure | Non
         "acc" (if any), None draws none.
     log : bool or "auto", default="auto"
         Logarithmic loss axis ("auto": when the loss spans more than three decades).
+        A point whose loss (or metric) is NaN/inf is marked above its x (X for NaN,
+        triangles for +-inf) and counted in the title and the legend.
     markers : bool, default=True
         Mark ``landscape.markers`` (the models, at their exact coordinates and losses) and,
         without markers, the convergence point.
@@ -68,7 +70,7 @@ def plot_line(landscape: Landscape, ax: Axes | None = None, *, fig: Figure | Non
     _style.check_common(caller, log=log, ax=ax, fig=fig, title=title)
     z = line_values(ls, "loss", caller)
     m = line_values(ls, metric, caller) if metric is not None else None
-    scale = _style.color_scale([z], log=log)
+    scale = _scale.color_scale([z], log=log, log_range=_scale.AXIS_LOG_RANGE)
     fig, ax = _style.new_axes(ax, fig, figsize=(6.4, 4.2))
     x = np.asarray(ls.x, dtype=float)
     ax.plot(x, np.where(np.isfinite(z), z, np.nan), color=LOSS_COLOR, lw=2, label="loss", gid="line")
@@ -82,7 +84,7 @@ def plot_line(landscape: Landscape, ax: Axes | None = None, *, fig: Figure | Non
     ax.set_ylabel("loss" + (" (log scale)" if scale.log else ""), color=LOSS_COLOR)
     ax.tick_params(axis="y", colors=LOSS_COLOR)
     ax.grid(alpha=0.3)
-    handles = list(ax.get_lines())
+    handles = list(ax.get_lines()) + _marks.mark_line(ax, x, z, log=scale.log)
     if m is not None:
         right = ax.twinx()
         (mline,) = right.plot(x, np.where(np.isfinite(m), m, np.nan), color=METRIC_COLOR, lw=1.6, ls="--",
@@ -90,12 +92,13 @@ def plot_line(landscape: Landscape, ax: Axes | None = None, *, fig: Figure | Non
         right.set_ylabel(str(metric), color=METRIC_COLOR)
         right.tick_params(axis="y", colors=METRIC_COLOR)
         handles.append(mline)
+        handles += _marks.mark_line(right, x, m, what=str(metric))
         ax.right_ax = right  # type: ignore[attr-defined]  # for callers that want the twin
     if markers:
         handles += _draw_line_markers(ax, ls)
     ax.legend(handles=handles, labels=[h.get_label() for h in handles], loc="best", fontsize="small",
               framealpha=0.85)
-    ax.set_title(title if title is not None else _style.title(ls), fontsize="medium")
+    ax.set_title(_marks.with_count(title if title is not None else _style.title(ls), z), fontsize="medium")
     return ax
 
 
@@ -104,16 +107,22 @@ def _draw_line_markers(ax: Axes, ls: Landscape) -> list:
     if ls.markers:
         for label, (mx, _my, mz) in ls.markers.items():
             ax.axvline(mx, color="0.35", lw=0.8, ls=":", zorder=1)
+            if not np.isfinite(mz):  # a model whose loss is NaN/inf: at the top of the axes, marked
+                out += _marks.mark_points(ax, np.array([mx]), None, np.array([mz]), what=f"model {label} loss",
+                                          total=1)
+                continue
             (pt,) = ax.plot([mx], [mz], marker="o", ms=8, color="white", mec="black", mew=1.5, ls="none",
                             zorder=7, gid="marker", label=f"model {label} (loss {mz:.4g})")
             ax.annotate(label, (mx, mz), xytext=(5, 6), textcoords="offset points", fontsize=10,
                         fontweight="bold", path_effects=_style.halo(2.5), zorder=8, annotation_clip=False)
             out.append(pt)
         return out
-    cx, _cy, cz = (float(v) for v in ls.convergence_point)
+    cx, _cy, cz = _style.centre(ls)
     if np.isfinite(cx) and np.isfinite(cz):
         (star,) = ax.plot([cx], [cz], marker="*", ms=15, color="#ffd700", mec="black", ls="none", zorder=7,
                           gid="convergence", label=f"centre (loss {cz:.4g})")
         out.append(star)
+    elif np.isfinite(cx):
+        out += _marks.mark_points(ax, np.array([cx]), None, np.array([cz]), what="centre loss", total=1)
     _path.include_in_view(ax, np.array([cx]), np.array([cz]))
     return out

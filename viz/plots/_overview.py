@@ -14,7 +14,7 @@ from matplotlib.figure import Figure
 from collector.common import InstanceOf, Interval, Options, Predicate, check_param
 from landscape.result import Landscape
 from viz.io._load import load_landscapes
-from viz.plots import _style
+from viz.plots import _scale, _style
 from viz.plots._plot import plot
 
 __all__ = ["plot_overview", "compare", "PANEL_KINDS"]
@@ -40,9 +40,21 @@ def _draw_panel(ls: Landscape, ax: Any, kind: str, **kw: Any) -> Any:
     return plot(ls, kind, ax=ax, **kw)
 
 
+def _grid_figure(items: list[Landscape], kind: str, aspect: _style.AspectOption, ncols: int, width: float,
+                 extra_width: float = 0.0) -> Figure:
+    """A figure for ``ncols`` panels a row, rows as tall as their tallest panel (true aspect
+    makes PCA planes wide and low)."""
+    if kind == "surface":
+        rows = [4.5] * math.ceil(len(items) / ncols)
+        return Figure(figsize=(width * ncols + extra_width, sum(rows)), layout="constrained")
+    heights = [_style.panel_height(ls, aspect, width) if ls.dims == 2 else 3.6 for ls in items]
+    rows = [max(heights[k:k + ncols]) for k in range(0, len(items), ncols)]
+    return Figure(figsize=(width * ncols + extra_width, sum(rows) + 0.4), layout="constrained")
+
+
 def plot_overview(landscapes: Any, kind: str = "filled", *, fig: Figure | None = None, ncols: int | None = None,
                   levels: int | Any = 20, log: _style.LogOption = "auto", path: bool = True,
-                  title: str | None = None) -> Figure:
+                  title: str | None = None, aspect: _style.AspectOption = None) -> Figure:
     """Every landscape of a run, one panel each, with its own colour scale and its path (a line
     is drawn as a line).
 
@@ -55,8 +67,9 @@ def plot_overview(landscapes: Any, kind: str = "filled", *, fig: Figure | None =
         Figure to draw into; a new one sized for the grid by default.
     ncols : int, optional
         Panels per row (default: up to 3).
-    levels, log, path
-        As in :func:`plot_contour`.
+    levels, log, path, aspect
+        As in :func:`plot_contour` (PCA and random planes with equal units on both axes
+        by default; NaN/inf points marked and counted in each panel's title).
     title : str, optional
         Figure title (default: the run directory's name when loaded from a path).
 
@@ -69,13 +82,14 @@ def plot_overview(landscapes: Any, kind: str = "filled", *, fig: Figure | None =
     check_param("kind", kind, [Options(PANEL_KINDS)], caller=caller)
     check_param("ncols", ncols, [None, Interval(int, 1, None)], caller=caller)
     check_param("path", path, ["boolean"], caller=caller)
+    _style.check_aspect(aspect, caller)
     _style.check_common(caller, log=log, levels=levels, fig=fig, title=title)
     n = len(items)
     ncols = ncols or min(n, 3)
     nrows = math.ceil(n / ncols)
     if fig is None:
-        fig = Figure(figsize=(5.4 * ncols, 4.5 * nrows), layout="constrained")
-    kw: dict[str, Any] = {"log": log, "path": path}
+        fig = _grid_figure(items, kind, aspect, ncols, width=5.4)
+    kw: dict[str, Any] = {"log": log, "path": path, "aspect": aspect}
     if kind in ("contour", "filled"):
         kw["levels"] = levels
     for k, ls in enumerate(items):
@@ -91,7 +105,7 @@ def plot_overview(landscapes: Any, kind: str = "filled", *, fig: Figure | None =
 
 def compare(runs: Any, kind: str = "filled", *, tag: str | None = None, labels: Sequence[str] | None = None,
             fig: Figure | None = None, levels: int | Any = 20, log: _style.LogOption = "auto",
-            path: bool = True, title: str | None = None) -> Figure:
+            path: bool = True, title: str | None = None, aspect: _style.AspectOption = None) -> Figure:
     """Runs side by side on ONE shared colour scale (and one colourbar).
 
     Parameters
@@ -105,7 +119,7 @@ def compare(runs: Any, kind: str = "filled", *, tag: str | None = None, labels: 
     labels : sequence of str, optional
         Panel names (default: the mapping's keys, or the paths' names, or "run k").
     fig : Figure, optional
-    levels, log, path
+    levels, log, path, aspect
         As in :func:`plot_contour`; the colour range covers every run (outliers clipped).
     title : str, optional
         Figure title.
@@ -121,6 +135,7 @@ def compare(runs: Any, kind: str = "filled", *, tag: str | None = None, labels: 
     check_param("kind", kind, [Options(PANEL_KINDS)], caller=caller)
     check_param("tag", tag, [None, str], caller=caller)
     check_param("path", path, ["boolean"], caller=caller)
+    _style.check_aspect(aspect, caller)
     _style.check_common(caller, log=log, levels=levels, fig=fig, title=title)
     names = list(runs.keys()) if isinstance(runs, Mapping) else None
     values = list(runs.values()) if isinstance(runs, Mapping) else list(runs)
@@ -137,22 +152,21 @@ def compare(runs: Any, kind: str = "filled", *, tag: str | None = None, labels: 
         raise ValueError(f"compare draws planes on one colour scale; the landscape of {lines} is a line. HINT: "
                          "pass tag= to pick a plane, or draw lines with viz.plot_line(ls, ax=...) side by side.")
     grids = [np.asarray(ls.z, dtype=float) for ls in chosen]
-    scale = _style.color_scale(grids, log=log)
+    scale = _scale.color_scale(grids, log=log)
     n = len(chosen)
     if fig is None:
-        fig = Figure(figsize=(4.8 * n + 1.2, 4.6), layout="constrained")
+        fig = _grid_figure(chosen, kind, aspect, n, width=4.8, extra_width=1.2)
     projection = "3d" if kind == "surface" else None
     axes = [fig.add_subplot(1, n, k + 1, projection=projection) for k in range(n)]
     kw: dict[str, Any] = {"log": scale.log, "path": path, "colorbar": False, "vmin": scale.vmin,
-                          "vmax": scale.vmax}
+                          "vmax": scale.vmax, "aspect": aspect}
     if kind in ("contour", "filled"):
         kw["levels"] = scale.levels(levels) if isinstance(levels, int) else levels
     for ax, ls, nm in zip(axes, chosen, names):
         _draw_panel(ls, ax, kind, title=f"{nm}\n{ls.tag or ''}".rstrip(), **kw)
-    sm = ScalarMappable(norm=scale.norm, cmap=_style.colormap(None))
-    cb = fig.colorbar(sm, ax=axes, shrink=0.85, pad=0.02, extend=scale.extend)
-    cb.set_label(_style.value_label("loss", scale.log))
-    _style.set_nice_ticks(cb, scale)
+    sm = ScalarMappable(norm=scale.norm, cmap=_scale.colormap(None))
+    _scale.add_colorbar(fig, sm, axes, _style.value_label("loss", scale.log), scale.extend, scale=scale,
+                        shrink=0.85, pad=0.02)
     if title:
         fig.suptitle(title, fontsize="x-large")
     return fig

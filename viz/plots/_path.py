@@ -7,11 +7,12 @@ from typing import Any, cast
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.transforms import offset_copy
 
 from collector.common import check_param
 from landscape.result import Landscape
 from viz.io._arrays import check_landscape, surface_values
-from viz.plots import _style
+from viz.plots import _marks, _scale, _style
 
 __all__ = ["plot_path", "plot_slices", "draw_markers"]
 
@@ -45,7 +46,7 @@ def include_in_view(ax: Axes, xs: np.ndarray, ys: np.ndarray, margin: float = 0.
             set_((new_hi, new_lo) if flipped else (new_lo, new_hi))
 
 
-def draw_path(ax: Axes, ls: Landscape, *, labels: bool = True, scale: _style.ColorScale | None = None) -> list:
+def draw_path(ax: Axes, ls: Landscape, *, labels: bool = True, scale: _scale.ColorScale | None = None) -> list:
     """Draw ``ls.path`` (line, markers, step/epoch numbers) on a 2-D or 3-D axes."""
     if ls.path is None or len(np.ravel(ls.path.x)) == 0:
         return []
@@ -61,6 +62,9 @@ def draw_path(ax: Axes, ls: Landscape, *, labels: bool = True, scale: _style.Col
     else:
         (line,) = ax.plot(px, py, path_effects=_style.halo(4.0), **style)
         include_in_view(ax, px, py)
+    # a checkpoint whose loss is NaN/inf is marked where it is (at the top of a 3-D box)
+    _marks.mark_points(ax, px, py, pz, what="path loss", gid="nonfinite-path",
+                       heights=_heights(scale) if _is_3d(ax) else None)
     if labels and iv and len(iv) == px.size:
         for k in _label_indices(px.size):
             text = str(iv[k])
@@ -74,17 +78,27 @@ def draw_path(ax: Axes, ls: Landscape, *, labels: bool = True, scale: _style.Col
     return [line]
 
 
-def _surface_z(z: np.ndarray, scale: _style.ColorScale | None) -> np.ndarray:
-    """Heights as the 3-D surface draws them (log10 on a log scale, clipped at the top)."""
+def _heights(scale: _scale.ColorScale | None) -> tuple[float, float] | None:
+    """(top, bottom) of a 3-D box drawn with ``scale``."""
+    if scale is None:
+        return None
+    lo, hi = (np.log10(scale.vmin), np.log10(scale.vmax)) if scale.log else (scale.vmin, scale.vmax)
+    return float(hi), float(lo)
+
+
+def _surface_z(z: np.ndarray, scale: _scale.ColorScale | None) -> np.ndarray:
+    """Heights as the 3-D surface draws them (log10 on a log scale, clipped to the box; a
+    point without a finite value at the top of the box, -inf at its bottom)."""
     z = np.asarray(z, dtype=float)
     if scale is None:
         return z
+    z = np.where(np.isnan(z), np.inf, z)
     if scale.log:
         return np.log10(np.clip(z, scale.vmin, scale.vmax))
     return np.clip(z, scale.vmin, scale.vmax)
 
 
-def draw_markers(ax: Axes, ls: Landscape, *, scale: _style.ColorScale | None = None) -> list:
+def draw_markers(ax: Axes, ls: Landscape, *, scale: _scale.ColorScale | None = None) -> list:
     """Mark ``ls.markers`` (the models a plane passes through) with labelled dots, 2-D or 3-D."""
     out = []
     for label, (mx, my, mz) in ls.markers.items():
@@ -103,14 +117,15 @@ def draw_markers(ax: Axes, ls: Landscape, *, scale: _style.ColorScale | None = N
     return out
 
 
-def draw_convergence(ax: Axes, ls: Landscape, *, scale: _style.ColorScale | None = None) -> Any:
-    """Mark ``ls.convergence_point`` with a star (not on views through models: the markers show them)."""
+def draw_convergence(ax: Axes, ls: Landscape, *, scale: _scale.ColorScale | None = None) -> Any:
+    """Star the centre (``_style.centre``: the exactly evaluated one when known; not on views
+    through models: the markers show them)."""
     if ls.markers:
         return None
-    cx, cy, cz = (float(v) for v in ls.convergence_point)
+    cx, cy, cz = _style.centre(ls)
     if not (np.isfinite(cx) and np.isfinite(cy)):
         return None
-    label = "convergence point" + (f" (loss {cz:.4g})" if np.isfinite(cz) else "")
+    label = f"convergence point (loss {cz:.4g})"
     style: dict[str, Any] = dict(marker="*", ms=16, color="#ffd700", mec="black", mew=1.0, ls="none", label=label,
                  gid="convergence", zorder=8)
     if _is_3d(ax):
@@ -123,7 +138,8 @@ def draw_convergence(ax: Axes, ls: Landscape, *, scale: _style.ColorScale | None
 
 def plot_path(landscape: Landscape, ax: Axes | None = None, *, labels: bool = True,
               convergence: bool = True, legend: bool = True) -> Axes:
-    """Draw the training path and the convergence point over an existing plot.
+    """Draw the training path and the convergence point over an existing plot (a checkpoint
+    whose loss is NaN/inf is marked).
 
     Parameters
     ----------
@@ -166,13 +182,19 @@ def add_legend(ax: Axes) -> None:
     if _is_3d(ax):  # "best" is meaningless in 3-D: keep it above the box, clear of the axis labels
         ax.legend(handles, names, loc="upper left", bbox_to_anchor=(0.0, 0.98), fontsize="x-small",
                   framealpha=0.85)
+    elif ax.get_aspect() != "auto" and ax.get_data_ratio() < 0.6:
+        # a low panel drawn to true aspect has no room for a legend inside: below its x label
+        below = offset_copy(ax.transAxes, fig=cast(Figure, ax.figure), y=-36, units="points")
+        ax.legend(handles, names, loc="upper center", bbox_to_anchor=(0.5, 0.0), bbox_transform=below, ncols=2,
+                  fontsize="small", framealpha=0.85)
     else:
         ax.legend(handles, names, loc="best", fontsize="small", framealpha=0.85)
 
 
 def _interp_line(coords: np.ndarray, grid: np.ndarray, at: float) -> np.ndarray:
-    """Row of ``grid`` at ``coords == at``, linearly interpolated between the two nearest rows."""
-    grid = np.where(np.isfinite(grid), grid, np.nan)
+    """Row of ``grid`` at ``coords == at``, linearly interpolated between the two nearest rows
+    (a NaN or infinite neighbour stays NaN or infinite: it is marked, not smoothed away)."""
+    grid = np.asarray(grid, dtype=float)
     if coords.size == 1:
         return grid[0]
     order = np.argsort(coords)
@@ -188,11 +210,14 @@ def _interp_line(coords: np.ndarray, grid: np.ndarray, at: float) -> np.ndarray:
 
 def plot_slices(landscape: Landscape, fig: Figure | None = None, *, log: _style.LogOption = "auto",
                 surface: str = "loss", title: str | None = None) -> Figure:
-    """1-D slices of the grid through the convergence point, along each direction.
+    """1-D slices of the grid through the centre, along each direction.
 
-    The slice along direction 1 runs at the convergence point's y, the slice along
-    direction 2 at its x; when that falls between grid lines the two neighbouring lines
-    are interpolated linearly. Path points are not shown (they lie off the slices).
+    The slice along direction 1 runs at the centre's y, the slice along direction 2 at its
+    x; when that falls between grid lines the two neighbouring lines are interpolated
+    linearly. The centre is starred at its own loss (``metadata["centre"]`` when the
+    generation evaluated it exactly, see :func:`plot_contour`). Points whose value is
+    NaN/inf are marked above their x and counted in the legend. Path points are not shown
+    (they lie off the slices).
 
     Parameters
     ----------
@@ -213,24 +238,26 @@ def plot_slices(landscape: Landscape, fig: Figure | None = None, *, log: _style.
     ls = check_landscape(landscape, "plot_slices")
     _style.check_common("plot_slices", log=log, fig=fig, title=title)
     z = surface_values(ls, surface, "plot_slices")
-    scale = _style.color_scale([z], log=log)
+    scale = _scale.color_scale([z], log=log, log_range=_scale.AXIS_LOG_RANGE)
     if fig is None:
         fig = Figure(figsize=(9.5, 3.8), layout="constrained")
     axes = fig.subplots(1, 2)
     x, y = np.asarray(ls.x, dtype=float), np.asarray(ls.y, dtype=float)
-    cx, cy, cz = (float(v) for v in ls.convergence_point)
+    cx, cy, cz = _style.centre(ls)
     cx = cx if np.isfinite(cx) else float(x[x.size // 2])
     cy = cy if np.isfinite(cy) else float(y[y.size // 2])
     xlabel, ylabel = _style.axis_labels(ls)
-    short = [lab.split(" (")[0] for lab in (xlabel, ylabel)]
+    short = [lab.split(" (")[0].split(":")[0] for lab in (xlabel, ylabel)]  # "PC1", "random direction 1"
     along_x = _interp_line(y, z, cy)        # z at (x[:], cy)
     along_y = _interp_line(x, z.T, cx)      # z at (cx, y[:])
     for ax, axis, values, name, at, pos in ((axes[0], x, along_x, xlabel, f"{short[1]} = {cy:.3g}", cx),
                                             (axes[1], y, along_y, ylabel, f"{short[0]} = {cx:.3g}", cy)):
-        ax.plot(axis, values, color="#1f4e99", lw=2, marker=".", gid="slice", label=f"slice at {at}")
+        ax.plot(axis, np.where(np.isfinite(values), values, np.nan), color="#1f4e99", lw=2, marker=".", gid="slice",
+                label=f"slice at {at}")
+        _marks.mark_line(ax, axis, values, what=surface, log=scale.log)
         if np.isfinite(cz) and surface == "loss":
             ax.plot([pos], [cz], **dict(marker="*", ms=14, color="#ffd700", mec="black", ls="none",
-                                        gid="convergence", label="convergence point"))
+                                        gid="convergence", label=f"convergence point (loss {cz:.4g})"))
         if scale.log:
             ax.set_yscale("log")
         if scale.clipped and np.any(np.isfinite(values) & (values > scale.vmax)):  # keep the rest readable
@@ -239,7 +266,7 @@ def plot_slices(landscape: Landscape, fig: Figure | None = None, *, log: _style.
             span = (hi - lo) or 1.0
             ax.set_ylim(lo / 1.2 if scale.log else lo - 0.05 * span, hi * 1.2 if scale.log else hi + 0.05 * span)
         ax.set_xlabel(name)
-        ax.set_ylabel(_style.value_label(surface, False))
+        ax.set_ylabel(_style.value_label(surface, scale.log))
         ax.grid(alpha=0.3)
         ax.legend(fontsize="small", loc="best")
     fig.suptitle(title if title is not None else _style.title(ls, surface) + " \u2014 1-D slices")

@@ -61,12 +61,15 @@ def plot(landscape: Landscape, kind: str | None = None, *, ax: Axes | None = Non
         Figure to draw into when ``ax`` is None.
     **kwargs
         Passed on: ``levels``, ``log``, ``path``, ``surface``, ``cmap``, ``title``,
-        ``colorbar`` (and ``elev``/``azim`` for surfaces); see :func:`plot_contour`.
+        ``colorbar``, ``aspect`` (and ``elev``/``azim`` for surfaces); see
+        :func:`plot_contour`. NaN/inf points are marked and counted on every kind.
 
     Returns
     -------
     Axes or Figure
-        The Axes drawn on, or the Figure for kind="all".
+        The Axes drawn on (save it with ``ax.figure.savefig(...)``), or the Figure for
+        kind="all" on a plane (``fig.savefig(...)``). Nothing goes through pyplot: the
+        figure is not among ``plt.get_fignums()`` and the backend is left alone.
 
     Examples
     --------
@@ -102,9 +105,10 @@ def plot(landscape: Landscape, kind: str | None = None, *, ax: Axes | None = Non
 
 def _plot_all(ls: Landscape, fig: Figure | None, **kwargs: Any) -> Figure:
     _style.check_common("plot", fig=fig, **{k: v for k, v in kwargs.items() if k in ("log", "levels", "cmap")})
+    top_height = _style.panel_height(ls, kwargs.get("aspect"), 17 / 3)  # low when PCA's true aspect is
     if fig is None:
-        fig = Figure(figsize=(17, 10), layout="constrained")
-    top, bottom = fig.subfigures(2, 1, height_ratios=[1.0, 0.85])  # type: ignore[misc]  # an array of two
+        fig = Figure(figsize=(17, top_height + 4.8), layout="constrained")
+    top, bottom = fig.subfigures(2, 1, height_ratios=[top_height, 4.8])  # type: ignore[misc]  # an array of two
     axes = top.subplots(1, 3)
     no_levels = {k: v for k, v in kwargs.items() if k not in ("levels", "title", "elev", "azim")}
     two_d = {k: v for k, v in kwargs.items() if k not in ("title", "elev", "azim")}
@@ -115,7 +119,7 @@ def _plot_all(ls: Landscape, fig: Figure | None, **kwargs: Any) -> Figure:
     ax3d = left.add_subplot(projection="3d")
     plot_surface(ls, ax3d, title="surface", **{k: v for k, v in kwargs.items() if k not in ("levels", "title")})
     slice_kw = {k: v for k, v in kwargs.items() if k in ("log", "surface")}
-    plot_slices(ls, right, title="1-D slices through the convergence point", **slice_kw)
+    plot_slices(ls, right, title="1-D slices through the centre", **slice_kw)
     fig.suptitle(kwargs.get("title") or _style.title(ls, kwargs.get("surface", "loss")), fontsize="x-large")
     return fig
 

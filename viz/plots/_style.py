@@ -1,53 +1,31 @@
-"""Shared look of every plot: labels, titles, the colour scale, figure set-up (private).
+"""Shared look of every plot: labels, titles, the centre, the aspect, figure set-up (private).
 
-The colour scale is the part a reader notices first. One diverging grid point (a loss of
-1e6 among losses near 1) must not flatten the rest of the picture into one colour, so
-:func:`color_scale` treats values beyond ``p98 + (p98 - min) / 2`` (p98 the 98th
-percentile of the finite values) as outliers and ends the range at the largest value
-that is not one (outliers saturate; the colourbar gets an arrow), and switches to a
-logarithmic scale when the finite values still span more than three decades. NaN/inf
-cells are masked.
+The colour scale is ``_scale``'s, the marks of NaN/inf values ``_marks``'. Nothing here
+touches matplotlib's global state: figures are ``Figure`` objects (no pyplot, no backend
+switch), so a caller's backend and open figures are theirs.
 """
 
 from __future__ import annotations
 
-import os
-import sys
-from dataclasses import dataclass
 from typing import Any, Literal, cast
 
-import matplotlib
 import numpy as np
-from matplotlib import patheffects, rcsetup
+from matplotlib import patheffects
 from matplotlib.axes import Axes
-from matplotlib.colors import LogNorm, Normalize
 from matplotlib.figure import Figure, FigureBase
-from matplotlib.ticker import FuncFormatter, MaxNLocator, NullLocator
 
 from collector.common import InstanceOf, Interval, InvalidParameterError, Options, Predicate, check_param
 from landscape.result import Landscape
 
 __all__: list[str] = []
 
-CMAP = "viridis"
 PATH_COLOR = "#e8112d"
-CONVERGENCE_COLOR = "#ffffff"
-LOG_RANGE = 1e3  # "auto" turns log on above this max/min ratio of the (clipped) finite values
-CLIP_PERCENTILE = 98.0
 PANEL_SIZE = (5.6, 4.6)
 LogOption = bool | Literal["auto"]
-
-
-def ensure_headless() -> None:
-    """Select the Agg backend when nothing chose a backend and there is no display."""
-    if os.environ.get("MPLBACKEND") or sys.platform in ("darwin", "win32"):
-        return
-    if os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"):
-        return
-    if "matplotlib.pyplot" in sys.modules:
-        return
-    if dict.__getitem__(matplotlib.rcParams, "backend") is getattr(rcsetup, "_auto_backend_sentinel", None):
-        matplotlib.use("Agg")
+AspectOption = Literal["equal", "auto"] | None
+#: views whose two axes measure the same kind of step in parameter space (the same
+#: normalization on both), drawn with equal units by default
+TRUE_ASPECT = ("pca", "plane", "random", "hessian")
 
 
 # ---------------------------------------------------------------- validation
@@ -81,10 +59,14 @@ def decomposition(ls: Landscape) -> str:
 
 
 def axis_labels(ls: Landscape) -> tuple[str, str]:
-    """``("direction 1 (PC1)", "direction 2 (PC2)")`` for PCA, "random direction k" for Random,
-    and what the axes of the views through models are."""
+    """``("PC1: 94.0 %", "PC2: 5.6 %")`` for PCA (Li et al.'s labels, from the metadata's
+    ``explained_variance_ratio``; ``"direction 1 (PC1)"`` without it), "random direction k"
+    for Random, and what the axes of the views through models are."""
     d = decomposition(ls).lower()
     if d == "pca":
+        ratio = np.ravel(np.asarray(ls.metadata.get("explained_variance_ratio", []), dtype=float))
+        if ratio.size >= 2 and np.all(np.isfinite(ratio[:2])):
+            return f"PC1: {100 * ratio[0]:.1f} %", f"PC2: {100 * ratio[1]:.1f} %"
         return "direction 1 (PC1)", "direction 2 (PC2)"
     if d == "random":
         return ("random direction", "") if ls.dims == 1 else ("random direction 1", "random direction 2")
@@ -142,132 +124,61 @@ def value_label(surface: str, log: bool) -> str:
     return f"{surface} (log scale)" if log else surface
 
 
-# ---------------------------------------------------------------- colour scale
-@dataclass
-class ColorScale:
-    """Range and normalization of one or several grids."""
-
-    vmin: float
-    vmax: float
-    log: bool
-    clipped: bool
-
-    @property
-    def norm(self) -> Normalize:
-        return LogNorm(self.vmin, self.vmax) if self.log else Normalize(self.vmin, self.vmax)
-
-    def levels(self, levels: int | Any) -> np.ndarray:
-        if not isinstance(levels, (int, np.integer)):
-            return np.asarray(levels, dtype=np.float64)
-        if self.log:
-            return np.geomspace(self.vmin, self.vmax, int(levels))
-        return np.linspace(self.vmin, self.vmax, int(levels))
-
-    @property
-    def extend(self) -> str:
-        return "max" if self.clipped else "neither"
+def centre(ls: Landscape) -> tuple[float, float, float]:
+    """Where the star goes: the exactly evaluated centre ``metadata["centre"] = [x, y, loss]``
+    when the generation recorded one, else the end of the training path (PCA), else
+    ``convergence_point`` (MindSpore's: the grid point at index size // 2 of the grid, which
+    on an even grid is not the trained model)."""
+    c = ls.metadata.get("centre")
+    if c is not None and np.size(c) == 3:
+        cx, cy, cz = (float(v) for v in np.ravel(np.asarray(c, dtype=float)))
+        if np.isfinite(cx) and np.isfinite(cy):
+            return cx, cy, cz
+    if ls.path is not None and np.size(ls.path.x) and decomposition(ls).lower() == "pca":
+        return float(np.ravel(ls.path.x)[-1]), float(np.ravel(ls.path.y)[-1]), float(np.ravel(ls.path.z)[-1])
+    cx, cy, cz = (float(v) for v in ls.convergence_point)
+    return cx, cy, cz
 
 
-def color_scale(grids: list[np.ndarray], log: LogOption = "auto", clip: bool = True,
-                percentile: float = CLIP_PERCENTILE, vmin: float | None = None,
-                vmax: float | None = None) -> ColorScale:
-    """One colour range for ``grids``: outliers clipped, log when asked or when the range is huge.
-
-    ``vmin``/``vmax`` fix an end of the range (values beyond it saturate).
-    """
-    finite = np.concatenate([np.asarray(g, dtype=np.float64)[np.isfinite(g)].ravel() for g in grids])
-    if finite.size == 0:
-        raise ValueError("The landscape has no finite value to draw (every cell is NaN or inf).")
-    lo, hi_all = float(finite.min()), float(finite.max())
-    hi, clipped = hi_all, False
-    if vmin is not None:
-        lo = float(vmin)
-    if vmax is not None:
-        hi, clipped = float(vmax), hi_all > float(vmax)
-    elif clip and finite.size >= 4:
-        p = float(np.percentile(finite, percentile))
-        # values far above the bulk (beyond p + half the bulk's span) are outliers: the range
-        # ends at the largest value that is not one
-        limit = p + 0.5 * (p - lo) + 1e-12 * max(abs(p), 1.0)
-        if hi_all > limit:
-            hi, clipped = float(finite[finite <= limit].max()), True
-    positive = lo > 0
-    if log == "auto":
-        use_log = positive and hi / lo > LOG_RANGE
-    else:
-        use_log = bool(log)
-        if use_log and not positive:
-            pos = finite[finite > 0]
-            if pos.size == 0:
-                raise ValueError("log=True needs positive values; every finite value is <= 0.")
-            lo = float(pos.min()) if vmin is None or vmin <= 0 else lo
-    if hi <= lo:  # a flat grid
-        pad = abs(lo) * 0.05 or 1.0
-        lo, hi = (lo / 2, lo * 2) if use_log else (lo - pad, hi + pad)
-    return ColorScale(lo, hi, use_log, clipped)
+def check_aspect(aspect: Any, caller: str) -> None:
+    check_param("aspect", aspect, [None, Options(["equal", "auto"])], caller=caller,
+                hint="None draws PCA, random, Hessian planes and planes through models with equal units "
+                "on both axes.")
 
 
-def masked(z: np.ndarray, scale: ColorScale | None = None) -> np.ma.MaskedArray:
-    """NaN/inf (and non-positive values on a log scale) masked."""
-    bad = ~np.isfinite(z)
-    if scale is not None and scale.log:
-        bad |= ~(z > 0)
-    return np.ma.masked_array(z, mask=bad)
-
-
-def colormap(cmap: Any = None) -> Any:
-    """The colormap with NaN/inf cells shown light grey."""
-    cm = matplotlib.colormaps[cmap] if isinstance(cmap, str) else (cmap or matplotlib.colormaps[CMAP])
-    return cm.with_extremes(bad="#d9d9d9")
+def true_aspect(ls: Landscape, aspect: AspectOption) -> bool:
+    """Equal data units on both axes: asked for, or by default for the views whose two axes
+    are the same kind of step (PCA, random and Hessian planes, a plane through three models)."""
+    if aspect is not None:
+        return aspect == "equal"
+    return ls.dims == 2 and decomposition(ls).lower() in TRUE_ASPECT
 
 
 # ---------------------------------------------------------------- figures
+def panel_height(ls: Landscape, aspect: AspectOption, width: float = PANEL_SIZE[0]) -> float:
+    """A panel's height for ``width``: the plot's own proportions when it has true aspect."""
+    if not true_aspect(ls, aspect):
+        return PANEL_SIZE[1]
+    ratio = float(np.ptp(ls.y)) / (float(np.ptp(ls.x)) or 1.0)
+    return float(np.clip((width - 1.6) * ratio + 1.4, 2.6, PANEL_SIZE[1] + 1.0))
+
+
 def new_axes(ax: Axes | None, fig: Figure | None, projection: str | None = None,
-             figsize: tuple[float, float] = PANEL_SIZE) -> tuple[Figure, Axes]:
-    """Use ``ax``, or add one axes to ``fig``, or make a new Figure (never pyplot state)."""
+             figsize: tuple[float, float] = PANEL_SIZE, ls: Landscape | None = None,
+             aspect: AspectOption = None) -> tuple[Figure, Axes]:
+    """Use ``ax``, or add one axes to ``fig``, or make a new Figure (never pyplot state), as
+    high as ``ls``'s proportions need when it is drawn with true aspect."""
     if ax is not None:
         if projection == "3d" and getattr(ax, "name", "") != "3d":
             raise ValueError("The 'ax' parameter must be a 3D Axes (projection='3d') for a surface plot. "
                              f"Got a {getattr(ax, 'name', type(ax).__name__)!r} Axes instead.")
         return cast(Figure, ax.figure), ax
     if fig is None:
-        fig = Figure(figsize=figsize, layout="constrained")
+        if ls is None or projection == "3d":
+            fig = Figure(figsize=figsize, layout="constrained")
+        else:
+            fig = Figure(figsize=(figsize[0], panel_height(ls, aspect, figsize[0])), layout="constrained")
     return fig, fig.add_subplot(projection=projection)
-
-
-def add_colorbar(fig: Figure, mappable: Any, ax: Any, label: str, extend: str | None = None,
-                 scale: ColorScale | None = None) -> Any:
-    """A colourbar with round tick values and ``label``."""
-    kw: dict[str, Any] = {"extend": extend} if extend else {}
-    three_d = getattr(ax, "name", "") == "3d"
-    cb = fig.colorbar(mappable, ax=ax, shrink=0.75 if three_d else 0.9, pad=0.1 if three_d else 0.02, **kw)
-    cb.set_label(label)
-    if scale is not None:
-        set_nice_ticks(cb, scale)
-    return cb
-
-
-def nice_ticks(scale: ColorScale) -> np.ndarray:
-    """Round tick values inside the colour range (1-2-5 per decade on a log scale)."""
-    lo, hi = scale.vmin, scale.vmax
-    if scale.log:
-        for mults in ((1,), (1, 2, 5), (1, 1.5, 2, 3, 4, 5, 6, 8)):
-            dec = np.arange(np.floor(np.log10(lo)), np.ceil(np.log10(hi)) + 1)
-            cand = np.array(sorted(m * 10.0 ** d for d in dec for m in mults))
-            ticks = cand[(cand >= lo * (1 - 1e-9)) & (cand <= hi * (1 + 1e-9))]
-            if ticks.size >= 4:
-                return ticks
-        return np.geomspace(lo, hi, 4)
-    ticks = np.asarray(MaxNLocator(nbins=7, steps=[1, 2, 2.5, 5, 10]).tick_values(lo, hi))
-    return ticks[(ticks >= lo - 1e-12 * abs(hi - lo)) & (ticks <= hi + 1e-12 * abs(hi - lo))]
-
-
-def set_nice_ticks(cb: Any, scale: ColorScale) -> None:
-
-    cb.set_ticks(nice_ticks(scale))
-    cb.ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:.3g}"))
-    if scale.log:
-        cb.ax.yaxis.set_minor_locator(NullLocator())
 
 
 def halo(width: float = 2.5, color: str = "white") -> list:

@@ -40,7 +40,7 @@ def test_gen_views_then_plot_and_export(summary_dir, tmp_path):
     res = _run("plot", str(out), "--kind", "all")
     assert res.returncode == 0, res.stderr
     names = sorted(Path(p).name for p in res.stdout.split())
-    assert "interpolation_1_6_line.png" in names and "plane_1_4_6_surface.png" in names
+    assert "interpolation_1_6_line.png" in names and "plane_1_4_6_all.png" in names
     assert "line_6_line.png" in names and not any(n.startswith("line_6_contour") for n in names)
     res = _run("plot", str(out), "--kind", "line")
     assert sorted(Path(p).name for p in res.stdout.split()) == ["interpolation_1_6_line.png", "line_6_line.png"]

@@ -183,7 +183,7 @@ def test_extra_surface():
 
 
 def test_slices_through_the_convergence_point():
-    ls = bowl(convergence_point=(0.05, 0.05, 0.0075))     # between grid lines: interpolated
+    ls = bowl(metadata={"decomposition": "PCA", "centre": [0.05, 0.05, 0.0075]})  # between grid lines
     fig = viz.plot_slices(ls)
     ax_x, ax_y = fig.axes
     (sx,) = gid_lines(ax_x, "slice")
@@ -231,7 +231,7 @@ def test_compare_uses_one_colour_scale():
     norms = {(landscape_artist(a).norm.vmin, landscape_artist(a).norm.vmax) for a in panels}
     assert norms == {(low.z.min(), high.z.max())}
     assert len(fig.axes) == 3                                   # two panels, ONE colourbar
-    assert fig.axes[2].get_ylabel() == "loss"
+    assert fig.axes[2].get_ylabel() == "loss (log scale)"               # 0.5 to 7.5: over a decade
 
 
 def test_compare_picks_tag_or_random():
