@@ -11,7 +11,7 @@ from matplotlib.ticker import MaxNLocator
 
 from collector.common import check_param
 from landscape.result import Landscape
-from viz.io._arrays import check_landscape, surface_values
+from viz.io import check_landscape, surface_values
 from viz.plots import _marks, _path, _scale, _style
 
 __all__ = ["plot_contour", "plot_filled_contour", "plot_heatmap"]

@@ -21,7 +21,7 @@ from matplotlib.figure import Figure
 from collector.common import Interval, Predicate, check_param
 from landscape.curvature import EIGEN_RATIO, nonconvexity
 from landscape.result import Landscape
-from viz.io._arrays import check_landscape, surface_values
+from viz.io import check_landscape, surface_values
 from viz.plots import _marks, _path, _scale, _style
 
 __all__ = ["plot_eigen_ratio", "compare_eigen_ratio", "EIGEN_CMAP"]

@@ -11,7 +11,7 @@ from matplotlib.figure import Figure
 
 from collector.common import check_param
 from landscape.result import Landscape
-from viz.io._arrays import check_landscape, line_values
+from viz.io import check_landscape, line_values
 from viz.plots import _marks, _path, _scale, _style
 
 __all__ = ["plot_line", "default_metric"]

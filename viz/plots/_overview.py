@@ -13,7 +13,7 @@ from matplotlib.figure import Figure
 
 from collector.common import InstanceOf, Interval, Options, Predicate, check_param
 from landscape.result import Landscape
-from viz.io._load import load_landscapes
+from viz.io import load_landscapes
 from viz.plots import _scale, _style
 from viz.plots._plot import plot
 

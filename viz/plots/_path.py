@@ -11,7 +11,7 @@ from matplotlib.transforms import offset_copy
 
 from collector.common import check_param
 from landscape.result import Landscape
-from viz.io._arrays import check_landscape, surface_values
+from viz.io import check_landscape, surface_values
 from viz.plots import _marks, _scale, _style
 
 __all__ = ["plot_path", "plot_slices", "draw_markers"]

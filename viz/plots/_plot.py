@@ -10,7 +10,7 @@ from matplotlib.figure import Figure
 
 from collector.common import Interval, InvalidParameterError, Options, check_param
 from landscape.result import Landscape
-from viz.io._arrays import check_landscape
+from viz.io import check_landscape
 from viz.plots import _style
 from viz.plots._contour import plot_contour, plot_filled_contour, plot_heatmap
 from viz.plots._curvature import plot_eigen_ratio

@@ -13,7 +13,7 @@ from matplotlib.ticker import MaxNLocator
 
 from collector.common import Interval, check_param
 from landscape.result import Landscape
-from viz.io._arrays import check_landscape, surface_values
+from viz.io import check_landscape, surface_values
 from viz.plots import _depth, _marks, _path, _scale, _style
 from viz.plots._depth import view_angle
 
