@@ -7,7 +7,8 @@ and colour range, spanning every run's finite values from the smallest to the la
 spaced levels when ``compare_log`` asks for them or, with "auto", when the values span more
 than three decades). Each panel's title gives the run's loss at the centre, the largest
 value, the fraction of the plane where the surface's 2D Hessian has a negative eigenvalue
-(:func:`landscape.curvature.surface_nonconvexity`) and the NaN/inf values if there are any.
+(:func:`landscape.curvature.surface_nonconvexity`; those points are dotted red) and the
+NaN/inf values if there are any.
 A "surface" comparison is :func:`viz.compare`'s (one colour scale, outliers clipped).
 """
 
@@ -24,6 +25,7 @@ from matplotlib.figure import Figure
 
 import viz
 from landscape.cli._common import safe_name
+from landscape.curvature import surface_hessian
 from landscape.result import Landscape
 
 __all__ = ["plot_run", "plot_compare", "result_landscape", "score_text", "LOG_DECADES"]
@@ -45,7 +47,7 @@ def plot_run(landscapes: list[Landscape], folder: Path, kinds: list[str], log_sc
     for ls in landscapes:
         for kind in kinds:
             fig = cast(Figure, viz.plot(ls, kind=kind, log=True if log_scale else "auto").figure)
-            made.append(_save(fig, folder / f"{safe_name(ls.tag)}_{kind}.png"))
+            made.append(_save(fig, folder / f"{safe_name(ls.tag or 'landscape')}_{kind}.png"))
     made.append(_save(viz.plot_overview(landscapes), folder / "overview.png"))
     return made
 
@@ -93,13 +95,22 @@ def _compare_planes(chosen: Mapping[str, Landscape], info: Mapping[str, Mapping[
     for ax, (name, ls) in zip(axes, chosen.items()):
         run = info[name]
         score = run["surface_nonconvexity"]
-        head = f"{name}: loss {run['final_loss']:.3g}, max {score['max']:.3g}"
+        head = f"{name}: trained loss {run['final_loss']:.3g}, max {score['max']:.3g}"
         tail = f"non-convex {100 * score['fraction_negative']:.0f} % of the plane"
         if score["nonfinite"]:
             tail += f", {score['nonfinite']} NaN/inf"
-        draw(ls, ax, levels=lv, log=isinstance(norm, LogNorm), vmin=float(norm.vmin), vmax=float(norm.vmax),
-             colorbar=False, title=f"{head}\n{tail}")
+        draw(ls, ax, levels=lv, log=isinstance(norm, LogNorm), vmin=float(lv[0]), vmax=float(lv[-1]),
+             colorbar=False, path=False, title=f"{head}\n{tail}")
+        lo, _ = surface_hessian(ls)
+        gx, gy = np.meshgrid(np.asarray(ls.x)[1:-1], np.asarray(ls.y)[1:-1])
+        neg = np.isfinite(lo) & (lo < 0)
+        ax.plot(gx[neg], gy[neg], ls="none", marker="o", ms=2.2, color="tab:red", alpha=0.7,
+                label="negative curvature" if ax is axes[0] else None)
+        cx, cy = ls.convergence_point[:2]
+        ax.plot([cx], [cy], ls="none", marker="*", ms=13, mfc="gold", mec="black",
+                label="trained weights" if ax is axes[0] else None)
         ax.set_aspect("equal")
+    fig.legend(loc="lower center", ncols=2, bbox_to_anchor=(0.5, -0.06), frameon=False)
     sm = plt.cm.ScalarMappable(norm=norm, cmap="viridis")
     cb = fig.colorbar(sm, ax=axes, shrink=0.8, pad=0.02)
     cb.set_label(f"loss ({len(lv)} shared {'log-spaced ' if isinstance(norm, LogNorm) else ''}levels)")

@@ -42,8 +42,8 @@ from matplotlib.figure import Figure
 
 import viz
 from collector.collect import SummaryCollector
-from collector.common import Interval, InvalidParameterError, Options, check_param
-from collector.train import Model
+from collector.common import Interval, InvalidParameterError, Options, Predicate, check_param
+from collector.train import Callback, LearningRateScheduler, Model
 from collector.trajectory import validate_collect_landscape
 from landscape.cli._figures import plot_compare, plot_run, result_landscape
 from landscape.curvature import EIGEN_RATIO, EigenRatio, nonconvexity, surface_nonconvexity
@@ -62,7 +62,8 @@ logger = logging.getLogger(__name__)
 
 _TOP_KEYS = {"name", "seed", "train", "collect", "generate", "curvature", "plot", "runs"}
 _SECTION_KEYS = {
-    "train": {"epochs", "batch_size", "optimizer", "learning_rate", "momentum", "weight_decay"},
+    "train": {"epochs", "batch_size", "optimizer", "learning_rate", "momentum", "weight_decay", "lr_milestones",
+              "lr_gamma"},
     "collect": {"collect_freq", "landscape_size", "unit", "num_samples", "intervals", "create_train", "create_result"},
     "generate": {"normalization", "ignore", "seed", "eval_mode", "workers"},
     "curvature": {"eigen_ratio", "size", "tol", "dtype", "quantile", "threshold"},
@@ -90,6 +91,8 @@ class PipelineConfig:
     learning_rate: float = 0.05
     momentum: float = 0.9
     weight_decay: float = 0.0
+    lr_milestones: list[int] = field(default_factory=list)
+    lr_gamma: float = 0.1
     collect_freq: int = 10
     landscape_size: int = 40
     unit: str = "epoch"
@@ -175,6 +178,12 @@ def validate_config(cfg: PipelineConfig, source: str) -> None:
         value = getattr(cfg, key)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
             raise InvalidParameterError(f"{source}: {key!r} must be a number >= 0; got {value!r}")
+    check_param("train.lr_milestones", cfg.lr_milestones,
+                [Predicate(lambda m: isinstance(m, list) and all(isinstance(e, int) and not isinstance(e, bool)
+                                                                 for e in m)
+                           and all(1 <= a < b for a, b in zip(m, m[1:] + [cfg.epochs])),
+                           f"a list of strictly increasing epochs in 1..{cfg.epochs - 1}")], caller=source)
+    check_param("train.lr_gamma", cfg.lr_gamma, [Interval(float, 0, 1, closed="right")], caller=source)
     check_param("generate.normalization", cfg.normalization, [Options(("layer", "filter", "none"))], caller=source)
     check_param("generate.ignore", cfg.ignore, [Options(("biasbn",)), None], caller=source)
     check_param("curvature.eigen_ratio", cfg.eigen_ratio, ["boolean"], caller=source)
@@ -221,6 +230,19 @@ def _optimizer(cfg: PipelineConfig, params) -> torch.optim.Optimizer:
         return torch.optim.Adam(params, lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
     momentum = cfg.momentum if cfg.optimizer == "momentum" else 0.0
     return torch.optim.SGD(params, lr=cfg.learning_rate, momentum=momentum, weight_decay=cfg.weight_decay)
+
+
+def _callbacks(cfg: PipelineConfig, collector: SummaryCollector, steps_per_epoch: int) -> list[Callback]:
+    """The collector, and the step decay of the learning rate when ``lr_milestones`` asks for it:
+    the rate is multiplied by ``lr_gamma`` after each milestone epoch (torch's MultiStepLR)."""
+    if not cfg.lr_milestones:
+        return [collector]
+
+    def rate(_lr: float, step: int) -> float:
+        passed = sum(step >= m * steps_per_epoch for m in cfg.lr_milestones)
+        return cfg.learning_rate * cfg.lr_gamma ** passed
+
+    return [collector, LearningRateScheduler(rate)]
 
 
 def _make_callback_fn(model_spec: dict[str, Any], image: bool, metrics: dict[str, Any] | None = None):
@@ -288,7 +310,8 @@ def run_pipeline(cfg: PipelineConfig, out_dir: str | os.PathLike, *, progress: b
             collect_specified_data={"collect_landscape": _collect_landscape(cfg)},
         )
         t0 = time.perf_counter()
-        model.train(cfg.epochs, digits_loader(cfg.batch_size, image=image, seed=cfg.seed), callbacks=[collector])
+        loader = digits_loader(cfg.batch_size, image=image, seed=cfg.seed)
+        model.train(cfg.epochs, loader, callbacks=_callbacks(cfg, collector, len(loader)))
         t_train = time.perf_counter() - t0
         t0 = time.perf_counter()
         landscapes = SummaryLandscape(str(summary_dir)).gen_landscapes_with_multi_process(
