@@ -11,11 +11,14 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from collector.common import Interval, Options, check_param
+from collector.common import Interval, Options, Predicate, check_param
 
-__all__ = ["digits_tensors", "digits_loader", "MLP", "SmallCNN", "DeepMLP", "build_model", "MODEL_KINDS"]
+__all__ = ["digits_tensors", "digits_loader", "MLP", "SmallCNN", "DeepMLP", "DigitsResNet", "build_model",
+           "MODEL_KINDS", "IMAGE_KINDS"]
 
-MODEL_KINDS = ("mlp", "cnn", "deep_plain", "deep_residual")
+MODEL_KINDS = ("mlp", "cnn", "deep_plain", "deep_residual", "resnet")
+#: The kinds that take the digits as 1x8x8 images (the others take 64 features).
+IMAGE_KINDS = ("cnn", "resnet")
 
 
 def digits_tensors(image: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
@@ -121,10 +124,82 @@ class DeepMLP(nn.Module):
         return self.out(self.blocks(self.relu(self.inp(x))))
 
 
-def build_model(kind: str, *, hidden: int = 128, depth: int = 12, width: int = 64, channels: int = 16,
-                norm: str = "none", init: str = "default") -> nn.Module:
+_RESNET_DEPTH = Predicate(lambda d: isinstance(d, int) and not isinstance(d, bool) and d >= 8 and (d - 2) % 6 == 0,
+                          "an int 6n + 2 (8, 14, 20, 26, 32, 44, 56, 110, ...)")
+
+
+class _ConvBlock(nn.Module):
+    """Two 3x3 convolutions with batch norm; with ``shortcut``, plus the identity (or a 1x1
+    convolution with batch norm where the shape changes), as in Li et al.'s CIFAR ResNets."""
+
+    def __init__(self, cin: int, planes: int, stride: int, shortcut: bool) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, planes, 3, stride=stride, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(planes)
+        self.conv2 = nn.Conv2d(planes, planes, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(planes)
+        self.relu = nn.ReLU()
+        self.shortcut: nn.Module | None = None
+        if shortcut:
+            self.shortcut = nn.Identity() if stride == 1 and cin == planes else nn.Sequential(
+                nn.Conv2d(cin, planes, 1, stride=stride, bias=False), nn.BatchNorm2d(planes))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = self.bn2(self.conv2(self.relu(self.bn1(self.conv1(x)))))
+        if self.shortcut is not None:
+            out = out + self.shortcut(x)
+        return self.relu(out)
+
+
+class DigitsResNet(nn.Module):
+    """He et al.'s CIFAR ResNet layout on the 1x8x8 digits, with or without the shortcuts.
+
+    A 3x3 convolution to ``channels`` maps, three stages of ``(depth - 2) / 6`` blocks of
+    two 3x3 convolutions (``channels``, ``2 * channels``, ``4 * channels`` maps; strides 1,
+    2, 2, so 8x8, 4x4 and 2x2 maps: CIFAR's 32, 16, 8 halved the same way), global average
+    pooling and a linear head: ``depth`` weighted layers. Batch norm after every
+    convolution. ``shortcut=False`` is Li et al.'s "noshort" network: the same layers,
+    no skip connections (not even the 1x1 projections where a stage starts).
+
+    Parameters
+    ----------
+    depth : int, default=20
+        ``6n + 2`` layers: 8, 14, 20, 26, 32, 44, 56, 110, ...
+    channels : int, default=16
+        Maps of the first stage.
+    shortcut : bool, default=True
+    """
+
+    def __init__(self, depth: int = 20, channels: int = 16, shortcut: bool = True) -> None:
+        super().__init__()
+        check_param("depth", depth, [_RESNET_DEPTH], caller="DigitsResNet")
+        check_param("channels", channels, [Interval(int, 1, None)], caller="DigitsResNet")
+        check_param("shortcut", shortcut, ["boolean"], caller="DigitsResNet")
+        n = (depth - 2) // 6
+        self.conv = nn.Conv2d(1, channels, 3, padding=1, bias=False)
+        self.bn = nn.BatchNorm2d(channels)
+        self.relu = nn.ReLU()
+        blocks: list[nn.Module] = []
+        cin = channels
+        for stage, stride in enumerate((1, 2, 2)):
+            planes = channels * 2 ** stage
+            for k in range(n):
+                blocks.append(_ConvBlock(cin, planes, stride if k == 0 else 1, shortcut))
+                cin = planes
+        self.blocks = nn.Sequential(*blocks)
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(cin, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.blocks(self.relu(self.bn(self.conv(x))))
+        return self.fc(torch.flatten(self.pool(x), 1))
+
+
+def build_model(kind: str, *, hidden: int = 128, depth: int | None = None, width: int = 64, channels: int = 16,
+                norm: str = "none", init: str = "default", shortcut: bool = True) -> nn.Module:
     """Make one of the built-in models by name (see ``MODEL_KINDS``); ``norm`` and ``init``
-    apply to the deep MLPs (see :class:`DeepMLP`)."""
+    apply to the deep MLPs (see :class:`DeepMLP`, default depth 12), ``shortcut`` to the
+    ResNet (see :class:`DigitsResNet`, default depth 20)."""
     check_param("model.kind", kind, [Options(MODEL_KINDS)], caller="the configuration")
     if kind == "mlp":
         check_param("model.hidden", hidden, [Interval(int, 1, None)], caller="the configuration")
@@ -132,6 +207,12 @@ def build_model(kind: str, *, hidden: int = 128, depth: int = 12, width: int = 6
     if kind == "cnn":
         check_param("model.channels", channels, [Interval(int, 1, None)], caller="the configuration")
         return SmallCNN(channels)
+    if kind == "resnet":
+        check_param("model.depth", 20 if depth is None else depth, [_RESNET_DEPTH], caller="the configuration")
+        check_param("model.channels", channels, [Interval(int, 1, None)], caller="the configuration")
+        check_param("model.shortcut", shortcut, ["boolean"], caller="the configuration")
+        return DigitsResNet(20 if depth is None else depth, channels, shortcut)
+    depth = 12 if depth is None else depth
     check_param("model.depth", depth, [Interval(int, 1, None)], caller="the configuration")
     check_param("model.width", width, [Interval(int, 1, None)], caller="the configuration")
     check_param("model.norm", norm, [Options(("none", "batch"))], caller="the configuration")

@@ -9,6 +9,7 @@ import time
 from typing import Any
 
 from landscape.cli._common import UsageError, fresh_dir
+from landscape.cli._figures import score_text
 from landscape.cli._pipeline import (
     DEMO_CONFIG,
     load_config,
@@ -33,6 +34,9 @@ def _print_results(results: dict[str, Any], started: float) -> None:
         for tag in run["landscapes"]:
             print(f"      {tag}")
         print(f"    landscapes.h5: {os.path.join(run['summary_dir'], 'landscapes.h5')}")
+        if "surface_nonconvexity" in run:
+            sc = run["surface_nonconvexity"]
+            print(f"    Random plane: max {sc['max']:.4g}; {score_text(sc)}")
         if "nonconvexity" in run:
             sc = run["nonconvexity"]
             print(f"    eigen-ratio |λmin/λmax| ({run['eigen_ratio_seconds']} s): mean {sc['mean_ratio_low_loss']:.4f} "

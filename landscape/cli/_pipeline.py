@@ -12,6 +12,12 @@ around the last checkpoint, with the same directions settings on its own (usuall
 coarser) grid: ``SummaryLandscape`` again, into ``{run}/eigen_ratio/`` (resumable like
 every landscape), scored with :func:`landscape.curvature.nonconvexity`.
 
+With several runs, each run's Random landscape is also drawn beside the others on shared
+contour levels (``[plot] compare``, Li et al.'s Fig. 5 layout), every run's plane scored by
+its own 2D Hessian (:func:`landscape.curvature.surface_nonconvexity`: the fraction of the
+plane where the surface has a negative curvature), the score printed, in the figure and in
+``results.json``.
+
 A run whose centre sits at chance level (loss near ln 10 for the ten digits) or whose loss
 never fell is flagged: in the results, on the command's report and in its plots' titles.
 """
@@ -19,6 +25,7 @@ never fell is flagged: in the results, on the command's report and in its plots'
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import math
 import os
@@ -35,12 +42,12 @@ from matplotlib.figure import Figure
 
 import viz
 from collector.collect import SummaryCollector
-from collector.common import Interval, InvalidParameterError, Options, check_param
-from collector.train import Model
+from collector.common import Interval, InvalidParameterError, Options, Predicate, check_param
+from collector.train import Callback, LearningRateScheduler, Model
 from collector.trajectory import LANDSCAPE_SIZES, validate_collect_landscape
-from landscape.cli._common import safe_name
-from landscape.curvature import EIGEN_RATIO, EigenRatio, nonconvexity
-from landscape.examples import build_model, digits_loader, digits_tensors
+from landscape.cli._figures import plot_compare, plot_run, result_landscape
+from landscape.curvature import EIGEN_RATIO, EigenRatio, nonconvexity, surface_nonconvexity
+from landscape.examples import IMAGE_KINDS, build_model, digits_loader, digits_tensors
 from landscape.generate import SummaryLandscape
 
 if sys.version_info >= (3, 11):
@@ -55,11 +62,12 @@ logger = logging.getLogger(__name__)
 
 _TOP_KEYS = {"name", "seed", "train", "collect", "generate", "curvature", "plot", "runs"}
 _SECTION_KEYS = {
-    "train": {"epochs", "batch_size", "optimizer", "learning_rate", "momentum", "weight_decay"},
+    "train": {"epochs", "batch_size", "optimizer", "learning_rate", "momentum", "weight_decay", "lr_milestones",
+              "lr_gamma"},
     "collect": {"collect_freq", "landscape_size", "unit", "num_samples", "intervals", "create_train", "create_result"},
     "generate": {"normalization", "ignore", "seed", "eval_mode", "workers"},
     "curvature": {"eigen_ratio", "size", "tol", "dtype", "quantile", "threshold"},
-    "plot": {"kinds", "log_scale"},
+    "plot": {"kinds", "log_scale", "compare", "compare_levels", "compare_log"},
 }
 
 
@@ -83,6 +91,8 @@ class PipelineConfig:
     learning_rate: float = 0.05
     momentum: float = 0.9
     weight_decay: float = 0.0
+    lr_milestones: list[int] = field(default_factory=list)
+    lr_gamma: float = 0.1
     collect_freq: int = 10
     landscape_size: int = 40
     unit: str = "epoch"
@@ -103,6 +113,9 @@ class PipelineConfig:
     curvature_threshold: float = 0.1
     kinds: list[str] = field(default_factory=lambda: ["filled", "surface"])
     log_scale: bool = False
+    compare: list[str] = field(default_factory=lambda: ["filled", "surface"])
+    compare_levels: int = 20
+    compare_log: bool | str = "auto"
     runs: list[RunSpec] = field(default_factory=lambda: [RunSpec("mlp", {"kind": "mlp", "hidden": 128})])
 
 
@@ -165,6 +178,12 @@ def validate_config(cfg: PipelineConfig, source: str) -> None:
         value = getattr(cfg, key)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
             raise InvalidParameterError(f"{source}: {key!r} must be a number >= 0; got {value!r}")
+    check_param("train.lr_milestones", cfg.lr_milestones,
+                [Predicate(lambda m: isinstance(m, list) and all(isinstance(e, int) and not isinstance(e, bool)
+                                                                 for e in m)
+                           and all(1 <= a < b for a, b in zip(m, m[1:] + [cfg.epochs])),
+                           f"a list of strictly increasing epochs in 1..{cfg.epochs - 1}")], caller=source)
+    check_param("train.lr_gamma", cfg.lr_gamma, [Interval(float, 0, 1, closed="right")], caller=source)
     check_param("generate.normalization", cfg.normalization, [Options(("layer", "filter", "none"))], caller=source)
     check_param("generate.ignore", cfg.ignore, [Options(("biasbn",)), None], caller=source)
     check_param("curvature.eigen_ratio", cfg.eigen_ratio, ["boolean"], caller=source)
@@ -176,6 +195,11 @@ def validate_config(cfg: PipelineConfig, source: str) -> None:
     check_param("plot.kinds", cfg.kinds, [list], caller=source)
     for kind in cfg.kinds:
         check_param("plot.kinds[]", kind, [Options(("contour", "filled", "surface", "heatmap"))], caller=source)
+    check_param("plot.compare", cfg.compare, [list], caller=source)
+    for kind in cfg.compare:
+        check_param("plot.compare[]", kind, [Options(("contour", "filled", "surface"))], caller=source)
+    check_param("plot.compare_levels", cfg.compare_levels, [Interval(int, 2, 200)], caller=source)
+    check_param("plot.compare_log", cfg.compare_log, [Options(("auto",)), "boolean"], caller=source)
     validate_collect_landscape(_collect_landscape(cfg), source)
     if cfg.unit == "epoch" and max(max(i) for i in cfg.intervals) > cfg.epochs:
         raise InvalidParameterError(
@@ -206,6 +230,19 @@ def _optimizer(cfg: PipelineConfig, params) -> torch.optim.Optimizer:
         return torch.optim.Adam(params, lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
     momentum = cfg.momentum if cfg.optimizer == "momentum" else 0.0
     return torch.optim.SGD(params, lr=cfg.learning_rate, momentum=momentum, weight_decay=cfg.weight_decay)
+
+
+def _callbacks(cfg: PipelineConfig, collector: SummaryCollector, steps_per_epoch: int) -> list[Callback]:
+    """The collector, and the step decay of the learning rate when ``lr_milestones`` asks for it:
+    the rate is multiplied by ``lr_gamma`` after each milestone epoch (torch's MultiStepLR)."""
+    if not cfg.lr_milestones:
+        return [collector]
+
+    def rate(_lr: float, step: int) -> float:
+        passed = sum(step >= m * steps_per_epoch for m in cfg.lr_milestones)
+        return cfg.learning_rate * cfg.lr_gamma ** passed
+
+    return [collector, LearningRateScheduler(rate)]
 
 
 def _make_callback_fn(model_spec: dict[str, Any], image: bool, metrics: dict[str, Any] | None = None):
@@ -264,7 +301,7 @@ def run_pipeline(cfg: PipelineConfig, out_dir: str | os.PathLike, *, progress: b
         kwargs = {k: v for k, v in run.model.items() if k != "kind"}
         kind = run.model.get("kind", "mlp")
         network = build_model(kind, **kwargs)
-        image = kind == "cnn"
+        image = kind in IMAGE_KINDS
         loss_fn = torch.nn.CrossEntropyLoss()
         initial = _mean_loss(network, image, cfg.num_samples)
         model = Model(network, loss_fn, _optimizer(cfg, network.parameters()))
@@ -273,7 +310,8 @@ def run_pipeline(cfg: PipelineConfig, out_dir: str | os.PathLike, *, progress: b
             collect_specified_data={"collect_landscape": _collect_landscape(cfg)},
         )
         t0 = time.perf_counter()
-        model.train(cfg.epochs, digits_loader(cfg.batch_size, image=image, seed=cfg.seed), callbacks=[collector])
+        loader = digits_loader(cfg.batch_size, image=image, seed=cfg.seed)
+        model.train(cfg.epochs, loader, callbacks=_callbacks(cfg, collector, len(loader)))
         t_train = time.perf_counter() - t0
         t0 = time.perf_counter()
         landscapes = SummaryLandscape(str(summary_dir)).gen_landscapes_with_multi_process(
@@ -290,7 +328,7 @@ def run_pipeline(cfg: PipelineConfig, out_dir: str | os.PathLike, *, progress: b
             for ls in landscapes:
                 ls.metadata["note"] = note
         all_landscapes[run.name] = landscapes
-        figures = _plot_run(landscapes, summary_dir / "plots", cfg)
+        figures = plot_run(landscapes, summary_dir / "plots", cfg.kinds, cfg.log_scale)
         info: dict[str, Any] = {
             "summary_dir": str(summary_dir),
             "landscapes": [ls.tag for ls in landscapes],
@@ -300,6 +338,8 @@ def run_pipeline(cfg: PipelineConfig, out_dir: str | os.PathLike, *, progress: b
             "warning": note,
             "figures": figures,
         }
+        if result_landscape(landscapes).dims == 2:
+            info["surface_nonconvexity"] = surface_nonconvexity(result_landscape(landscapes))
         if cfg.eigen_ratio:
             t0 = time.perf_counter()
             curv = SummaryLandscape(str(summary_dir)).gen_landscapes_with_multi_process(
@@ -324,7 +364,8 @@ def run_pipeline(cfg: PipelineConfig, out_dir: str | os.PathLike, *, progress: b
         results["figures"].extend(figures)
         results["runs"][run.name] = info
     if len(cfg.runs) > 1:
-        results["figures"].extend(_plot_compare(all_landscapes, out))
+        results["figures"].extend(plot_compare(all_landscapes, results["runs"], out, cfg.compare,
+                                               cfg.compare_levels, cfg.compare_log))
     if len(curvature) > 1:
         fig = viz.compare_eigen_ratio(curvature, quantile=cfg.curvature_quantile, threshold=cfg.curvature_threshold,
                                       title="Loss and Hessian eigen-ratio |λmin/λmax|, one colour scale per row")
@@ -333,6 +374,7 @@ def run_pipeline(cfg: PipelineConfig, out_dir: str | os.PathLike, *, progress: b
         plt.close(fig)
         results["figures"].append(str(path))
     results["seconds"] = round(time.perf_counter() - t_start, 2)
+    (out / "results.json").write_text(json.dumps(results, indent=1) + "\n")
     return results
 
 
@@ -344,36 +386,6 @@ def _accuracy(network: torch.nn.Module, image: bool, num_samples: int) -> float:
         acc = float((network(x[:num_samples]).argmax(1) == y[:num_samples]).float().mean())
     network.train(was)
     return acc
-
-
-def _plot_run(landscapes, folder: Path, cfg: PipelineConfig) -> list[str]:
-    folder.mkdir(parents=True, exist_ok=True)
-    made = []
-    for ls in landscapes:
-        for kind in cfg.kinds:
-            fig = cast(Figure, viz.plot(ls, kind=kind, log=True if cfg.log_scale else "auto").figure)
-            path = folder / f"{safe_name(ls.tag)}_{kind}.png"
-            fig.savefig(path, dpi=120, bbox_inches="tight")
-            plt.close(fig)
-            made.append(str(path))
-    fig = viz.plot_overview(landscapes)
-    path = folder / "overview.png"
-    fig.savefig(path, dpi=120, bbox_inches="tight")
-    plt.close(fig)
-    made.append(str(path))
-    return made
-
-
-def _plot_compare(all_landscapes: dict[str, list], out: Path) -> list[str]:
-    made = []
-    # Compare like with like: each run's Random (result) landscape, on one colour scale.
-    for kind in ("filled", "surface"):
-        fig = viz.compare(all_landscapes, kind=kind, title="Random landscapes, one colour scale")
-        path = out / f"compare_{kind}.png"
-        fig.savefig(path, dpi=120, bbox_inches="tight")
-        plt.close(fig)
-        made.append(str(path))
-    return made
 
 
 def describe(cfg: PipelineConfig) -> dict[str, Any]:
