@@ -67,7 +67,7 @@ from _models import workload  # noqa: E402
 
 from landscape import compute_landscape  # noqa: E402
 from landscape.engine import Engine, EngineSpec, Samples  # noqa: E402
-from landscape.examples import MLP, digits_tensors  # noqa: E402
+from landscape.examples import MLP, digits_tensors, train_epoch  # noqa: E402
 from landscape.tasks import Supervised  # noqa: E402
 
 
@@ -218,12 +218,7 @@ def trained_mlp(seed: int, x: torch.Tensor, y: torch.Tensor, epochs: int = 3) ->
     opt = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
     g = torch.Generator().manual_seed(seed)
     for _ in range(epochs):
-        order = torch.randperm(len(x), generator=g)
-        for i in range(0, len(x), 64):
-            idx = order[i:i + 64]
-            opt.zero_grad()
-            nn.functional.cross_entropy(net(x[idx]), y[idx]).backward()
-            opt.step()
+        train_epoch(net, opt, x, y, g)
     return net.eval()
 
 

@@ -13,8 +13,8 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from collector.common import Interval, Options, Predicate, check_param
 
-__all__ = ["digits_tensors", "digits_loader", "MLP", "SmallCNN", "DeepMLP", "DigitsResNet", "build_model",
-           "MODEL_KINDS", "IMAGE_KINDS"]
+__all__ = ["digits_tensors", "digits_loader", "train_epoch", "MLP", "SmallCNN", "DeepMLP", "DigitsResNet",
+           "build_model", "MODEL_KINDS", "IMAGE_KINDS"]
 
 MODEL_KINDS = ("mlp", "cnn", "deep_plain", "deep_residual", "resnet")
 #: The kinds that take the digits as 1x8x8 images (the others take 64 features).
@@ -37,6 +37,17 @@ def digits_loader(batch_size: int = 64, *, image: bool = False, shuffle: bool = 
     x, y = digits_tensors(image)
     gen = torch.Generator().manual_seed(seed)
     return DataLoader(TensorDataset(x, y), batch_size=batch_size, shuffle=shuffle, drop_last=drop_last, generator=gen)
+
+
+def train_epoch(net: nn.Module, opt: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor,
+                generator: torch.Generator, batch_size: int = 64) -> None:
+    """One epoch of cross-entropy minibatches over ``(x, y)`` in the order ``generator`` draws."""
+    order = torch.randperm(len(x), generator=generator)
+    for i in range(0, len(x), batch_size):
+        idx = order[i:i + batch_size]
+        opt.zero_grad()
+        nn.functional.cross_entropy(net(x[idx]), y[idx]).backward()
+        opt.step()
 
 
 class MLP(nn.Module):

@@ -46,21 +46,49 @@ def include_in_view(ax: Axes, xs: np.ndarray, ys: np.ndarray, margin: float = 0.
             set_((new_hi, new_lo) if flipped else (new_lo, new_hi))
 
 
+#: Colours of several runs' paths on one plane (matplotlib's tab10, without the path's own red).
+RUN_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f")
+
+
 def draw_path(ax: Axes, ls: Landscape, *, labels: bool = True, scale: _scale.ColorScale | None = None) -> list:
-    """Draw ``ls.path`` (line, markers, step/epoch numbers) on a 2-D or 3-D axes."""
-    if ls.path is None or len(np.ravel(ls.path.x)) == 0:
+    """Draw ``ls.path`` (line, markers, step/epoch numbers) on a 2-D or 3-D axes; several runs'
+    paths (``ls.paths``) each in its own colour, its end marked, its distance from the plane in
+    the legend."""
+    if ls.paths:
+        far = ls.metadata.get("path_distance") or {}
+        lines = []
+        for k, (name, run) in enumerate(ls.paths.items()):
+            off = max(far.get(name) or [0.0])
+            legend = f"{name}" + (f" (up to {off:.0%} off the plane)" if off >= 0.005 else "")
+            lines += _draw_one(ax, run, RUN_COLORS[k % len(RUN_COLORS)], legend, labels=False, scale=scale,
+                               gid=f"path-{name}", end=True)
+        return lines
+    if ls.path is None:
         return []
-    px, py = np.ravel(ls.path.x).astype(float), np.ravel(ls.path.y).astype(float)
-    pz = np.ravel(ls.path.z).astype(float)
     iv = [int(i) for i in ls.path.intervals]
     legend = "training path" + (f" ({_style.path_range_text(ls)})" if iv else "")
-    style: dict[str, Any] = dict(color=_style.PATH_COLOR, lw=2.0, marker="o", ms=5.5, mfc="white",
-                                 mec=_style.PATH_COLOR, mew=1.5, label=legend, gid="path", zorder=6)
+    return _draw_one(ax, ls.path, _style.PATH_COLOR, legend, labels=labels, scale=scale, gid="path")
+
+
+def _draw_one(ax: Axes, path: Any, color: str, legend: str, *, labels: bool, scale: _scale.ColorScale | None,
+              gid: str, end: bool = False) -> list:
+    if len(np.ravel(path.x)) == 0:
+        return []
+    px, py = np.ravel(path.x).astype(float), np.ravel(path.y).astype(float)
+    pz = np.ravel(path.z).astype(float)
+    iv = [int(i) for i in path.intervals]
+    style: dict[str, Any] = dict(color=color, lw=2.0, marker="o", ms=5.5, mfc="white",
+                                 mec=color, mew=1.5, label=legend, gid=gid, zorder=6)
     if _is_3d(ax):
         zz = _surface_z(pz, scale)
         (line,) = ax.plot(px, py, zz, **style)
+        if end:
+            ax.plot(px[-1:], py[-1:], zz[-1:], marker="s", ms=8, color=color, ls="none", zorder=8, gid=f"{gid}-end")
     else:
         (line,) = ax.plot(px, py, path_effects=_style.halo(4.0), **style)
+        if end:  # the run's trained weights, projected
+            ax.plot(px[-1:], py[-1:], marker="s", ms=8, color=color, mec="black", ls="none", zorder=8,
+                    gid=f"{gid}-end")
         include_in_view(ax, px, py)
     # a checkpoint whose loss is NaN/inf is marked where it is (at the top of a 3-D box)
     _marks.mark_points(ax, px, py, pz, what="path loss", gid="nonfinite-path",
@@ -125,7 +153,13 @@ def draw_convergence(ax: Axes, ls: Landscape, *, scale: _scale.ColorScale | None
     cx, cy, cz = _style.centre(ls)
     if not (np.isfinite(cx) and np.isfinite(cy)):
         return None
-    label = f"convergence point (loss {cz:.4g})"
+    on = ls.metadata.get("centre_on")
+    if ls.paths:  # several runs: the plane's centre is their start, their mean or one run's end
+        where = {"start": "the runs' start", "mean": "their mean"}.get(str(on), f"{on}'s end")
+        label = f"centre: {where}"
+        label += f" (loss {cz:.4g})"
+    else:
+        label = f"convergence point (loss {cz:.4g})"
     style: dict[str, Any] = dict(marker="*", ms=16, color="#ffd700", mec="black", mew=1.0, ls="none", label=label,
                  gid="convergence", zorder=8)
     if _is_3d(ax):

@@ -56,7 +56,8 @@ def test_eigen_ratio_resumes_after_an_interruption(summary_dir, tmp_path, monkey
     monkeypatch.setattr(Engine, "evaluate", lambda self, pts, start=0, **kw: asked.append(len(pts)) or
                         original(self, pts, start, **kw))
     again = sl.gen_landscapes_with_multi_process(_task_with_ratio(), collect_landscape=OVERRIDE, output=out)[-1]
-    assert sum(asked) == 16 - sum(calls[:2])  # only the points not flushed before the interruption
+    # only the points not flushed before the interruption (4x4 and the exact centre: 17)
+    assert sum(asked) == 17 - sum(calls[:2])
     np.testing.assert_array_equal(again.surfaces["eigen_ratio"], ref.surfaces["eigen_ratio"])
     np.testing.assert_array_equal(again.z, ref.z)
     stored = read_h5(out / "landscapes.h5")["landscape_[6]"]
