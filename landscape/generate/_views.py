@@ -46,8 +46,8 @@ from landscape.geometry._directions import (
     random_directions,
 )
 from landscape.geometry._models import deviation_axis, difference, plane_axes
-from landscape.geometry._pca import pca_trajectory
 from landscape.geometry._state import fit_state, flat_float
+from landscape.geometry._streamed_pca import trajectory_pca
 
 __all__ = ["ViewGeometry", "view_geometry", "centre_state", "model_state", "DECOMPOSITION"]
 
@@ -171,16 +171,8 @@ def view_geometry(network: nn.Module, geo: Geometry, names: Sequence[str], centr
     ref = flat_float(centre, names)
     if kind == "pca":
         assert geo.trajectory is not None
-        trajectory = geo.trajectory
-        n = len(trajectory)
-
-        def load(k: int) -> list[torch.Tensor]:
-            if k == n - 1:
-                return ref
-            sd = load_checkpoint(trajectory[k], what=f"checkpoint {k} of {label}", network=network)
-            return flat_float(sd, names)
-
-        res = pca_trajectory(load, n, method=geo.pca_method, solver=geo.pca_solver, normalization=geo.normalization)
+        res = trajectory_pca(geo.trajectory, names, ref, network=network, label=label, method=geo.pca_method,
+                             solver=geo.pca_solver, normalization=geo.normalization)
         v, w, path_xy = res["v"], res["w"], res["coords"]
         path_xy[-1] = 0.0
         md.update(pca_method=geo.pca_method, explained_variance_ratio=res["explained_variance_ratio"][:2],
