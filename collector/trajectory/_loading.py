@@ -46,13 +46,16 @@ def _load_file(path: str, what: str, *, mapped: bool = False) -> dict[str, Any]:
     """A checkpoint file's state dict; ``mapped``: its tensors memory-mapped where the format allows."""
     if _safetensors.is_safetensors(path):
         try:
+            # the header is checked against the file first (cheap): the package's own errors are terse
+            entries = _safetensors.read_header(path)[0]
             if mapped:  # the structure only: shapes from the header, the data read by CheckpointReader.read
-                entries = _safetensors.read_header(path)[0]
                 return {k: torch.empty(e.shape, device="meta") for k, e in entries.items()}
             return _safetensors.load(path)
         except OSError as exc:
             raise unreadable(path, what, exc) from None
-        except (ValueError, RuntimeError) as exc:  # a header that does not fit the file; the package's own errors
+        except ImportError:
+            raise
+        except Exception as exc:  # ValueError of read_header; the package's SafetensorError
             raise CheckpointError(f"{what}: checkpoint file {path!r} is not a whole safetensors file: {exc}. "
                                   + HINT_RESTORE, path=path, what=what) from None
     loaded = torch_load(path, what, mapped=mapped)

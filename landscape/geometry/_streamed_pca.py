@@ -173,7 +173,7 @@ def _coordinates(diffs: _Differences, blocks: list[Block], v: list[torch.Tensor]
 
 
 def streamed_pca(readers: Sequence[CheckpointReader], names: Sequence[str], centre: Sequence[torch.Tensor], *,
-                 method: str = "mindspore", normalization: str = "layer", block_bytes: int = BLOCK_BYTES
+                 method: str = "mindspore", normalization: str = "layer", block_bytes: int | None = None
                  ) -> dict[str, Any]:
     """PCA directions of the checkpoints ``readers`` and ``centre`` (the last), read a block at a time.
 
@@ -188,8 +188,9 @@ def streamed_pca(readers: Sequence[CheckpointReader], names: Sequence[str], cent
     method : {"mindspore", "li"}
     normalization : str
         See :func:`landscape.geometry._directions.normalize_directions`.
-    block_bytes : int
-        Bytes of one float64 block of the differences of every checkpoint.
+    block_bytes : int, optional
+        Bytes of one float64 block of the differences of every checkpoint (default
+        ``BLOCK_BYTES``).
 
     Returns
     -------
@@ -200,7 +201,7 @@ def streamed_pca(readers: Sequence[CheckpointReader], names: Sequence[str], cent
     m = len(readers)
     shapes = [t.shape for t in centre]
     dim = sum(t.numel() for t in centre)
-    blocks = _blocks(shapes, max(1, block_bytes // (8 * m)))
+    blocks = _blocks(shapes, max(1, (block_bytes or BLOCK_BYTES) // (8 * m)))
     diffs = _Differences(readers, names, centre)
     g0, sums = _gram(diffs, blocks, m)
     a, c, s, ratio = _combinations(g0, sums, dim, method)
