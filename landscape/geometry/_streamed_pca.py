@@ -6,10 +6,10 @@ fix, singular values, explained variance ratios and path coordinates), without h
 the ``n - 1`` differences ``d_k = theta_k - theta_centre``: memory is one block of them,
 the ``(n-1) x (n-1)`` Gram matrix and the two directions themselves.
 
-Three passes over the checkpoints, each a block of rows of a few tensors at a time
-(:class:`collector.trajectory.CheckpointReader`: a torch checkpoint memory-mapped and
-released after each block, a safetensors file read by byte range, a state dict in
-memory sliced in place):
+Two passes over the checkpoints (three with ``normalization="weight"``), each a block of
+rows of a few tensors at a time (:class:`collector.trajectory.CheckpointReader`: a torch
+checkpoint memory-mapped and released after each block, a safetensors file read by byte
+range, a state dict in memory sliced in place):
 
 1. the Gram matrix ``G0 = [d_i . d_j]`` and the sums ``s_k = sum(d_k)``, in float64 from
    differences formed in float64 (exact for float32, float16 and bfloat16 checkpoints).
@@ -23,12 +23,22 @@ memory sliced in place):
    score ``u_i s_i``); Li et al.'s ``a_i = C V_i / sqrt(lambda_i)``, ``c_i = 0`` (the
    unit right singular vector). Rounded to float32 as they are formed, each tensor is
    normalized against the centre, and the sign makes the largest-magnitude entry of the
-   raw direction positive (every normalization is odd, so the flip is applied last);
-3. the path coordinates: ``[v . d_k, w . d_k]`` solved through the 2x2 normal equations.
+   raw direction positive (every normalization is odd, so the flip is applied last).
+   The same pass keeps each row's dot products with the differences, ``raw[r] . d_k[r]``
+   (``rows x (n-1) x 2`` values): a normalization other than ``weight`` multiplies each
+   row (or the whole tensor) by one number ``sigma_r``, so the path's right-hand sides
+   ``[v . d_k, w . d_k]`` are ``sum_r sigma_r raw[r] . d_k[r]``, ``sigma_r`` read off the
+   normalized row by float64 least squares (exact up to the float32 rounding of ``v``);
+3. with ``weight`` (or when those row products would exceed ``ROW_PRODUCT_BYTES``), a third
+   pass forms ``[v . d_k, w . d_k]`` from the normalized directions.
+
+The path coordinates then solve the 2x2 normal equations, as in memory.
 
 Memory beyond the two directions (two float32 copies of the moved parameters) and the
 centre: one block of ``(n-1)`` float64 rows (``BLOCK_BYTES``), plus a checkpoint's slices
-of that block as read, plus the float64 temporaries of normalizing one tensor.
+of that block as read, the row products (at most ``ROW_PRODUCT_BYTES``), and the float64
+temporaries of normalizing one tensor (about seven times that tensor's float32 size, for
+the largest: an embedding).
 """
 
 from __future__ import annotations
@@ -46,10 +56,16 @@ from landscape.geometry._directions import normalize_directions
 from landscape.geometry._pca import pca_trajectory
 from landscape.geometry._state import flat_float
 
-__all__ = ["trajectory_pca", "streamed_pca", "BLOCK_BYTES"]
+__all__ = ["trajectory_pca", "streamed_pca", "BLOCK_BYTES", "ROW_PRODUCT_BYTES"]
 _log = logging.getLogger("landscape")
 #: Bytes of the float64 block of differences read at a time (all checkpoints together).
 BLOCK_BYTES = 256 << 20
+#: Bytes the row-by-row dot products of pass 2 may take (else a third pass).
+ROW_PRODUCT_BYTES = 256 << 20
+
+#: The normalizations that scale each row of a direction (or the whole tensor) by one number
+#: (:mod:`landscape.geometry._directions`); ``weight`` scales each value by the centre's.
+_ROW_SCALED = ("layer", "filter", "dlayer", "dfilter", "none")
 
 #: One block: ``(tensor index, first row, last row + 1)`` of consecutive tensors.
 Block = list[tuple[int, int, int]]
@@ -135,41 +151,77 @@ def _combinations(g0: np.ndarray, sums: np.ndarray, dim: int, method: str
     return a, c, s, ratio
 
 
+def _rows_of(shape: torch.Size) -> tuple[int, int]:
+    """``(rows, values per row)`` of a tensor: slices along its first dimension (a 0-d tensor: one row)."""
+    return (shape[0], int(np.prod(shape[1:]))) if len(shape) else (1, 1)
+
+
 def _directions(diffs: _Differences, blocks: list[Block], a: np.ndarray, c: np.ndarray,
-                shapes: Sequence[torch.Size]) -> tuple[list[list[torch.Tensor]], list[bool]]:
-    """The raw float32 directions, and for each whether its largest-magnitude entry is negative."""
+                shapes: Sequence[torch.Size], partial: bool
+                ) -> tuple[list[list[torch.Tensor]], list[bool], list[torch.Tensor] | None]:
+    """The raw float32 directions, for each whether its largest-magnitude entry is negative, and
+    (``partial``) each tensor's row-by-row dot products with the differences, shape (rows, m, 2)."""
+    m = a.shape[0]
     out = [[torch.empty(shape, dtype=torch.float32) for shape in shapes] for _ in range(2)]
+    dots = [torch.zeros((_rows_of(shape)[0], m, 2), dtype=torch.float64) for shape in shapes] if partial else None
     coef = torch.from_numpy(np.ascontiguousarray(a.T))
     shift = torch.from_numpy(c).reshape(2, 1)
     best = [-1.0, -1.0]
     negative = [False, False]
     for block in blocks:
-        raw = (coef @ diffs.block(block) + shift).to(torch.float32)
+        x = diffs.block(block)
+        raw = (coef @ x + shift).to(torch.float32)
         for i in range(2):
             at = int(torch.argmax(raw[i].abs())) if raw.shape[1] else 0
             if raw.shape[1] and float(raw[i, at].abs()) > best[i]:  # the first largest entry, as torch.argmax
                 best[i], negative[i] = float(raw[i, at].abs()), float(raw[i, at]) < 0
         at = 0
         for t, start, stop in block:
-            target = _slice(out[0][t], start, stop)
-            size = target.numel()
+            rows, per_row = (stop - start, _rows_of(shapes[t])[1]) if shapes[t] else (1, 1)
+            size = rows * per_row
             for i in range(2):
-                _slice(out[i][t], start, stop).copy_(raw[i, at:at + size].reshape(target.shape))
+                _slice(out[i][t], start, stop).copy_(raw[i, at:at + size].reshape(_slice(out[i][t], start,
+                                                                                          stop).shape))
+            if dots is not None and size:
+                xs = x[:, at:at + size].reshape(m, rows, per_row)
+                rs = raw[:, at:at + size].to(torch.float64).reshape(2, rows, per_row)
+                dots[t][start:stop] = torch.einsum("krl,irl->rki", xs, rs)
             at += size
-    return out, negative
+    return out, negative, dots
+
+
+def _row_scales(normalized: torch.Tensor, raw: torch.Tensor) -> torch.Tensor:
+    """``sigma`` with ``normalized[r] = sigma[r] * raw[r]`` for each row (float64 least squares: the
+    normalizations other than ``weight`` scale each row, or the whole tensor, by one number)."""
+    rows, per_row = _rows_of(raw.shape)
+    n2, r2 = normalized.reshape(rows, per_row), raw.reshape(rows, per_row)
+    num = torch.zeros(rows, dtype=torch.float64)
+    den = torch.zeros(rows, dtype=torch.float64)
+    step = max(1, (1 << 22) // max(per_row, 1))
+    for a in range(0, rows, step):  # a few rows at a time: float64 copies of a chunk, not of the tensor
+        nc, rc = n2[a:a + step].double(), r2[a:a + step].double()
+        num[a:a + step] = (nc * rc).sum(dim=1)
+        den[a:a + step] = (rc * rc).sum(dim=1)
+    return torch.where(den > 0, num / torch.where(den > 0, den, 1.0), 0.0)
+
+
+def _solve(b: torch.Tensor, v: list[torch.Tensor], w: list[torch.Tensor]) -> np.ndarray:
+    """Path coordinates from ``b[k] = [v . d_k, w . d_k]``: the 2x2 normal equations; the centre's row 0."""
+    dots = [[sum(float(torch.dot(x.reshape(-1).double(), y.reshape(-1).double())) for x, y in zip(p, q))
+             for q in (v, w)] for p in (v, w)]
+    coords = np.zeros((b.shape[0] + 1, 2))
+    coords[:-1] = np.linalg.lstsq(np.array(dots), b.numpy().T, rcond=None)[0].T
+    return coords
 
 
 def _coordinates(diffs: _Differences, blocks: list[Block], v: list[torch.Tensor], w: list[torch.Tensor],
-                 m: int) -> np.ndarray:
+                 m: int) -> torch.Tensor:
+    """``[v . d_k, w . d_k]`` for each k, by a pass over the checkpoints."""
     b = torch.zeros((m, 2), dtype=torch.float64)
     for block in blocks:
         vw = torch.stack([_flat(_slice(d[i], s0, s1) for i, s0, s1 in block) for d in (v, w)], dim=1)
         b += diffs.block(block) @ vw
-    dots = [[sum(float(torch.dot(x.reshape(-1).double(), y.reshape(-1).double())) for x, y in zip(p, q))
-             for q in (v, w)] for p in (v, w)]
-    coords = np.zeros((m + 1, 2))
-    coords[:-1] = np.linalg.lstsq(np.array(dots), b.numpy().T, rcond=None)[0].T
-    return coords
+    return b
 
 
 def streamed_pca(readers: Sequence[CheckpointReader], names: Sequence[str], centre: Sequence[torch.Tensor], *,
@@ -201,19 +253,29 @@ def streamed_pca(readers: Sequence[CheckpointReader], names: Sequence[str], cent
     m = len(readers)
     shapes = [t.shape for t in centre]
     dim = sum(t.numel() for t in centre)
-    blocks = _blocks(shapes, max(1, (block_bytes or BLOCK_BYTES) // (8 * m)))
+    budget = block_bytes or BLOCK_BYTES
+    blocks = _blocks(shapes, max(1, budget // (8 * m)))
     diffs = _Differences(readers, names, centre)
     g0, sums = _gram(diffs, blocks, m)
     a, c, s, ratio = _combinations(g0, sums, dim, method)
-    dirs, negative = _directions(diffs, blocks, a, c, shapes)
-    for d, flip in zip(dirs, negative):
+    # the path's coordinates from pass 2's row-by-row dot products, when every row of a normalized
+    # direction is its raw row times one number and those products fit the block's budget; else a pass 3
+    partial = normalization in _ROW_SCALED and sum(_rows_of(sh)[0] for sh in shapes) * m * 16 <= ROW_PRODUCT_BYTES
+    dirs, negative, dots = _directions(diffs, blocks, a, c, shapes, partial)
+    b = torch.zeros((m, 2), dtype=torch.float64)
+    for i, (d, flip) in enumerate(zip(dirs, negative)):
         for j, ref in enumerate(centre):  # tensor by tensor: one tensor's float64 temporaries at a time
-            d[j] = normalize_directions([d[j]], [ref], normalization)[0]
-            if flip:
-                d[j].neg_()
-    coords = _coordinates(diffs, blocks, dirs[0], dirs[1], m)
-    _log.debug("streamed PCA of %d checkpoints, %d coordinates in %d blocks, explained variance %s",
-               m + 1, dim, len(blocks), ratio[:2])
+            normalized = normalize_directions([d[j]], [ref], normalization)[0]
+            if dots is not None:
+                b[:, i] += _row_scales(normalized, d[j]) @ dots[j][:, :, i]
+            d[j] = normalized.neg_() if flip else normalized
+        if flip:
+            b[:, i] = -b[:, i]
+    if dots is None:
+        b = _coordinates(diffs, blocks, dirs[0], dirs[1], m)
+    coords = _solve(b, dirs[0], dirs[1])
+    _log.debug("streamed PCA of %d checkpoints, %d coordinates in %d blocks (%d passes), explained variance %s",
+               m + 1, dim, len(blocks), 2 if partial else 3, ratio[:2])
     return {"v": dirs[0], "w": dirs[1], "coords": coords, "explained_variance_ratio": np.asarray(ratio),
             "singular_values": np.asarray(s)}
 

@@ -78,23 +78,28 @@ def _files(tmp_path, traj, kind):
     return paths
 
 
-def _streamed(net, items, centre, monkeypatch, method="mindspore", normalization="layer", block_bytes=1 << 20):
-    """The PCA of ``items`` (the last one's tensors given as ``centre``), ``block_bytes`` a block."""
+def _streamed(net, items, centre, monkeypatch, method="mindspore", normalization="layer", block_bytes=1 << 20,
+              third_pass=False):
+    """The PCA of ``items`` (the last one's tensors given as ``centre``), ``block_bytes`` a block;
+    ``third_pass``: the path's coordinates by a pass of their own, not from pass 2's row products."""
     from landscape.geometry import _streamed_pca
 
     monkeypatch.setattr(_streamed_pca, "BLOCK_BYTES", block_bytes)
+    monkeypatch.setattr(_streamed_pca, "ROW_PRODUCT_BYTES", 0 if third_pass else 1 << 20)
     names, _ = moved_names(net, None)
     return names, trajectory_pca(items, names, flat_float(centre, names), network=net, label="test", method=method,
                                  normalization=normalization)
 
 
+@pytest.mark.parametrize("third_pass", [False, True], ids=["two-passes", "three-passes"])
 @pytest.mark.parametrize("method", ["mindspore", "li"])
-def test_streamed_pca_equals_a_numpy_svd_and_the_in_memory_pca(method, monkeypatch):
+def test_streamed_pca_equals_a_numpy_svd_and_the_in_memory_pca(method, third_pass, monkeypatch):
     torch.manual_seed(0)
     net = Shapes()
     traj = _trajectory(net)
     # 100 bytes per block and 5 checkpoints: 2 elements a block, so tensors are split across blocks
-    names, res = _streamed(net, traj, traj[-1], monkeypatch, method=method, block_bytes=100)
+    names, res = _streamed(net, traj, traj[-1], monkeypatch, method=method, block_bytes=100,
+                           third_pass=third_pass)
     v_ref, w_ref, coords_ref, ratio_ref, s_ref = _numpy_pca(traj, names, method)
     for got, want in ((res["v"], v_ref), (res["w"], w_ref)):
         np.testing.assert_allclose(_flat(got), want, rtol=1e-5, atol=1e-6 * np.abs(want).max())
