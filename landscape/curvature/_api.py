@@ -200,6 +200,11 @@ def hessian_eigs(
     progress : bool or None, default=None
         A progress bar over the iterations (None: on a terminal only).
 
+    Returns
+    -------
+    HessianEigen
+        Eigenvalues sorted largest first, eigenvectors as parameter dicts, residuals.
+
     Notes
     -----
     Networks with attention: the products run ``scaled_dot_product_attention``'s math
@@ -207,11 +212,6 @@ def hessian_eigs(
     network's copy, one forward-backward graph per batch (the products' cache), and the
     Lanczos vectors made so far, ``iterations x dim`` values of ``dtype`` (on a GPU, on the
     host once they would take more than half of its free memory).
-
-    Returns
-    -------
-    HessianEigen
-        Eigenvalues sorted largest first, eigenvectors as parameter dicts, residuals.
 
     Examples
     --------
