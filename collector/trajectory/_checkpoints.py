@@ -37,6 +37,8 @@ import io
 import os
 import pickle
 import re
+import struct
+import sys
 import threading
 import warnings
 import zipfile
@@ -57,7 +59,7 @@ from collector.trajectory._integrity import (
 )
 
 __all__ = ["cpu_state_dict", "save_file", "to_cpu", "save_bytes", "StateDictSaver", "IN_MEMORY_SAVE_BYTES",
-           "torch_load", "is_zip", "HINT_STATE_DICT"]
+           "torch_load", "is_zip", "tensor_offsets", "HINT_STATE_DICT"]
 
 
 # -- torch.save's bytes of repeated layouts ----------------------------------------
@@ -307,3 +309,46 @@ def _torch_load_or_raise(path: str, what: str, mapped: bool) -> Any:
             f"({_first_sentence(exc)}). " + HINT_RESTORE, path=path, what=what) from None
 
 
+
+
+def _record_starts(path: str) -> list[int]:
+    """Where the bytes of each tensor storage record (``.../data/N``) of a zip checkpoint begin."""
+    starts = []
+    with zipfile.ZipFile(path) as archive, open(path, "rb") as fh:
+        for info in archive.infolist():
+            if info.compress_type != zipfile.ZIP_STORED or "/data/" not in info.filename:
+                continue
+            fh.seek(info.header_offset)
+            head = fh.read(30)
+            name_len, extra_len = struct.unpack("<HH", head[26:30])
+            starts.append(info.header_offset + 30 + name_len + extra_len)
+    return starts
+
+
+def tensor_offsets(path: str, mapped: Any) -> dict[str, int]:
+    """The byte offset in ``path`` of each contiguous tensor of a state dict memory-mapped by
+    ``torch_load(path, mapped=True)``, so that rows of it can be read with plain file reads.
+
+    ``torch.load(mmap=True)`` maps the file once and makes every storage a view of that
+    mapping at its record's offset: a tensor's offset is its storage's address less the
+    mapping's, plus its own offset in the storage. The mapping's address is the lowest
+    storage's less the first storage record's start. Each offset is then checked by reading the
+    tensor's first bytes from the file and comparing them with the mapped ones; a tensor
+    not found so (or a file whose layout differs, or big-endian data) is left out, and the
+    caller reads it through the mapping instead.
+    """
+    tensors = {k: t for k, t in mapped.items() if isinstance(t, torch.Tensor) and t.numel() and t.is_contiguous()
+               and t.device.type == "cpu"}
+    starts = _record_starts(path)
+    if not tensors or not starts or sys.byteorder != "little":
+        return {}
+    base = min(t.untyped_storage().data_ptr() for t in tensors.values()) - min(starts)
+    out = {}
+    with open(path, "rb") as fh:
+        for key, t in tensors.items():
+            offset = int(t.untyped_storage().data_ptr() - base + t.storage_offset() * t.element_size())
+            count = min(t.nbytes, 64)
+            fh.seek(offset)
+            if fh.read(count) == t.reshape(-1).view(torch.uint8)[:count].numpy().tobytes():
+                out[key] = offset
+    return out

@@ -16,6 +16,7 @@ tensors a network ties (one storage under two names, e.g. GPT-2's ``lm_head.weig
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -25,7 +26,7 @@ from torch import nn
 
 from collector.common import InvalidParameterError, strip_wrapper_prefixes
 from collector.trajectory import _safetensors
-from collector.trajectory._checkpoints import HINT_STATE_DICT, is_zip, torch_load
+from collector.trajectory._checkpoints import HINT_STATE_DICT, is_zip, tensor_offsets, torch_load
 from collector.trajectory._integrity import (
     HINT_RESTORE,
     CheckpointError,
@@ -263,6 +264,7 @@ class CheckpointReader:
         self._path: str | None = None
         self._state: dict[str, Any] | None = None
         self._safetensors = False
+        self._offsets: dict[str, tuple[int, torch.dtype, tuple[int, ...]]] = {}
         if isinstance(item, (str, os.PathLike)):
             path = os.fspath(item)
             existing_file(path, what)
@@ -272,6 +274,9 @@ class CheckpointReader:
                 self._state = structure  # a legacy file: loaded whole by torch.load, kept
             else:
                 self._path = path
+            if not self._safetensors and self._state is None:
+                self._offsets = {k: (off, structure[k].dtype, tuple(structure[k].shape))
+                                 for k, off in tensor_offsets(path, structure).items()}
         else:
             structure = load_checkpoint(item, what=what)
             self._state = structure
@@ -289,10 +294,34 @@ class CheckpointReader:
         try:
             if self._safetensors:
                 return _safetensors.read_rows(self._path, keyed)
-            mapped = torch_load(self._path, self.what, mapped=True)
-            return [_rows(mapped[k], a, b).clone() for k, a, b in keyed]  # the mapping ends with `mapped`
+            out: list[torch.Tensor | None] = [None] * len(keyed)
+            with open(self._path, "rb") as fh:
+                for i, (k, a, b) in enumerate(keyed):
+                    if k in self._offsets:
+                        out[i] = _read_rows(fh, *self._offsets[k], a, b)
+            rest = [i for i, t in enumerate(out) if t is None]
+            if rest:
+                mapped = torch_load(self._path, self.what, mapped=True)
+                for i in rest:  # copies: the mapping ends with `mapped`
+                    out[i] = _rows(mapped[keyed[i][0]], keyed[i][1], keyed[i][2]).clone()
+            return [t for t in out if t is not None]
         except OSError as exc:
             raise unreadable(self._path, self.what, exc) from None
+
+
+def _read_rows(fh: Any, offset: int, dtype: torch.dtype, shape: tuple[int, ...], start: int,
+               stop: int) -> torch.Tensor:
+    """Rows ``[start, stop)`` of a contiguous tensor stored at ``offset`` of an open file."""
+    if not shape:
+        start, stop = 0, 1
+    row = math.prod(shape[1:]) if shape else 1
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    buf = bytearray((stop - start) * row * itemsize)
+    fh.seek(offset + start * row * itemsize)
+    if fh.readinto(buf) != len(buf):
+        raise OSError(f"the file ended within a tensor's bytes (offset {offset})")
+    rows = (stop - start, *shape[1:]) if shape else ()
+    return torch.frombuffer(buf, dtype=dtype).reshape(rows) if buf else torch.empty(rows, dtype=dtype)
 
 
 def _rows(t: torch.Tensor, start: int, stop: int) -> torch.Tensor:

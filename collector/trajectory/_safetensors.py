@@ -46,7 +46,7 @@ _FROM_TORCH = {"bool": "BOOL", "uint8": "U8", "int8": "I8", "float8_e5m2": "F8_E
                "float8_e4m3fnuz": "F8_E4M3FNUZ", "float8_e5m2fnuz": "F8_E5M2FNUZ", "int16": "I16",
                "uint16": "U16", "float16": "F16", "bfloat16": "BF16", "int32": "I32", "uint32": "U32",
                "float32": "F32", "complex64": "C64", "float64": "F64", "int64": "I64", "uint64": "U64"}
-_PACKAGE_HINT = "HINT: pip install safetensors (transformers installs it too)."
+_PACKAGE_HINT = "HINT: pip install safetensors (or torch-landscape[safetensors]; transformers installs it too)."
 
 
 @dataclass(frozen=True)
@@ -173,7 +173,7 @@ def write(state: Mapping[str, Any], path: str, metadata: Mapping[str, str] | Non
             digest.update(chunk)
         for _, _, t in items:
             if t.numel():
-                view = memoryview(t.detach().contiguous().reshape(-1).view(torch.uint8).numpy())
+                view = t.detach().contiguous().reshape(-1).view(torch.uint8).numpy().data
                 fh.write(view)
                 digest.update(view)
     return digest.hexdigest(), 8 + len(text) + at

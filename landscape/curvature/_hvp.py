@@ -32,8 +32,10 @@ from torch.func import functional_call, grad, jvp, vjp
 
 try:
     from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    _SDPA_KERNEL = True
 except ImportError:  # torch < 2.3: the older switch of the same kernels
-    SDPBackend = sdpa_kernel = None
+    _SDPA_KERNEL = False
 
 from landscape.engine import Samples
 from landscape.engine._task import _map_tensors
@@ -44,7 +46,7 @@ _log = logging.getLogger("landscape")
 
 def math_attention() -> Any:
     """A context in which ``scaled_dot_product_attention`` runs its math kernel only (see the module docstring)."""
-    if sdpa_kernel is None:
+    if not _SDPA_KERNEL:
         return torch.backends.cuda.sdp_kernel(enable_flash=False, enable_math=True, enable_mem_efficient=False)
     return sdpa_kernel(SDPBackend.MATH)
 

@@ -172,3 +172,24 @@ def test_without_the_package_the_error_says_what_to_install(tmp_path, monkeypatc
     with pytest.raises(ImportError, match="needs the 'safetensors' package.*pip install safetensors"):
         load_checkpoint(path, what="c")
     assert os.path.getsize(path) > 0
+
+
+def test_a_torch_checkpoint_is_read_by_offsets_without_loading_it_again(tmp_path, monkeypatch):
+    """After the reader is made, rows come from plain file reads: no torch.load per block."""
+    from collector.trajectory import _loading
+
+    net = Net()
+    state = {k: torch.randn(v.shape) if v.is_floating_point() else v for k, v in net.state_dict().items()}
+    path = tmp_path / "c.pt"
+    torch.save(state, path)
+    reader = CheckpointReader(path, what="c", network=net)
+
+    def no_load(*args, **kw):
+        raise AssertionError("torch.load called for a block")
+
+    monkeypatch.setattr(_loading, "torch_load", no_load)
+    for name, t in state.items():
+        rows = t.shape[0] if t.dim() else 1
+        for a, b in ((0, rows), (rows // 2, rows)):
+            got = reader.read([(name, a, b)])[0]
+            assert got.dtype == t.dtype and torch.equal(got, t[a:b] if t.dim() else t)
