@@ -172,18 +172,20 @@ _CHILDREN: dict[str, Callable[..., dict[str, Any]]] = {
 
 # -- sections ---------------------------------------------------------------------------------
 def section_pca(args: argparse.Namespace) -> dict[str, Any]:
-    folder = tempfile.mkdtemp(prefix="bench_large_pca_", dir=args.tmp)
+    folder = args.folder or tempfile.mkdtemp(prefix="bench_large_pca_", dir=args.tmp)
     try:
-        made = _child("make_trajectory", model=args.model, folder=folder, count=args.checkpoints,
-                      file_format=args.format)
-        size = made["model_bytes"]
-        print(f"pca: {args.checkpoints} checkpoints of {args.model} ({_gb(size)} each, {args.format}) written in "
-              f"{made['seconds']:.0f} s", flush=True)
-        out: dict[str, Any] = {"model": args.model, "checkpoints": args.checkpoints, "format": args.format,
-                               "model_bytes": size}
+        if len(glob.glob(os.path.join(folder, "ck*"))) != args.checkpoints:
+            made = _child("make_trajectory", model=args.model, folder=folder, count=args.checkpoints,
+                          file_format=args.format)
+            print(f"pca: {args.checkpoints} checkpoints of {args.model} ({_gb(made['model_bytes'])} each, "
+                  f"{args.format}) written in {made['seconds']:.0f} s", flush=True)
+        else:
+            print(f"pca: the {args.checkpoints} checkpoints in {folder}", flush=True)
+        out: dict[str, Any] = {"model": args.model, "checkpoints": args.checkpoints, "format": args.format}
         runs = [("streamed", True)] + ([("in_memory", False)] if args.compare else [])
         for label, streamed in runs:
             r = _child("pca", model=args.model, folder=folder, streamed=streamed)
+            size = r["model_bytes"]
             beyond = r["peak_above_base"] - r["directions_bytes"]
             print(f"pca {label}: {r['seconds']:.1f} s; peak {_gb(r['peak_above_base'])} above the centre, "
                   f"{_gb(beyond)} = {beyond / size:.2f} model sizes beyond the two directions", flush=True)
@@ -193,7 +195,8 @@ def section_pca(args: argparse.Namespace) -> dict[str, Any]:
             out["max_coord_difference"] = max(abs(a - b) for ra, rb in zip(*np_coords) for a, b in zip(ra, rb))
         return out
     finally:
-        shutil.rmtree(folder, ignore_errors=True)
+        if not args.folder:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def section_collector(args: argparse.Namespace) -> dict[str, Any]:
@@ -224,6 +227,7 @@ def main() -> None:
     parser.add_argument("--format", choices=["torch", "safetensors"], default="torch")
     parser.add_argument("--compare", action="store_true", help="pca: also today's in-memory PCA")
     parser.add_argument("--tmp", default=None, help="folder for the temporary checkpoints")
+    parser.add_argument("--folder", default=None, help="pca: keep the checkpoints here (reused when all are there)")
     parser.add_argument("--json", default=None, help="write the results here")
     args = parser.parse_args()
     results = {name: fn(args) for name, fn in SECTIONS.items() if args.section in (name, "all")}
