@@ -209,10 +209,11 @@ def check_checkpoints(items: Any, network: nn.Module, *, name: str, caller: str)
     """Check, before any work, that every checkpoint of a list loads and fits ``network``.
 
     Each file is verified against the digest recorded for it by the
-    ``train_metadata.json`` of its folder (SummaryCollector's checkpoints), otherwise
-    against its archive's CRC-32s (:func:`verify_checkpoint_file`); then loaded and its
-    keys and shapes compared with the network's. One file at a time, so memory holds one
-    checkpoint.
+    ``train_metadata.json`` of its folder (SummaryCollector's checkpoints), otherwise by
+    its structure (:func:`verify_checkpoint_file`: a torch archive's CRC-32s, a
+    safetensors file's header); then its keys and shapes are compared with the
+    network's from the file's structure (:class:`CheckpointReader`: a memory-mapped
+    ``torch.load``, a safetensors header), so no checkpoint is held in memory.
 
     Parameters
     ----------
@@ -240,12 +241,14 @@ def check_checkpoints(items: Any, network: nn.Module, *, name: str, caller: str)
 class CheckpointReader:
     """A checkpoint's tensors, a block of rows at a time: memory for the block, not the checkpoint.
 
-    A file is opened again for each :meth:`read` and closed after it (a torch zip
-    checkpoint memory-mapped with ``torch.load(mmap=True, weights_only=True)``, a
-    safetensors file through the ``safetensors`` package), and only the rows asked for
-    are copied out, so neither the process's memory nor its mapped pages grow with the
-    checkpoint. A legacy (non-zip) torch file cannot be mapped: it is loaded once and
-    kept. A state dict given in memory is sliced in place.
+    Only the rows asked for are read, into memory of their own, and nothing stays mapped,
+    so neither the process's memory nor its mapped pages grow with the checkpoint: a
+    torch zip checkpoint by plain file reads at its tensors' offsets (found once, from a
+    ``torch.load(mmap=True, weights_only=True)`` by ``_checkpoints.tensor_offsets``; a tensor whose
+    offset cannot be established is read through a new mapping for each :meth:`read`), a
+    safetensors file through the ``safetensors`` package. A legacy (non-zip) torch file
+    cannot be mapped: it is loaded once and kept. A state dict given in memory is sliced
+    in place.
 
     Constructing one checks the checkpoint's keys and shapes against ``network`` (from the
     file's structure: no tensor data is read).
