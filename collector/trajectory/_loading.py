@@ -243,12 +243,12 @@ class CheckpointReader:
 
     Only the rows asked for are read, into memory of their own, and nothing stays mapped,
     so neither the process's memory nor its mapped pages grow with the checkpoint: a
-    torch zip checkpoint by plain file reads at its tensors' offsets (found once, from a
-    ``torch.load(mmap=True, weights_only=True)`` by ``_checkpoints.tensor_offsets``; a tensor whose
-    offset cannot be established is read through a new mapping for each :meth:`read`), a
-    safetensors file through the ``safetensors`` package. A legacy (non-zip) torch file
-    cannot be mapped: it is loaded once and kept. A state dict given in memory is sliced
-    in place.
+    checkpoint file by plain file reads at its tensors' offsets, found once: a safetensors
+    file's from its header, a torch zip checkpoint's from a ``torch.load(mmap=True,
+    weights_only=True)`` (``_checkpoints.tensor_offsets``; a tensor whose offset cannot be
+    established is read through a new mapping for each :meth:`read`). A legacy (non-zip)
+    torch file cannot be mapped: it is loaded once and kept. A state dict given in memory
+    is sliced in place.
 
     Constructing one checks the checkpoint's keys and shapes against ``network`` (from the
     file's structure: no tensor data is read).
@@ -277,7 +277,9 @@ class CheckpointReader:
                 self._state = structure  # a legacy file: loaded whole by torch.load, kept
             else:
                 self._path = path
-            if not self._safetensors and self._state is None:
+            if self._safetensors:
+                self._offsets = _safetensors.tensor_offsets(path)
+            elif self._state is None:
                 self._offsets = {k: (off, structure[k].dtype, tuple(structure[k].shape))
                                  for k, off in tensor_offsets(path, structure).items()}
         else:
@@ -295,8 +297,6 @@ class CheckpointReader:
             return [_rows(self._state[k], a, b) for k, a, b in keyed]
         assert self._path is not None
         try:
-            if self._safetensors:
-                return _safetensors.read_rows(self._path, keyed)
             out: list[torch.Tensor | None] = [None] * len(keyed)
             with open(self._path, "rb") as fh:
                 for i, (k, a, b) in enumerate(keyed):

@@ -13,10 +13,12 @@ then the tensors' bytes, little-endian. No pickle: loading runs no code from the
   hashes the bytes as it writes them (no serialized copy of the checkpoint, no second
   read of the file); its bytes are those of the reference ``safetensors.torch.save``
   (same tensor order and header layout);
-* :func:`load` and :func:`read_rows` read through the ``safetensors`` package (imported
-  when first used; ``pip install safetensors``, which ``transformers`` installs too),
-  into memory of their own: with the package's ``pread`` backend when it has one, else
-  copied out of its memory map at once, so no file stays mapped.
+* :func:`load` reads a whole file through the ``safetensors`` package (imported when
+  first used; ``pip install safetensors``, which ``transformers`` installs too), into
+  memory of its own: with the package's ``pread`` backend when it has one, else copied
+  out of its memory map at once, so no file stays mapped;
+* :func:`tensor_offsets` gives each tensor's place in the file (from the checked header),
+  where ``collector.trajectory.CheckpointReader`` reads rows with plain file reads.
 
 torch is imported only by the functions that make or take tensors.
 """
@@ -28,11 +30,11 @@ import json
 import math
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["SUFFIX", "Entry", "is_safetensors", "read_header", "write", "load", "read_rows", "require_package"]
+__all__ = ["SUFFIX", "Entry", "is_safetensors", "read_header", "write", "load", "tensor_offsets", "require_package"]
 
 SUFFIX = ".safetensors"
 #: The reference implementation refuses larger headers.
@@ -46,6 +48,7 @@ _FROM_TORCH = {"bool": "BOOL", "uint8": "U8", "int8": "I8", "float8_e5m2": "F8_E
                "float8_e4m3fnuz": "F8_E4M3FNUZ", "float8_e5m2fnuz": "F8_E5M2FNUZ", "int16": "I16",
                "uint16": "U16", "float16": "F16", "bfloat16": "BF16", "int32": "I32", "uint32": "U32",
                "float32": "F32", "complex64": "C64", "float64": "F64", "int64": "I64", "uint64": "U64"}
+_TO_TORCH = {v: k for k, v in _FROM_TORCH.items()}
 _PACKAGE_HINT = "HINT: pip install safetensors (or torch-landscape[safetensors]; transformers installs it too)."
 
 
@@ -218,16 +221,10 @@ def load(path: str) -> dict[str, Any]:
     return out
 
 
-def read_rows(path: str, parts: Sequence[tuple[str, int, int]]) -> list[Any]:
-    """Rows ``[start, stop)`` along the first dimension of named tensors (the whole of a 0-d one),
-    read from the file without reading or mapping the rest of it."""
-    handle, owned = _open(path)
-    out = []
-    with handle as f:
-        for name, start, stop in parts:
-            shape = f.get_slice(name).get_shape()
-            # the package refuses empty slices: a whole tensor (0-d, empty or every row) is read whole
-            whole = not shape or (start == 0 and stop >= shape[0])
-            t = f.get_tensor(name) if whole else f.get_slice(name)[start:stop]
-            out.append(t if owned else t.clone())
-    return out
+def tensor_offsets(path: str) -> dict[str, tuple[int, Any, tuple[int, ...]]]:
+    """``{name: (byte offset in the file, torch dtype, shape)}`` of a safetensors file's tensors
+    (its header checked by :func:`read_header`), for reading rows of them with plain file reads."""
+    import torch  # the header functions serve the torch-free integrity check
+
+    entries, _, start = read_header(path)
+    return {name: (start + e.begin, getattr(torch, _TO_TORCH[e.dtype]), e.shape) for name, e in entries.items()}
