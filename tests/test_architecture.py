@@ -69,6 +69,7 @@ FORMATS = {
     "torch.save (checkpoints; the workers' payload)": (("call", "torch.save"),
                                                        "collector/trajectory/_checkpoints.py landscape/execution/_payload.py"),
     "train_metadata.json": (("string", "train_metadata.json"), "collector/trajectory/_metadata.py"),
+    "safetensors (checkpoints)": (("import", "safetensors"), "collector/trajectory/_safetensors.py"),
     "summary record framing (masked CRC32C)": (("import", "google_crc32c"), "collector/summary/_framing.py"),
     "the .proto definitions": (("string", "_protos"), "collector/summary/_proto.py"),
     "TensorBoard event files": (("import", "tensorboard"), "collector/summary/_tensorboard.py"),

@@ -36,7 +36,7 @@ from collector.lineage import _build as lineage
 from collector.lineage import checkpoint_path
 from collector.summary import SummaryRecord, discard_pending
 from collector.train import Callback, CallbackParams, RunContext, run_network
-from collector.trajectory import CKPT_DIR
+from collector.trajectory import CHECKPOINT_FORMATS, CKPT_DIR
 
 __all__ = ["SummaryCollector"]
 
@@ -119,15 +119,24 @@ class SummaryCollector(PlainLoopMixin, Callback):
         (``tensorboard --logdir`` shows them live): scalars, histograms, images, tensors,
         and the lineage as hyper-parameters. Needs the ``tensorboard`` package. Not
         MindSpore's: a keyword of ours.
+    checkpoint_format : {"torch", "safetensors"}, default="torch"
+        The file format of ``collect_landscape``'s interval checkpoints: ``torch.save``'s
+        (``.pt``) or safetensors (``.safetensors``, the format of Hugging Face's
+        ``model.safetensors``: no pickle; reading it back needs the ``safetensors``
+        package). ``train_metadata.json`` records the file names either way. Not
+        MindSpore's: a keyword of ours.
 
     Notes
     -----
     Steps are global step numbers from 1 (``cur_step_num``), epochs count from 1. With
     ``collect_landscape``, the network's state dict is saved at every step (``unit``
     "step") or epoch end ("epoch") named in an interval, as
-    ``ckpt_dir/{NetworkClass}_{n}_{unit}.pt``, and ``ckpt_dir/train_metadata.json`` is
-    written when training ends -- also when it stops early, then with the complete
-    intervals only. Only one SummaryCollector may be in a callback list.
+    ``ckpt_dir/{NetworkClass}_{n}_{unit}.pt`` (``.safetensors``), and
+    ``ckpt_dir/train_metadata.json`` is written when training ends -- also when it stops
+    early, then with the complete intervals only. The state is copied on the training
+    thread and written by a background thread; for a network over 128 MB the next copy
+    waits until the previous one is written, so memory holds the network and one copy.
+    Only one SummaryCollector may be in a callback list.
 
     Examples
     --------
@@ -167,6 +176,7 @@ class SummaryCollector(PlainLoopMixin, Callback):
         export_options: dict[str, Any] | None = None,
         *,
         tensorboard_dir: str | os.PathLike | None = None,
+        checkpoint_format: str = "torch",
     ) -> None:
         c = "SummaryCollector"
         check_param("summary_dir", summary_dir, ["path"], caller=c)
@@ -184,6 +194,11 @@ class SummaryCollector(PlainLoopMixin, Callback):
         if tensorboard_dir is not None and importlib.util.find_spec("tensorboard") is None:
             raise ImportError(f"The 'tensorboard_dir' parameter of {c} needs the 'tensorboard' package, which is not "
                               "installed. HINT: pip install tensorboard, or leave tensorboard_dir None.")
+        check_param("checkpoint_format", checkpoint_format, [Options(CHECKPOINT_FORMATS)], caller=c)
+        if checkpoint_format == "safetensors" and importlib.util.find_spec("safetensors") is None:
+            raise ImportError(f"The 'checkpoint_format' parameter of {c} is 'safetensors', and reading such "
+                              "checkpoints back needs the 'safetensors' package, which is not installed. HINT: pip "
+                              "install safetensors, or leave checkpoint_format='torch'.")
         check_directory("summary_dir", summary_dir, caller=c,
                         hint="pass the folder the summaries (and ckpt_dir/) go to; a file of that name is in the way.")
         # Everything is valid: only now touch the file system.
@@ -197,7 +212,7 @@ class SummaryCollector(PlainLoopMixin, Callback):
         self._tensorboard_dir = None if tensorboard_dir is None else os.path.realpath(os.fspath(tensorboard_dir))
         self._record: Any = None  # the SummaryRecord while a run is open (see _open)
         self._landscape = (LandscapeCollector(os.path.join(self._summary_dir, CKPT_DIR),
-                                              self._specified["collect_landscape"])
+                                              self._specified["collect_landscape"], checkpoint_format)
                            if self._specified["collect_landscape"] is not None else None)
         self._user_values: dict[tuple[str, str], Any] = {}
         self._plain: RunContext | None = None

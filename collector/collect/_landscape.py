@@ -37,16 +37,23 @@ logger = logging.getLogger(__name__)
 #: large ones are written as they come.
 CKPT_BATCH_BYTES = 64 << 20
 CKPT_BATCH_SECONDS = 2.0
+#: The copies handed to the writer thread and not yet written hold at most this many
+#: bytes, or one copy when a copy is larger: before copying a large network again, the
+#: training thread waits for the previous copy's write (memory: the network and one copy).
+CKPT_PENDING_BYTES = 2 * CKPT_BATCH_BYTES
 
 
-def _save_files(batch: list[tuple[dict[str, Any], str, int]], digests: dict[int, FileDigest]) -> None:
+def _save_files(batch: list[tuple[dict[str, Any], str, int]], digests: dict[int, FileDigest],
+                file_format: str = "torch") -> None:
     """Write every checkpoint of a batch and put its digest in ``digests`` (by step or epoch number);
     raise the first failure once all were tried."""
     errors = []
-    for state, path, number in batch:
+    while batch:
+        # popped as it goes: a written copy is freed before the next one is written
+        state, path, number = batch.pop(0)
         try:
             # save_file hashes the bytes it writes, here on the writer thread (not the training loop's)
-            digests[number] = save_file(state, path)
+            digests[number] = save_file(state, path, file_format=file_format)
         except Exception as exc:
             errors.append(exc)
     if errors:
@@ -56,22 +63,25 @@ def _save_files(batch: list[tuple[dict[str, Any], str, int]], digests: dict[int,
 class LandscapeCollector:
     """Saves interval checkpoints while training and writes ``train_metadata.json`` at the end.
 
-    Checkpoints: ``{ckpt_dir}/{NetworkClass}_{n}_{unit}.pt``, the unwrapped network's
-    state dict (CPU tensors, copied on the training thread, written in batches: see
-    ``CKPT_BATCH_BYTES``); all are written before the metadata, which records each one's
+    Checkpoints: ``{ckpt_dir}/{NetworkClass}_{n}_{unit}.pt`` (``.safetensors`` with
+    ``file_format="safetensors"``), the unwrapped network's state dict (CPU tensors, copied
+    on the training thread, written in batches: see ``CKPT_BATCH_BYTES``; a network
+    larger than ``CKPT_PENDING_BYTES`` is copied again only once its previous copy is
+    written); all are written before the metadata, which records each one's file name,
     SHA-256 and size as the writer computed them from the bytes it wrote.
     """
 
-    def __init__(self, ckpt_dir: str, config: dict[str, Any]) -> None:
+    def __init__(self, ckpt_dir: str, config: dict[str, Any], file_format: str = "torch") -> None:
         self.ckpt_dir = ckpt_dir
         self.config = config
+        self.file_format = file_format
         self.unit: str = config["unit"]
         self.wanted = {n for interval in config["intervals"] for n in interval}
         self._wanted_sorted = sorted(self.wanted)
         self.files: dict[int, str] = {}
         # Filled by the writer thread as each file is written; read once every write is done.
         self.digests: dict[int, FileDigest] = {}
-        self._writer = BackgroundWriter("landscape-ckpt")
+        self._writer = BackgroundWriter("landscape-ckpt", max_pending_bytes=CKPT_PENDING_BYTES)
         self._batch: list[tuple[dict[str, Any], str, int]] = []
         self._batch_bytes = 0
         self._batch_since = 0.0
@@ -100,7 +110,7 @@ class LandscapeCollector:
         for n in self._wanted_sorted:
             if n > done:
                 break
-            file_name = checkpoint_file_name(name, n, self.unit)
+            file_name = checkpoint_file_name(name, n, self.unit, self.file_format)
             if os.path.isfile(os.path.join(self.ckpt_dir, file_name)):
                 self.files[n] = file_name
                 adopted.append(n)
@@ -116,7 +126,11 @@ class LandscapeCollector:
         module = unwrap_module(network)
         if not self.files:
             os.makedirs(self.ckpt_dir, exist_ok=True)
-        file_name = checkpoint_file_name(type(module).__name__, number, self.unit)
+        file_name = checkpoint_file_name(type(module).__name__, number, self.unit, self.file_format)
+        waited = self._writer.make_room(sum(t.nbytes for t in module.state_dict().values()))
+        if waited > 0.1:
+            logger.debug("collect_landscape: %s %d waited %.2f s for the previous checkpoint's write.",
+                         self.unit, number, waited)
         state = cpu_state_dict(module)
         now = time.monotonic()
         if not self._batch:
@@ -129,9 +143,9 @@ class LandscapeCollector:
         return True
 
     def _hand_off(self) -> None:
-        batch, self._batch, self._batch_bytes = self._batch, [], 0
+        batch, nbytes, self._batch, self._batch_bytes = self._batch, self._batch_bytes, [], 0
         if batch:
-            self._writer.submit(_save_files, batch, self.digests)
+            self._writer.submit(_save_files, batch, self.digests, self.file_format, nbytes=nbytes)
 
     def write_pending(self) -> None:
         """Hand the checkpoints still waiting to the writer thread now (training has ended).
@@ -184,7 +198,7 @@ class LandscapeCollector:
         except Exception as exc:
             errors.append(exc)
         try:
-            _save_files(batch, self.digests)
+            _save_files(batch, self.digests, self.file_format)
         except Exception as exc:
             errors.append(exc)
         self._writer.shutdown()

@@ -77,13 +77,14 @@ class CollectorAdapter:
         export_options: dict[str, Any] | None = None,
         *,
         tensorboard_dir: str | os.PathLike | None = None,
+        checkpoint_format: str = "torch",
     ) -> None:
         # SummaryCollector's arguments (num_process aside: the framework runs the training)
         self._collector_args: dict[str, Any] = dict(
             summary_dir=summary_dir, collect_freq=collect_freq, collect_specified_data=collect_specified_data,
             keep_default_action=keep_default_action, custom_lineage_data=custom_lineage_data,
             collect_tensor_freq=collect_tensor_freq, max_file_size=max_file_size, export_options=export_options,
-            tensorboard_dir=tensorboard_dir)
+            tensorboard_dir=tensorboard_dir, checkpoint_format=checkpoint_format)
         self._sc: SummaryCollector | None = SummaryCollector(**self._collector_args) if launch_rank() == 0 else None
         self._training = False  # between the framework's train-begin and train-end hooks
 

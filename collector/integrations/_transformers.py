@@ -36,7 +36,7 @@ class HFCollector(CollectorAdapter, TrainerCallback):
     summary_dir : str or os.PathLike
         Where summaries and ``ckpt_dir/`` go.
     collect_freq, collect_specified_data, keep_default_action, custom_lineage_data, \
-collect_tensor_freq, max_file_size, export_options, tensorboard_dir
+collect_tensor_freq, max_file_size, export_options, tensorboard_dir, checkpoint_format
         As for :class:`~collector.SummaryCollector` (validated when the callback is
         made).
 

@@ -1,14 +1,14 @@
-"""Checkpoint files: the one module that writes and reads them.
+"""torch checkpoint files (``torch.save``'s format): the one module that writes and reads them.
 
 Writing (``ModelCheckpoint`` and SummaryCollector's interval checkpoints): the state is
 copied off the training thread's way (:func:`cpu_state_dict`) and saved by a background
-writer through :func:`save_file` (atomic, ``torch.save``'s format), which returns the
-file's SHA-256 and size (:class:`FileDigest`, hashed on the writer's thread from the bytes
-it writes). Reading (landscape generation): :func:`load_checkpoint`, always
-``torch.load(..., weights_only=True)``, the one place a checkpoint file is loaded; every
-failure becomes a :class:`CheckpointError` naming the file and where it came from.
-:func:`verify_checkpoint_file` checks a file against its recorded digest, or without
-one the CRC-32 that ``torch.save`` stores for each record of its archive.
+writer through :func:`save_file` (atomic; ``torch.save``'s format, or safetensors through
+:mod:`collector.trajectory._safetensors`), which returns the file's SHA-256 and size
+(:class:`FileDigest`, hashed on the writer's thread from the bytes it writes). Reading:
+:func:`torch_load`, always ``torch.load(..., weights_only=True)``, whole or memory-mapped
+(``mmap=True``: nothing is read until a tensor is used), every failure worded as a
+:class:`CheckpointError` naming the file and where it came from; state dicts are loaded
+and checked against a network by :mod:`collector.trajectory._loading`.
 
 Fast saving of repeated layouts (:class:`StateDictSaver`, :func:`save_bytes`):
 ``torch.save`` bytes of state dicts whose layout repeats, without pickling them each time.
@@ -37,31 +37,29 @@ import io
 import os
 import pickle
 import re
+import struct
+import sys
 import threading
 import warnings
 import zipfile
-from collections.abc import Mapping
 from typing import Any
 
 import torch
 from torch import nn
 
-from collector.common import InvalidParameterError, atomic_path, strip_wrapper_prefixes
+from collector.common import atomic_path
+from collector.trajectory import _safetensors
 from collector.trajectory._integrity import (
     HINT_RESTORE,
     CheckpointError,
     FileDigest,
     check_archive,
-    existing_file,
     file_digest,
     unreadable,
-    verify_checkpoint_file,
 )
-from collector.trajectory._metadata import recorded_digest
-from collector.trajectory._mismatch import mismatch_hint
 
-__all__ = ["cpu_state_dict", "save_file", "load_checkpoint", "to_cpu", "save_bytes", "StateDictSaver",
-           "IN_MEMORY_SAVE_BYTES", "check_state_dict", "check_checkpoints"]
+__all__ = ["cpu_state_dict", "save_file", "to_cpu", "save_bytes", "StateDictSaver", "IN_MEMORY_SAVE_BYTES",
+           "torch_load", "is_zip", "tensor_offsets", "HINT_STATE_DICT"]
 
 
 # -- torch.save's bytes of repeated layouts ----------------------------------------
@@ -192,8 +190,12 @@ def _tensor_bytes(obj: Any) -> int:
     return 0
 
 
-def save_file(obj: Any, path: str) -> FileDigest:
+def save_file(obj: Any, path: str, *, file_format: str = "torch") -> FileDigest:
     """``torch.save(obj)`` to ``path`` through a temporary name: a reader never sees half a checkpoint.
+
+    With ``file_format="safetensors"`` (a state dict: names to tensors) the file is a
+    safetensors file instead, written tensor by tensor from the tensors' own memory and
+    hashed as it is written (:func:`collector.trajectory._safetensors.write`).
 
     A small checkpoint is serialized into memory and written with one ``write`` call:
     torch's file writer holds the GIL while it writes, Python's file write does not,
@@ -209,7 +211,9 @@ def save_file(obj: Any, path: str) -> FileDigest:
         GIL for large buffers).
     """
     with atomic_path(path) as tmp:
-        if _tensor_bytes(obj) <= IN_MEMORY_SAVE_BYTES:
+        if file_format == "safetensors":
+            digest = FileDigest(*_safetensors.write(obj, tmp))
+        elif _tensor_bytes(obj) <= IN_MEMORY_SAVE_BYTES:
             data = save_bytes(obj)  # torch.save's bytes; a repeated state-dict layout is not pickled again
             with open(tmp, "wb") as f:
                 f.write(data)
@@ -230,8 +234,8 @@ def to_cpu(obj: Any) -> Any:
     return obj
 
 
-# -- verifying and loading checkpoint files -------------------------------------------
-_HINT_STATE_DICT = "HINT: save a state dict of tensors: torch.save(network.state_dict(), path)."
+# -- loading checkpoint files -----------------------------------------------------------
+HINT_STATE_DICT = "HINT: save a state dict of tensors: torch.save(network.state_dict(), path)."
 #: How many differing keys a message lists.
 _SHOWN_KEYS = 5
 
@@ -245,9 +249,22 @@ def _first_sentence(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-def _torch_load(path: str, what: str) -> Any:
+def is_zip(path: str) -> bool:
+    """Whether a file starts as a zip archive (``torch.save``'s format since torch 1.6)."""
+    with open(path, "rb") as fh:
+        return fh.read(4) == b"PK\x03\x04"
+
+
+def torch_load(path: str, what: str, *, mapped: bool = False) -> Any:
+    """``torch.load(path, weights_only=True)`` to the CPU, every failure a :class:`CheckpointError`.
+
+    With ``mapped``, a zip checkpoint (``torch.save``'s format since torch 1.6) is
+    memory-mapped (``mmap=True``): its tensors are read from the file when used, and the
+    mapping ends when the last of them is dropped; a legacy file is loaded whole.
+    """
+    mapped = mapped and is_zip(path)
     try:
-        return _torch_load_or_raise(path, what)
+        return _torch_load_or_raise(path, what, mapped)
     except CheckpointError as exc:
         if exc.path == path and "weights_only=True" not in str(exc):
             # torch.load's own failure of a zip checkpoint (a bare OSError for a truncated one): the archive's
@@ -256,12 +273,12 @@ def _torch_load(path: str, what: str) -> Any:
         raise
 
 
-def _torch_load_or_raise(path: str, what: str) -> Any:
+def _torch_load_or_raise(path: str, what: str, mapped: bool) -> Any:
     try:
         with warnings.catch_warnings():
             # torch warns about a foreign pickle's protocol before refusing it; the error below says more.
             warnings.filterwarnings("ignore", message=".*pickle protocol", category=UserWarning)
-            return torch.load(path, map_location="cpu", weights_only=True)
+            return torch.load(path, map_location="cpu", weights_only=True, mmap=mapped)
     except pickle.UnpicklingError as exc:
         # torch's message advises weights_only=False (running code from the file); keep only its diagnosis.
         m = re.search(r"WeightsUnpickler error:\s*(.+?)(?:\.\s|\n|$)", str(exc))
@@ -270,7 +287,7 @@ def _torch_load_or_raise(path: str, what: str) -> Any:
             raise CheckpointError(
                 f"{what}: checkpoint file {path!r} holds Python objects other than tensors and plain containers "
                 f"({detail}). Checkpoints are loaded with torch.load(weights_only=True), which never runs code "
-                "from a file. " + _HINT_STATE_DICT, path=path, what=what) from None
+                "from a file. " + HINT_STATE_DICT, path=path, what=what) from None
         raise CheckpointError(
             f"{what}: checkpoint file {path!r} is not a PyTorch checkpoint, or it is damaged: its content is not a "
             f"pickle of tensors ({detail}). " + HINT_RESTORE, path=path, what=what) from None
@@ -292,143 +309,46 @@ def _torch_load_or_raise(path: str, what: str) -> Any:
             f"({_first_sentence(exc)}). " + HINT_RESTORE, path=path, what=what) from None
 
 
-def load_checkpoint(item: Any, *, what: str, network: nn.Module | None = None, digest: FileDigest | None = None,
-                    verify: bool = False, recorded_in: str | None = None) -> dict[str, torch.Tensor]:
-    """A state dict from a mapping or a checkpoint path: the one place a checkpoint is loaded.
 
-    Files are read with ``torch.load(weights_only=True)``; any failure (missing,
-    unreadable, truncated, not a checkpoint, a pickle of other objects, keys or shapes
-    that do not fit ``network``) raises :class:`CheckpointError` naming the file and
-    ``what``.
 
-    Parameters
-    ----------
-    item : mapping or str or os.PathLike
-        A state dict (its tensors are detached and moved to the CPU) or a file written by
-        ``torch.save``.
-    what : str
-        Where the checkpoint came from, for messages (``"checkpoints[2] of compute_landscape"``).
-    network : nn.Module, optional
-        The state dict must have exactly its keys and shapes, once the ``module.`` /
-        ``_orig_mod.`` prefixes of a wrapped network's are removed (the state returned
-        has the network's keys).
-    digest : FileDigest, optional
-        The file must have this SHA-256 and size (see :func:`verify_checkpoint_file`).
-    verify : bool, default=False
-        Without ``digest``, check the CRC-32 of every record of the file first.
-    recorded_in : str, optional
-        Where ``digest`` was recorded, for messages.
+def _record_starts(path: str) -> list[int]:
+    """Where the bytes of each tensor storage record (``.../data/N``) of a zip checkpoint begin."""
+    starts = []
+    with zipfile.ZipFile(path) as archive, open(path, "rb") as fh:
+        for info in archive.infolist():
+            if info.compress_type != zipfile.ZIP_STORED or "/data/" not in info.filename:
+                continue
+            fh.seek(info.header_offset)
+            head = fh.read(30)
+            name_len, extra_len = struct.unpack("<HH", head[26:30])
+            starts.append(info.header_offset + 30 + name_len + extra_len)
+    return starts
 
-    Returns
-    -------
-    dict of str to Tensor
 
-    Raises
-    ------
-    CheckpointError
-        The checkpoint cannot be used (see above).
-    InvalidParameterError
-        ``item`` is neither a mapping nor a path.
+def tensor_offsets(path: str, mapped: Any) -> dict[str, int]:
+    """The byte offset in ``path`` of each contiguous tensor of a state dict memory-mapped by
+    ``torch_load(path, mapped=True)``, so that rows of it can be read with plain file reads.
+
+    ``torch.load(mmap=True)`` maps the file once and makes every storage a view of that
+    mapping at its record's offset: a tensor's offset is its storage's address less the
+    mapping's, plus its own offset in the storage. The mapping's address is the lowest
+    storage's less the first storage record's start. Each offset is then checked by reading the
+    tensor's first bytes from the file and comparing them with the mapped ones; a tensor
+    not found so (or a file whose layout differs, or big-endian data) is left out, and the
+    caller reads it through the mapping instead.
     """
-    path = None
-    if isinstance(item, Mapping):
-        sd = {k: (v.detach().cpu() if isinstance(v, torch.Tensor) else v) for k, v in item.items()}
-    elif isinstance(item, (str, os.PathLike)):
-        path = os.fspath(item)
-        if digest is not None or verify:
-            verify_checkpoint_file(path, what=what, digest=digest, recorded_in=recorded_in)
-        else:
-            existing_file(path, what)
-        loaded = _torch_load(path, what)
-        if not isinstance(loaded, Mapping):
-            raise CheckpointError(f"{what}: checkpoint file {path!r} holds a {type(loaded).__name__}, not a state "
-                                  "dict (parameter names mapped to tensors). " + _HINT_STATE_DICT,
-                                  path=path, what=what)
-        sd = dict(loaded)
-    else:
-        raise InvalidParameterError(f"{what} must be a state dict or a checkpoint path. Got "
-                                    f"{type(item).__name__} instead.")
-    if network is not None:
-        reference = network.state_dict()
-        if set(sd) != set(reference):
-            # a checkpoint of a DDP / DataParallel / torch.compile-wrapped network: its keys without the prefixes
-            stripped = strip_wrapper_prefixes(sd)
-            sd = stripped if set(stripped) == set(reference) else sd
-        check_state_dict(sd, reference, what=what, path=path)
-    return sd
-
-
-def _shown(keys: list[str]) -> str:
-    if len(keys) <= _SHOWN_KEYS:
-        return repr(keys)
-    return f"{keys[:_SHOWN_KEYS]!r} and {len(keys) - _SHOWN_KEYS} more"
-
-
-def check_state_dict(state: Mapping[str, Any], reference: Mapping[str, Any], *, what: str,
-                     path: str | None = None) -> None:
-    """Refuse a state dict whose keys or tensor shapes differ from ``reference`` (the network's).
-
-    The message names ``what`` and ``path``, the first missing and unexpected keys (or
-    the first keys whose shapes differ, with both shapes), and what the mismatch most
-    likely is: keys that differ by a prefix (a checkpoint of a LightningModule holding the
-    network as ``self.net``: ``net.fc1.weight`` for ``fc1.weight``) say so and how to strip it.
-
-    Parameters
-    ----------
-    state : mapping of str to Tensor
-        The checkpoint's state dict.
-    reference : mapping of str to Tensor
-        The network's ``state_dict()``.
-    what : str
-        Where the state came from (``"checkpoints[1] of compute_landscape"``).
-    path : str, optional
-        Its file.
-
-    Raises
-    ------
-    CheckpointError
-    """
-    where = f"{what} ({path!r})" if path is not None else what
-    expected, got = set(reference), set(state)
-    missing, unexpected = sorted(expected - got), sorted(got - expected)
-    if missing or unexpected:
-        raise CheckpointError(f"The parameters of the network do not match {where}: missing keys {_shown(missing)}, "
-                              f"unexpected keys {_shown(unexpected)}. " + mismatch_hint(missing, unexpected, state),
-                              path=path, what=what)
-    shapes = [(k, tuple(state[k].shape), tuple(reference[k].shape)) for k in sorted(expected)
-              if isinstance(state[k], torch.Tensor) and isinstance(reference[k], torch.Tensor)
-              and tuple(state[k].shape) != tuple(reference[k].shape)]
-    if shapes:
-        k, mine, theirs = shapes[0]
-        more = f" ({len(shapes) - 1} more differ: {_shown([s[0] for s in shapes[1:]])})" if len(shapes) > 1 else ""
-        raise CheckpointError(f"The parameters of the network do not match {where}: {k!r} has shape {mine} in the "
-                              f"checkpoint and {theirs} in the network{more}. HINT: the network must be the "
-                              "architecture that was trained, with the same layer sizes.", path=path, what=what)
-
-
-def check_checkpoints(items: Any, network: nn.Module, *, name: str, caller: str) -> None:
-    """Check, before any work, that every checkpoint of a list loads and fits ``network``.
-
-    Each file is verified against the digest recorded for it by the
-    ``train_metadata.json`` of its folder (SummaryCollector's checkpoints), otherwise
-    against its archive's CRC-32s (:func:`verify_checkpoint_file`); then loaded and its
-    keys and shapes compared with the network's. One file at a time, so memory holds one
-    checkpoint.
-
-    Parameters
-    ----------
-    items : sequence of mapping or path
-        The checkpoints (``compute_landscape``'s ``checkpoints``).
-    network : nn.Module
-    name, caller : str
-        Messages name an item as ``{name}[i] of {caller}``.
-
-    Raises
-    ------
-    CheckpointError
-    """
-    for i, item in enumerate(items):
-        what = f"{name}[{i}] of {caller}"
-        recorded = recorded_digest(item) if isinstance(item, (str, os.PathLike)) else None
-        load_checkpoint(item, what=what, network=network, verify=True,
-                        digest=recorded[0] if recorded else None, recorded_in=recorded[1] if recorded else None)
+    tensors = {k: t for k, t in mapped.items() if isinstance(t, torch.Tensor) and t.numel() and t.is_contiguous()
+               and t.device.type == "cpu"}
+    starts = _record_starts(path)
+    if not tensors or not starts or sys.byteorder != "little":
+        return {}
+    base = min(t.untyped_storage().data_ptr() for t in tensors.values()) - min(starts)
+    out = {}
+    with open(path, "rb") as fh:
+        for key, t in tensors.items():
+            offset = int(t.untyped_storage().data_ptr() - base + t.storage_offset() * t.element_size())
+            count = min(t.nbytes, 64)
+            fh.seek(offset)
+            if fh.read(count) == t.reshape(-1).view(torch.uint8)[:count].numpy().tobytes():
+                out[key] = offset
+    return out

@@ -4,7 +4,8 @@ Shared by :mod:`collector.trajectory._checkpoints` (which hashes what it writes 
 loads checkpoints) and :mod:`collector.trajectory._metadata` (which records the digests
 in ``train_metadata.json``); kept apart, and free of torch, so that reading the metadata
 and verifying files do not import torch. Verification reads a checkpoint's bytes only
-(its digest, or the CRC-32s of its zip archive): loading it is ``_checkpoints``' job.
+(its digest; or the CRC-32s of a torch zip archive; or the structure of a safetensors
+file, :func:`collector.trajectory._safetensors.read_header`): loading it is ``_loading``'s job.
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ import zipfile
 import zlib
 from dataclasses import dataclass
 
+from collector.trajectory import _safetensors
+
 __all__ = ["CheckpointError", "CheckpointNotFoundError", "FileDigest", "file_digest", "verify_checkpoint_file",
-           "existing_file", "unreadable", "check_archive", "HINT_RESTORE"]
+           "existing_file", "unreadable", "check_archive", "check_structure", "HINT_RESTORE"]
 
 HINT_RESTORE = ("HINT: restore the file from a backup, or train again to collect it; a landscape is never "
                 "computed from a checkpoint that differs from the one training wrote.")
@@ -100,7 +103,12 @@ def verify_checkpoint_file(path: str | os.PathLike, *, what: str, digest: FileDi
     equal it. Without one, every record of the zip archive ``torch.save`` writes must match
     the CRC-32 stored for it, which finds a flipped bit in any tensor and a truncated
     file (``torch.load`` checks neither); a file that is not a zip archive (the legacy
-    ``torch.save`` format, or not a checkpoint) is left to :func:`load_checkpoint`.
+    ``torch.save`` format, or not a checkpoint) is left to :func:`load_checkpoint`. A
+    safetensors file (by its ``.safetensors`` name or its content) must be whole: a JSON
+    header whose tensors' dtypes, shapes and byte ranges cover the rest of the file
+    exactly. The format stores no checksum of the tensors' bytes, so a flipped bit in
+    them is found only against a recorded digest (SummaryCollector records one for each
+    checkpoint it writes).
 
     Parameters
     ----------
@@ -126,7 +134,7 @@ def verify_checkpoint_file(path: str | os.PathLike, *, what: str, digest: FileDi
     path = os.fspath(path)
     existing_file(path, what)
     if digest is None:
-        check_archive(path, what)
+        check_structure(path, what)
         return None
     try:
         found = file_digest(path)
@@ -139,6 +147,26 @@ def verify_checkpoint_file(path: str | os.PathLike, *, what: str, digest: FileDi
             f"({digest.size} bytes{where}), found SHA-256 {found.sha256} ({found.size} bytes). It was changed, "
             "truncated or damaged after it was written. " + HINT_RESTORE, path=path, what=what)
     return found
+
+
+def check_structure(path: str, what: str) -> None:
+    """Check a checkpoint without a recorded digest: a safetensors file's header against its
+    length (:func:`check_safetensors`), else a zip archive's CRC-32s (:func:`check_archive`)."""
+    if _safetensors.is_safetensors(path):
+        check_safetensors(path, what)
+    else:
+        check_archive(path, what)
+
+
+def check_safetensors(path: str, what: str) -> None:
+    """A safetensors file's header, dtypes, shapes and byte ranges against the file's length."""
+    try:
+        _safetensors.read_header(path)
+    except OSError as exc:
+        raise unreadable(path, what, exc) from None
+    except ValueError as exc:
+        raise CheckpointError(f"{what}: checkpoint file {path!r} is not a whole safetensors file: {exc}. "
+                              + HINT_RESTORE, path=path, what=what) from None
 
 
 def check_archive(path: str, what: str) -> None:

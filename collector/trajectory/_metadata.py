@@ -32,9 +32,11 @@ from collector.common import (
     check_param,
 )
 from collector.trajectory._integrity import CheckpointNotFoundError, FileDigest
+from collector.trajectory._safetensors import SUFFIX
 
 __all__ = ["TrainMetadata", "read_train_metadata", "validate_collect_landscape", "checkpoint_file_name",
-           "recorded_digest", "LANDSCAPE_DEFAULTS", "LANDSCAPE_SIZES", "METADATA_FILE", "CKPT_DIR", "DIGEST_KEY"]
+           "CHECKPOINT_FORMATS", "recorded_digest", "LANDSCAPE_DEFAULTS", "LANDSCAPE_SIZES", "METADATA_FILE",
+           "CKPT_DIR", "DIGEST_KEY"]
 
 METADATA_FILE = "train_metadata.json"
 CKPT_DIR = "ckpt_dir"
@@ -49,9 +51,14 @@ _SHA256 = re.compile(r"[0-9a-f]{64}")
 LANDSCAPE_SIZES = (3, 256)
 
 
-def checkpoint_file_name(network_name: str, number: int, unit: str) -> str:
-    """``{NetworkClass}_{n}_{unit}.pt``, the name of an interval checkpoint in ``ckpt_dir``."""
-    return f"{network_name}_{number}_{unit}.pt"
+#: The file formats of interval checkpoints: ``torch.save``'s (``.pt``) and safetensors.
+CHECKPOINT_FORMATS = ("torch", "safetensors")
+
+
+def checkpoint_file_name(network_name: str, number: int, unit: str, file_format: str = "torch") -> str:
+    """``{NetworkClass}_{n}_{unit}.pt`` (``.safetensors`` for that format), the name of an
+    interval checkpoint in ``ckpt_dir``."""
+    return f"{network_name}_{number}_{unit}{SUFFIX if file_format == 'safetensors' else '.pt'}"
 
 
 @dataclass

@@ -181,7 +181,17 @@ def hessian_eigs(
     seed : int, default=0
         Seed of the start vector (the result is deterministic).
     dtype : torch.float64 or torch.float32, default=torch.float64
-        Of the products and the Lanczos vectors.
+        Of the products and the Lanczos vectors. float64 keeps the stated accuracy
+        (``tol * ||H||``). float32 is 3 to 6 times faster and holds half the memory, but
+        its products carry float32 rounding, which bounds the eigenvalues' accuracy
+        whatever ``tol`` says (the residuals are then those of the rounded operator):
+        measured against float64, the top eigenvalue was off by 3.3e-5 relative on a
+        ResNet-20 (128 CIFAR-shaped samples; 25062.7 vs 25061.9) and 1.9e-6 on a 2-layer
+        GPT-2. The rule: float32, with ``tol=1e-4``, when about four significant digits
+        of the eigenvalues near the top suffice (a large model's top eigenvalues);
+        float64 for anything finer, and for eigenvalues much smaller in magnitude than
+        the largest (``which="smallest"`` or ``"both"``, eigen-ratios near zero: the
+        error is relative to ``|lambda_max|``).
     ignore : {"biasbn"} or None, default=None
     eval_mode : bool, default=True
         Batch-norm running statistics and no dropout (train mode: dropout masks seeded
@@ -195,6 +205,14 @@ def hessian_eigs(
     -------
     HessianEigen
         Eigenvalues sorted largest first, eigenvectors as parameter dicts, residuals.
+
+    Notes
+    -----
+    Networks with attention: the products run ``scaled_dot_product_attention``'s math
+    kernel (the fused kernels have no double backward; a log line says so). Memory: the
+    network's copy, one forward-backward graph per batch (the products' cache), and the
+    Lanczos vectors made so far, ``iterations x dim`` values of ``dtype`` (on a GPU, on the
+    host once they would take more than half of its free memory).
 
     Examples
     --------

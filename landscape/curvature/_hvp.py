@@ -11,10 +11,18 @@ tangents per batch; no graph is kept between products), and linear in the batche
 Vectors are flat: the moved parameters' values concatenated in ``names`` order, in
 ``dtype`` (float64 by default: the products are then exact to ~1e-15, which Lanczos'
 full reorthogonalisation can use; float32 halves memory and time on large models).
+
+Attention: ``scaled_dot_product_attention``'s fused kernels (flash and memory-efficient
+attention on GPUs, the flash kernel on CPUs) have no double backward, so every product
+runs with the math kernel only (``torch.nn.attention.sdpa_kernel(SDPBackend.MATH)``, for
+the duration of the product: a process-wide setting of torch's, restored after it). The
+math kernel is the reference implementation: the same values to rounding, with the
+attention matrix held in memory (``batch x heads x length^2`` values per layer).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -22,10 +30,30 @@ import torch
 from torch import nn
 from torch.func import functional_call, grad, jvp, vjp
 
+try:
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    _SDPA_KERNEL = True
+except ImportError:  # torch < 2.3: the older switch of the same kernels
+    _SDPA_KERNEL = False
+
 from landscape.engine import Samples
 from landscape.tasks import map_tensors
 
-__all__ = ["HessianOperator"]
+__all__ = ["HessianOperator", "math_attention"]
+_log = logging.getLogger("landscape")
+
+
+def math_attention() -> Any:
+    """A context in which ``scaled_dot_product_attention`` runs its math kernel only (see the module docstring)."""
+    if not _SDPA_KERNEL:
+        return torch.backends.cuda.sdp_kernel(enable_flash=False, enable_math=True, enable_mem_efficient=False)
+    return sdpa_kernel(SDPBackend.MATH)
+
+
+def _has_attention(network: nn.Module) -> bool:
+    return any(isinstance(m, nn.MultiheadAttention) or type(m).__name__.endswith("Attention")
+               for m in network.modules())
 
 
 class _Bound:
@@ -117,6 +145,9 @@ class HessianOperator:
         self.cache = cache and mode == "reverse"
         self._fns: list[Any] = [None] * len(self.batches)
         self._tied = self._tied_names(network)
+        if _has_attention(network):
+            _log.info("Hessian-vector products through attention: scaled_dot_product_attention runs its math "
+                      "kernel (the fused kernels have no double backward).")
 
     @staticmethod
     def _tied_names(network: nn.Module) -> dict[str, str]:
@@ -148,32 +179,38 @@ class HessianOperator:
         point = dict(zip(self.names, self.point))
         tangent = self.unflatten(v)
         out = torch.zeros(self.dim, dtype=self.dtype, device=self.device)
-        for i, (batch, wt) in enumerate(zip(self.batches, self.weights)):
-            fn = self._fns[i]
-            if fn is None:
-                if self.training:  # the same dropout masks in every product
-                    torch.manual_seed(self.seed + self.offsets[i])
-
-                def g(p: dict[str, torch.Tensor], batch: Any = batch) -> Any:
-                    return grad(self._loss)(p, batch)
-
-                if self.mode == "forward":
-                    hv = jvp(g, (point,), (tangent,))[1]
-                else:
-                    fn = vjp(g, point)[1]
-                    if self.cache:
-                        self._fns[i] = fn
-            if fn is not None:
-                hv = fn(tangent)[0]
-            out.add_(torch.cat([hv[k].reshape(-1) for k in self.names]), alpha=wt)
+        with math_attention():
+            for i, (batch, wt) in enumerate(zip(self.batches, self.weights)):
+                self._add_product(i, batch, wt, point, tangent, out)
         self.products += 1
         return out
+
+    def _add_product(self, i: int, batch: Any, wt: float, point: dict[str, torch.Tensor],
+                     tangent: dict[str, torch.Tensor], out: torch.Tensor) -> None:
+        """``out += wt * H_i v`` for batch ``i``."""
+        fn = self._fns[i]
+        if fn is None:
+            if self.training:  # the same dropout masks in every product
+                torch.manual_seed(self.seed + self.offsets[i])
+
+            def g(p: dict[str, torch.Tensor], batch: Any = batch) -> Any:
+                return grad(self._loss)(p, batch)
+
+            if self.mode == "forward":
+                hv = jvp(g, (point,), (tangent,))[1]
+            else:
+                fn = vjp(g, point)[1]
+                if self.cache:
+                    self._fns[i] = fn
+        if fn is not None:
+            hv = fn(tangent)[0]
+        out.add_(torch.cat([hv[k].reshape(-1) for k in self.names]), alpha=wt)
 
     def loss(self) -> float:
         """The mean loss at the point (a check of the set-up)."""
         point = dict(zip(self.names, self.point))
         total = 0.0
-        with torch.no_grad():
+        with torch.no_grad(), math_attention():  # the kernel of the products
             for i, (batch, wt) in enumerate(zip(self.batches, self.weights)):
                 if self.training:
                     torch.manual_seed(self.seed + self.offsets[i])

@@ -13,6 +13,12 @@ at most ``tol * max|theta|``: each eigenvalue is then accurate to ``tol * ||A||_
 A breakdown (``beta`` ~ 0: the Krylov space is invariant, e.g. a model with fewer
 parameters than iterations) continues from a fresh random vector orthogonal to the basis,
 so repeated eigenvalues are found too and a small operator is diagonalised exactly.
+
+Memory: the vectors made so far, ``iterations x dim`` values of ``dtype`` (not
+``max_iter x dim``: they are allocated ``CHUNK`` at a time as the iteration goes). On a
+GPU a chunk goes to the device while it takes at most half of the device's free memory
+(the products need the rest), else to the host, where the reorthogonalisation against
+it runs (two ``dim``-long transfers per chunk and iteration instead of device memory).
 """
 
 from __future__ import annotations
@@ -25,7 +31,58 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-__all__ = ["LanczosResult", "lanczos"]
+__all__ = ["LanczosResult", "lanczos", "CHUNK"]
+
+#: Lanczos vectors allocated at a time.
+CHUNK = 16
+
+
+def _fits(device: torch.device, nbytes: int) -> bool:
+    """Whether ``nbytes`` more fit on ``device``: at most half of a GPU's free memory; always on the host."""
+    if device.type != "cuda":
+        return True
+    free, _ = torch.cuda.mem_get_info(device)
+    return nbytes <= free // 2
+
+
+class _Basis:
+    """The Lanczos vectors, in chunks of ``CHUNK`` rows on the device or, when it is short, the host."""
+
+    def __init__(self, dim: int, dtype: torch.dtype, device: torch.device) -> None:
+        self.dim, self.dtype, self.device = dim, dtype, device
+        self.chunks: list[torch.Tensor] = []
+        self.size = 0
+
+    def append(self, q: torch.Tensor) -> None:
+        if self.size == len(self.chunks) * CHUNK:
+            nbytes = CHUNK * self.dim * torch.empty((), dtype=self.dtype).element_size()
+            where = self.device if _fits(self.device, nbytes) else torch.device("cpu")
+            self.chunks.append(torch.empty((CHUNK, self.dim), dtype=self.dtype, device=where))
+        self.chunks[-1][self.size % CHUNK] = q
+        self.size += 1
+
+    def row(self, j: int) -> torch.Tensor:
+        return self.chunks[j // CHUNK][j % CHUNK].to(self.device)
+
+    def _rows(self, upto: int) -> list[torch.Tensor]:
+        return [c[:min(CHUNK, upto - i * CHUNK)] for i, c in enumerate(self.chunks) if i * CHUNK < upto]
+
+    def project_out(self, w: torch.Tensor, upto: int) -> torch.Tensor:
+        """``w`` less its components along the first ``upto`` vectors (classical Gram-Schmidt)."""
+        rows = self._rows(upto)
+        coef = [b @ w.to(b.device) for b in rows]
+        for b, c in zip(rows, coef):
+            w -= (b.T @ c).to(w.device)
+        return w
+
+    def combine(self, coef: torch.Tensor) -> torch.Tensor:
+        """``(B^T coef)^T`` for ``coef`` of shape (size, k): the Ritz vectors as rows, on the device."""
+        out = torch.zeros((coef.shape[1], self.dim), dtype=self.dtype, device=self.device)
+        at = 0
+        for b in self._rows(self.size):
+            out += (b.T @ coef[at:at + len(b)].to(b.device)).T.to(self.device)
+            at += len(b)
+        return out
 
 
 @dataclass
@@ -75,7 +132,7 @@ def lanczos(matvec: Callable[[torch.Tensor], torch.Tensor], dim: int, *, k: int,
         Stop when every wanted pair's residual ``||A x - theta x||`` is at most
         ``tol * max|theta|``.
     max_iter : int
-        At most this many products (and Lanczos vectors held: ``max_iter * dim`` values).
+        At most this many products (and Lanczos vectors held: ``iterations * dim`` values).
     seed : int
         Seeds the start vector (and restart vectors after a breakdown): deterministic.
     dtype, device
@@ -92,7 +149,7 @@ def lanczos(matvec: Callable[[torch.Tensor], torch.Tensor], dim: int, *, k: int,
     device = torch.device(device)
     m_max = int(min(max_iter, dim))
     gen = torch.Generator(device="cpu").manual_seed(int(seed))
-    basis = torch.empty((m_max, dim), dtype=dtype, device=device)
+    basis = _Basis(dim, dtype, device)
     alpha = np.zeros(m_max)
     beta = np.zeros(m_max)  # beta[j] couples vectors j and j+1 (0 after a restart)
     q = _start(dim, gen, dtype, device)
@@ -104,15 +161,14 @@ def lanczos(matvec: Callable[[torch.Tensor], torch.Tensor], dim: int, *, k: int,
     bar = tqdm(total=m_max, desc=desc, unit="it", leave=False, disable=None if progress is None else not progress)
     try:
         for j in range(m_max):
-            basis[j] = q
+            basis.append(q)
             w = matvec(q).to(device, dtype)
             alpha[j] = float(torch.dot(w, q))
             w -= alpha[j] * q
             if j > 0 and beta[j - 1] != 0.0:
-                w -= beta[j - 1] * basis[j - 1]
-            b = basis[:j + 1]
+                w -= beta[j - 1] * basis.row(j - 1)
             for _ in range(2):  # full reorthogonalisation, twice
-                w -= b.T @ (b @ w)
+                w = basis.project_out(w, j + 1)
             m = j + 1
             bn = float(torch.linalg.vector_norm(w))
             beta[j] = bn
@@ -132,9 +188,8 @@ def lanczos(matvec: Callable[[torch.Tensor], torch.Tensor], dim: int, *, k: int,
                 beta[j] = 0.0
                 if j + 1 < m_max:
                     q = _start(dim, gen, dtype, device)
-                    b = basis[:j + 1]
                     for _ in range(2):
-                        q -= b.T @ (b @ q)
+                        q = basis.project_out(q, j + 1)
                     q /= torch.linalg.vector_norm(q)
             elif j + 1 < m_max:
                 q = w / bn
@@ -149,7 +204,7 @@ def lanczos(matvec: Callable[[torch.Tensor], torch.Tensor], dim: int, *, k: int,
     scale = max(float(np.abs(theta).max()), np.finfo(float).tiny)
     converged = converged or m == dim or bool(np.all(res <= tol * scale))
     coef = torch.from_numpy(np.ascontiguousarray(s[:, idx])).to(device, dtype)
-    vectors = (basis[:m].T @ coef).T.contiguous()
+    vectors = basis.combine(coef)
     vectors /= torch.linalg.vector_norm(vectors, dim=1, keepdim=True)
     return LanczosResult(values=theta[idx].copy(), vectors=vectors, residuals=res, iterations=m,
                          converged=converged)

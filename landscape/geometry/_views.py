@@ -45,10 +45,10 @@ from landscape.geometry._directions import (
     random_directions,
 )
 from landscape.geometry._models import deviation_axis, difference, plane_axes
-from landscape.geometry._pca import pca_trajectory
 from landscape.geometry._runs import mean_state, project, run_items
 from landscape.geometry._spec import Geometry
 from landscape.geometry._state import fit_state, flat_float
+from landscape.geometry._streamed_pca import trajectory_pca
 
 __all__ = ["ViewGeometry", "ViewInputs", "VIEWS", "view_geometry", "centre_state", "model_state", "DECOMPOSITION",
            "HessianFn"]
@@ -216,9 +216,9 @@ def _pca(vi: ViewInputs) -> _Layout:
     if geo.runs is not None:
         return _shared_pca(vi)
     assert geo.trajectory is not None
-    n = len(geo.trajectory)
-    res = pca_trajectory(lambda k: ref if k == n - 1 else flat_float(vi.checkpoint(k), vi.names), n,
-                         method=geo.pca_method, solver=geo.pca_solver, normalization=geo.normalization)
+    # streamed from the files a block of tensors at a time (solver "auto"/"gram"): memory O(block + n²)
+    res = trajectory_pca(geo.trajectory, vi.names, ref, network=vi.network, label=vi.label, method=geo.pca_method,
+                         solver=geo.pca_solver, normalization=geo.normalization)
     path_xy = res["coords"]
     path_xy[-1] = 0.0
     dx, dy = grid_axes(path_xy, geo.size)
@@ -239,9 +239,10 @@ def _shared_pca(vi: ViewInputs) -> _Layout:
     if len(kept) < 2:
         raise ValueError(f"{vi.label}: the runs' checkpoints differ from the centre in {len(kept)} place(s); a "
                          "shared PCA plane needs at least 2.")
-    n = len(kept) + 1
-    res = pca_trajectory(lambda k: ref if k == n - 1 else flat_float(vi.run_checkpoint(*kept[k]), vi.names), n,
-                         method=geo.pca_method, solver=geo.pca_solver, normalization=geo.normalization)
+    # the centre is last (never read: ``ref``), as for one trajectory
+    res = trajectory_pca([it[2] for it in kept] + [None], vi.names, ref, network=vi.network, label=vi.label,
+                         method=geo.pca_method, solver=geo.pca_solver, normalization=geo.normalization,
+                         what=[f"checkpoint {k} of run {run!r} of {vi.label}" for run, k, _ in kept] + [vi.label])
     md = dict(pca_method=geo.pca_method, explained_variance_ratio=res["explained_variance_ratio"][:2],
               singular_values=res["singular_values"][:2], normalization=geo.normalization,
               centre_on=geo.centre_on or next(iter(geo.runs)))

@@ -81,3 +81,16 @@ def alive(pid: int) -> bool:
             return fh.read().split(")")[-1].split()[0] != "Z"
     except FileNotFoundError:
         return False
+
+
+class FakeModel:  # duck-typed collector.Model
+    def __init__(self, network, loss_fn):
+        self.network, self.loss_fn, self.optimizer, self.metrics, self.eval_network = network, loss_fn, None, None, None
+
+
+def tiny_callback(metrics: dict | None = None):
+    """A ``callback_fn`` for SummaryLandscape: TinyMLP on make_data(), batches of 16."""
+    net = TinyMLP()
+    x, y = make_data()
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=16)
+    return FakeModel(net, nn.CrossEntropyLoss()), net, loader, dict(metrics or {})

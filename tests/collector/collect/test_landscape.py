@@ -152,3 +152,84 @@ def test_save_file_in_memory_and_streamed_load_the_same(tmp_path, monkeypatch, i
     assert torch.equal(loaded["w"], state["w"]) and int(loaded["n"]) == 7 and torch.equal(loaded["nested"]["b"],
                                                                                            torch.ones(2))
     assert [p.name for p in tmp_path.iterdir()] == ["x.pt"]
+
+
+def test_safetensors_checkpoints_are_recorded_and_read_back(tmp_path):
+    import hashlib
+
+    import torch
+
+    from collector.trajectory import load_checkpoint, read_train_metadata
+
+    net = _tiny_net()
+    x, y = torch.randn(16, 3), torch.randint(0, 2, (16,))
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    states = {}
+    with SummaryCollector(tmp_path, checkpoint_format="safetensors", collect_specified_data={
+            "collect_landscape": {"unit": "step", "intervals": [[1, 2, 3]], "landscape_size": 3}}) as sc:
+        sc.begin_train(network=net, optimizer=opt, loss_fn=torch.nn.CrossEntropyLoss(), epoch_num=1)
+        for step in (1, 2, 3):
+            opt.zero_grad()
+            loss = torch.nn.functional.cross_entropy(net(x), y)
+            loss.backward()
+            opt.step()
+            sc.step(loss)
+            states[step] = {k: v.clone() for k, v in net.state_dict().items()}
+        sc.epoch_end()
+        sc.end()
+    md = read_train_metadata(tmp_path / "ckpt_dir")
+    assert md.files == {n: f"Sequential_{n}_step.safetensors" for n in (1, 2, 3)}
+    for n, state in states.items():
+        path = tmp_path / "ckpt_dir" / md.files[n]
+        data = path.read_bytes()
+        assert md.digests[n].sha256 == hashlib.sha256(data).hexdigest() and md.digests[n].size == len(data)
+        assert data[8:9] == b"{"  # a safetensors header, not a zip of pickles
+        loaded = load_checkpoint(path, what="c", network=_tiny_net(), digest=md.digests[n])
+        assert all(torch.equal(loaded[k], state[k]) for k in state)
+
+
+def test_checkpoint_format_is_validated(tmp_path):
+    with pytest.raises(InvalidParameterError, match=re.escape(
+            "The 'checkpoint_format' parameter of SummaryCollector must be one of 'torch', 'safetensors'. "
+            "Got 'npz' instead")):
+        SummaryCollector(tmp_path / "x", checkpoint_format="npz")
+    assert not (tmp_path / "x").exists()
+
+
+def test_a_large_network_is_copied_again_only_once_its_previous_copy_is_written(tmp_path, monkeypatch):
+    """Memory holds the network and one copy: the next copy waits for the write of the previous one."""
+    import threading
+
+    from collector.collect import _landscape as _landscape_collect
+    from collector.collect._landscape import LandscapeCollector
+
+    monkeypatch.setattr(_landscape_collect, "CKPT_BATCH_BYTES", 0)  # handed off at once
+    monkeypatch.setattr(_landscape_collect, "CKPT_PENDING_BYTES", 1)  # any network is "large"
+    release, writing = threading.Event(), threading.Event()
+    real = _landscape_collect.save_file
+    copies_alive = []
+
+    def slow(state, path, **kw):
+        writing.set()
+        release.wait(10)
+        return real(state, path, **kw)
+
+    monkeypatch.setattr(_landscape_collect, "save_file", slow)
+    real_copy = _landscape_collect.cpu_state_dict
+    monkeypatch.setattr(_landscape_collect, "cpu_state_dict",
+                        lambda m: copies_alive.append(release.is_set()) or real_copy(m))
+    net = _tiny_net()
+    collector = LandscapeCollector(str(tmp_path / "ckpt_dir"), validate_collect_landscape(
+        {"unit": "step", "intervals": [[1, 2, 3]]}))
+    assert collector.maybe_save(net, 1)
+    assert writing.wait(10)
+    second = threading.Thread(target=collector.maybe_save, args=(net, 2))
+    second.start()
+    second.join(0.3)
+    assert second.is_alive() and copies_alive == [False]  # waiting, not copying, while the first is written
+    release.set()
+    second.join(10)
+    assert copies_alive == [False, True]
+    collector.maybe_save(net, 3)
+    assert collector.write_metadata(step_per_epoch=3) is not None
+    assert sorted(collector.digests) == [1, 2, 3]

@@ -356,9 +356,9 @@ def test_collector_hashes_checkpoints_on_the_writer_thread(tmp_path, monkeypatch
     threads = []
     real = _landscape.save_file
 
-    def spy(state, path):
+    def spy(state, path, **kw):
         threads.append(threading.current_thread().name)
-        return real(state, path)
+        return real(state, path, **kw)
 
     monkeypatch.setattr(_landscape, "save_file", spy)
     torch.manual_seed(0)

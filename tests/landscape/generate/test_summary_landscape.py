@@ -10,20 +10,12 @@ from torch import nn
 
 import landscape
 from landscape import Landscape, SummaryLandscape
-from tests.landscape._helpers import TinyMLP, make_data
-
-
-class FakeModel:  # duck-typed collector.Model
-    def __init__(self, network, loss_fn):
-        self.network, self.loss_fn, self.optimizer, self.metrics, self.eval_network = network, loss_fn, None, None, None
+from tests.landscape._helpers import FakeModel, TinyMLP, make_data, tiny_callback
 
 
 def callback():
-    net = TinyMLP()
-    x, y = make_data()
-    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=16)
     acc = lambda out, lab: (out.argmax(1) == lab).float().mean()  # noqa: E731
-    return FakeModel(net, nn.CrossEntropyLoss()), net, loader, {"accuracy": acc}
+    return tiny_callback({"accuracy": acc})
 
 
 def test_end_to_end_summary_and_h5(summary_dir, tmp_path):
