@@ -275,8 +275,9 @@ def heuristic_plan(spec: EngineSpec, *, n_points: int, device: str = "cpu") -> P
     samples = spec.samples
     n_params = sum(t.numel() for t in spec.network.parameters())
     act = _activations(spec)
-    # batch-norm statistics estimated at every point need the point alone in the network
-    batched = spec.bn_statistics != "recompute"
+    # batch-norm statistics estimated at every point need the point alone in the network, and directions
+    # drawn at every read (memory="lean") one point per call
+    batched = spec.bn_statistics != "recompute" and spec.memory != "lean"
     p, eval_batch = sizes(n_params, samples.n, act, eval_mode=spec.eval_mode, batched=batched, n_points=n_points)
     ways = _working_ways(spec, min(p, 4)) if p > 1 else []
     if p > 1 and not ways:

@@ -48,6 +48,7 @@ class Dist:
         self.backend = str(td.get_backend())
         local_rank = int(os.environ.get("LOCAL_RANK", "0"))
         local_world = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+        self.local_world = local_world
         if torch.cuda.is_available() and self.backend == "nccl":
             self.device = f"cuda:{torch.cuda.current_device()}"
             self.threads = 0

@@ -98,6 +98,16 @@ class Executor:
         return int(torch.get_num_threads())
 
     @property
+    def workers_per_memory(self) -> int:
+        """How many of this machine's evaluating processes share one device's memory: the CPU worker
+        processes (or torchrun's local ranks) on the CPU, one per CUDA device."""
+        if torch.device(self.device).type == "cuda":
+            return 1
+        if self.dist is not None:
+            return self.dist.local_world
+        return len(self.devices)
+
+    @property
     def workers(self) -> int:
         """How many evaluate at once (chunks are sized for them)."""
         return self.dist.world if self.dist is not None else len(self.devices)

@@ -50,6 +50,7 @@ def compute_landscape(
     distributed: bool | None = None,
     plan: Literal["auto", "tune"] | Mapping[str, Any] = "auto",
     bn_statistics: Literal["clamped", "affine", "a", "recompute"] = "clamped",
+    memory: Literal["auto", "fast", "lean"] = "auto",
 ) -> Landscape:
     """Compute a loss landscape: a plane or a line around a network's weights, through models,
     or along a training trajectory.
@@ -57,7 +58,8 @@ def compute_landscape(
     Parameters
     ----------
     network : nn.Module
-        The architecture (never modified: the engine works on a copy).
+        The architecture (never modified: the engine works on a copy of its modules over its
+        own tensors, which are only read).
     loss_fn : callable, optional
         ``loss_fn(outputs, labels)`` for ``(inputs, labels)`` batches; 'mean', 'sum' or
         'none' reductions all give the mean. Give this or ``task``.
@@ -162,6 +164,14 @@ def compute_landscape(
         carried as they are ("affine"); kept at model A's ("a"); or estimated again at
         every point from the samples ("recompute", Garipov et al.'s ``bn_update``: one
         more pass per point).
+    memory : {"auto", "fast", "lean"}, default="auto"
+        How random directions are kept while points are evaluated. "fast": held, 8 bytes per
+        moved parameter (two float32 directions); "lean": nothing held, each tensor of a
+        direction drawn again from the seed whenever a layer reads it (one point per call,
+        slower by the draws); "auto": held when they take at most half of the device's free
+        memory, else drawn. The values are the same bit for bit either way. Other directions
+        (PCA, given, Hessian, between models) are data and always held. The network itself is
+        never copied: each moved tensor of a point is computed when a layer reads it.
 
     Returns
     -------
@@ -185,7 +195,7 @@ def compute_landscape(
     check_bn_statistics(bn_statistics, _CALLER)
     opts = check_options(normalization=view.normalization, ignore=ignore, include=include, biasbn=biasbn, seed=seed,
                          eval_mode=eval_mode, device_ids=device_ids, distributed=distributed, plan=plan, x=x, y=y,
-                         caller=_CALLER)
+                         caller=_CALLER, memory=memory)
     if view.dims == 1 and opts.y is not None:
         raise InvalidParameterError(f"The 'y' parameter of {_CALLER} must be None for a line (dims=1). Got {y!r} "
                                     "instead.")
@@ -196,7 +206,8 @@ def compute_landscape(
         check_checkpoints([m.state_dict() if isinstance(m, nn.Module) else m for m in between], network,
                           name="between", caller=_CALLER)
     problem = prepare_problem(network, data, loss_fn=loss_fn, task=task, metrics=metrics, num_samples=num_samples,
-                              eval_mode=eval_mode, plan=plan, ignore=ignore, include=include, caller=_CALLER)
+                              eval_mode=eval_mode, plan=plan, ignore=ignore, include=include, caller=_CALLER,
+                              memory=memory)
     trajectory = list(checkpoints) if checkpoints is not None else None
     if view.kind in ("random", "given") and trajectory is not None:
         trajectory = trajectory[-1:]

@@ -13,12 +13,12 @@ from typing import Any
 from torch import nn
 
 from collector.common import Interval, InvalidParameterError, Options, check_param
-from landscape.engine import BATCHINGS, MEMORY_FORMATS, PLAN_MODES, is_batch_metric, is_point_metric
+from landscape.engine import BATCHINGS, MEMORY_FORMATS, MEMORY_SETTINGS, PLAN_MODES, is_batch_metric, is_point_metric
 from landscape.geometry import BIASBN, BN_STATISTICS, NORMALIZATIONS, moved_names
 from landscape.tasks import Supervised
 
-__all__ = ["check_common", "check_metrics", "check_plan", "check_range", "check_patterns", "check_selection",
-           "check_bn_statistics", "resolve_view", "View"]
+__all__ = ["check_common", "check_metrics", "check_plan", "check_memory", "check_range", "check_patterns",
+           "check_selection", "check_bn_statistics", "resolve_view", "View"]
 
 AxisRange = tuple[float, float, int]
 
@@ -115,6 +115,19 @@ def check_plan(plan: Any, caller: str) -> None:
     check_param("plan", plan, [Options((*PLAN_MODES, "heuristic"))], caller=caller,
                 hint="'auto' is deterministic, 'tune' times the candidates; or a dict {'points_per_call': 4, "
                      "'batching': 'folded', 'eval_batch': 256}.")
+
+
+def check_memory(memory: Any, plan: Any, caller: str) -> None:
+    """``"auto"``, ``"fast"`` or ``"lean"``; "lean" evaluates one point per call, so a plan dict asking
+    for more is refused with it."""
+    check_param("memory", memory, [Options(MEMORY_SETTINGS)], caller=caller,
+                hint="'fast' holds the directions (8 bytes per moved parameter), 'lean' draws random directions "
+                     "again whenever a tensor is read (no memory); 'auto' holds them when they fit.")
+    if memory == "lean" and isinstance(plan, Mapping) and int(plan.get("points_per_call", 1)) > 1:
+        raise InvalidParameterError(
+            f"The 'plan' parameter of {caller} asks for {plan['points_per_call']} points per call, which need the "
+            f"directions held; memory='lean' draws them at every read, one point per call. Got plan={dict(plan)!r} "
+            "with memory='lean'. HINT: memory='fast' or plan={'points_per_call': 1}.")
 
 
 def check_bn_statistics(value: Any, caller: str) -> None:
