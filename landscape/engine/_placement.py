@@ -23,16 +23,9 @@ from collections.abc import Mapping
 import torch
 from torch import nn
 
+from landscape.geometry import keeps_placement
+
 __all__ = ["keeps_placement", "network_at", "input_device"]
-
-
-def keeps_placement(network: nn.Module) -> bool:
-    """Whether ``network`` is evaluated where its parameters are: a Hugging Face ``device_map`` model, or
-    parameters on more than one device."""
-    if getattr(network, "hf_device_map", None):
-        return True
-    devices = {p.device for p in network.parameters()}
-    return len(devices) > 1
 
 
 def input_device(network: nn.Module, default: torch.device) -> torch.device:

@@ -26,15 +26,17 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch import nn
 
-from landscape.engine import Engine, EngineSpec, tune_malloc
+from collector.common import InvalidParameterError
+from landscape.engine import Engine, EngineSpec, keeps_placement, tune_malloc
 from landscape.execution._devices import Chunk, OnChunk, fail_message, resolve_devices
 from landscape.execution._distributed import Dist, check_devices_for_dist, detect, on_root
 from landscape.execution._joblib import joblib_backend, run_joblib
 from landscape.execution._pool import Pool, run_pool
 from landscape.execution._progress import Progress
 
-__all__ = ["Executor", "executor", "check_devices"]
+__all__ = ["Executor", "executor", "check_devices", "check_placed_devices"]
 
 
 class Executor:
@@ -50,15 +52,16 @@ class Executor:
         The torch.distributed group.
     """
 
-    def __init__(self, devices: list[str], threads: int, dist: Dist | None) -> None:
+    def __init__(self, devices: list[str], threads: int, dist: Dist | None, *, in_process: bool = False) -> None:
         self.devices, self.threads, self.dist = devices, threads, dist
+        self.in_process = in_process  # a network placed by its caller runs where it is, in this process
         self.pool: Pool | None = None
         self.backend: Any = None
         self.progress_bars = True
 
     # -- lifetime -------------------------------------------------------------------------
     def __enter__(self) -> Executor:
-        if self.dist is None:
+        if self.dist is None and not self.in_process:
             backend = joblib_backend()
             if backend is not None:
                 self.backend = backend[1]
@@ -164,10 +167,26 @@ def check_devices(device_ids: list[int] | None, distributed: bool | None, caller
     resolve_devices(None if device_ids is None else list(device_ids), caller)
 
 
-def executor(device_ids: list[int] | None, distributed: bool | None, caller: str) -> Executor:
+def executor(device_ids: list[int] | None, distributed: bool | None, caller: str, *,
+             network: nn.Module | None = None) -> Executor:
     """The executor for ``device_ids`` (None: every CUDA device, else the CPU) and ``distributed``
     (None: a group when there is one), refused with a clear error before any work when they do
-    not fit. Use it as a context manager."""
+    not fit. A ``network`` its caller placed over several devices (``hf_device_map``) runs where it
+    is, in this process (:func:`check_placed_devices`). Use it as a context manager."""
     check_devices_for_dist(distributed, device_ids, caller)
+    if network is not None and keeps_placement(network):
+        check_placed_devices(network, device_ids, caller)
+        first = next(network.parameters(), None)
+        devices = [str(first.device) if first is not None else "cpu"]
+        return Executor(devices, 0, detect(distributed, caller), in_process=True)
     devices, threads = resolve_devices(None if device_ids is None else list(device_ids), caller)
     return Executor(devices, threads, detect(distributed, caller))
+
+
+def check_placed_devices(network: nn.Module, device_ids: Any, caller: str) -> None:
+    """``device_ids`` must be None for a network placed over several devices by its caller."""
+    if device_ids is not None and keeps_placement(network):
+        raise InvalidParameterError(
+            f"The 'device_ids' parameter of {caller} must be None for a network placed over devices by its caller "
+            f"(hf_device_map, or parameters on several devices); got {device_ids!r}. HINT: such a network is "
+            "evaluated where it is, in this process; leave device_ids out.")

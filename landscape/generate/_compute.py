@@ -7,9 +7,9 @@ from typing import Any, Literal, cast
 
 from torch import nn
 
-from collector.common import InstanceOf, Interval, InvalidParameterError, Options, check_param
+from collector.common import InstanceOf, Interval, InvalidParameterError, Options, check_param, unwrap_module
 from collector.trajectory import LANDSCAPE_SIZES, check_checkpoints
-from landscape.execution import executor
+from landscape.execution import check_placed_devices, executor
 from landscape.generate._build import build_landscape
 from landscape.generate._jobs import LandscapeJob
 from landscape.generate._options import check_bn_statistics, resolve_view
@@ -179,6 +179,7 @@ def compute_landscape(
         ``z`` of shape (len(y), len(x)), or (len(x),) for a line.
     """
     check_param("network", network, [InstanceOf(nn.Module)], caller=_CALLER)
+    check_placed_devices(unwrap_module(network), device_ids, _CALLER)
     if data is None:
         raise InvalidParameterError(f"The 'data' parameter of {_CALLER} is required: a DataLoader, an iterable of "
                                     "batches, a Dataset or an (inputs, labels) pair of tensors.")
@@ -215,5 +216,5 @@ def compute_landscape(
                         seed=seed, trajectory=trajectory, given=view.given, pca_method=pca_method, dims=view.dims,
                         x=opts.x, y=opts.y, models=list(between) if between is not None else None,
                         second=view.second, biasbn=biasbn, include=opts.include, bn_statistics=bn_statistics)
-    with executor(device_ids, distributed, _CALLER) as ex:
+    with executor(device_ids, distributed, _CALLER, network=problem.network) as ex:
         return build_landscape(problem, LandscapeJob(geometry, tag=tag), ex)

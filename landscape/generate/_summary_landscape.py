@@ -243,7 +243,7 @@ class SummaryLandscape:
         jobs = jobs_from_metadata(cfg, run, base, _kept_states(problem.network, paths, cfg["unit"]), paths)
         out_dir = os.fspath(output) if output is not None else self.summary_dir
         self.last_stats = {}
-        with executor(device_ids, distributed, _GEN) as ex, contextlib.ExitStack() as held:
+        with executor(device_ids, distributed, _GEN, network=problem.network) as ex, contextlib.ExitStack() as held:
             opened: list[Store] = []
             prints: dict[str, dict[str, Any]] = {}
 

@@ -48,7 +48,7 @@ from landscape.geometry._directions import (
 from landscape.geometry._models import deviation_axis, difference, plane_axes
 from landscape.geometry._pca import pca_trajectory
 from landscape.geometry._spec import Geometry
-from landscape.geometry._state import fit_state, flat_float
+from landscape.geometry._state import fit_state, flat_float, keeps_placement
 
 __all__ = ["ViewGeometry", "ViewInputs", "VIEWS", "view_geometry", "centre_state", "model_state", "DECOMPOSITION",
            "HessianFn"]
@@ -154,7 +154,9 @@ def centre_state(network: nn.Module, geo: Geometry, names: Sequence[str], label:
                                network=network)
     if geo.centre is not None:
         return fit_state(network, geo.centre)
-    return {k: t.detach().cpu() for k, t in network.state_dict().items()}
+    # the network's own tensors: no copy on the host; a network placed over devices keeps each where it is
+    where = None if keeps_placement(network) else "cpu"
+    return {k: t.detach() if where is None else t.detach().to(where) for k, t in network.state_dict().items()}
 
 
 class _Split:
