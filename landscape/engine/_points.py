@@ -78,7 +78,8 @@ def choose_memory(setting: str, recipe: SeededDirections | None, centre: Sequenc
     need: dict[torch.device, int] = {}
     for c in centre:
         dev = c.device if c.device.type != "cpu" else torch.device(device)
-        need[dev] = need.get(dev, 0) + c.numel() * (8 if c.dtype == torch.float64 else 4) * recipe.dims * workers
+        numel = c.to_local().numel() if hasattr(c, "to_local") else c.numel()  # a sharded tensor: this rank's shard
+        need[dev] = need.get(dev, 0) + numel * (8 if c.dtype == torch.float64 else 4) * recipe.dims * workers
     for dev, n in need.items():
         free = free_memory(dev)
         if free is not None and n > FAST_SHARE * free:

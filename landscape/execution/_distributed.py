@@ -111,6 +111,25 @@ class Dist:
                                   f"{type(exc).__name__}: {exc}")
         return mine
 
+    def run_all(self, make_engine: Callable[[str], Any], points: np.ndarray, chunks: Sequence[tuple[int, int, int]],
+                label: str, on_chunk: Callable[[int, int, dict[str, np.ndarray]], None],
+                progress: Callable[[int], None] | None = None) -> int:
+        """Evaluate every chunk on every rank, in the same order (a sharded network's forward is a
+        collective: the ranks evaluate each point together, each on its share of the samples, and all
+        get its value). Returns the points evaluated."""
+        if self.threads:
+            torch.set_num_threads(self.threads)
+        engine = make_engine(self.device)
+        done = 0
+        for i, lo, hi in chunks:
+            try:
+                res = engine.evaluate(points[lo:hi], lo, progress=progress)
+            except Exception as exc:  # a peer's collective fails too (or times out): each rank says where
+                raise RuntimeError(f"rank {self.rank}: " + fail_message(label, i, lo, hi, self.device, exc)) from None
+            on_chunk(lo, hi, res)
+            done += hi - lo
+        return done
+
     def close(self) -> None:
         if self.owns_group and self.td.is_initialized():
             self.td.destroy_process_group()

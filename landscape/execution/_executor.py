@@ -12,7 +12,8 @@ runs the points of every landscape of a generation, and releases it once at the 
   chunks through ``joblib.Parallel`` (:mod:`._joblib`);
 * a ``torch.distributed`` group (:mod:`._distributed`): rank 0 decides, chunks go
   round-robin, every rank gets every result; a group this call initialised is destroyed
-  on exit.
+  on exit. A network sharded over the group with FSDP2 is the other split: every rank
+  evaluates every chunk on its share of the samples (:class:`landscape.engine.ShardedEngine`).
 
 Callers use :meth:`Executor.on_root` (decide once, on rank 0) and :meth:`Executor.run`
 (evaluate chunks, with a progress bar) without knowing which it is.
@@ -29,7 +30,7 @@ import torch
 from torch import nn
 
 from collector.common import InvalidParameterError
-from landscape.engine import Engine, EngineSpec, keeps_placement, tune_malloc
+from landscape.engine import Engine, EngineSpec, ShardedEngine, is_sharded, keeps_placement, tune_malloc
 from landscape.execution._devices import Chunk, OnChunk, fail_message, resolve_devices
 from landscape.execution._distributed import Dist, check_devices_for_dist, detect, on_root
 from landscape.execution._joblib import joblib_backend, run_joblib
@@ -128,6 +129,12 @@ class Executor:
             return 0
         bar = Progress(label, total, enabled=self.progress_bars and self.root)
         try:
+            if is_sharded(spec.network):  # every rank evaluates every point on its share of the samples
+                if self.dist is None:
+                    raise RuntimeError("a network sharded with fully_shard needs its process group: launch with "
+                                       "torchrun and leave distributed=None or True")
+                return self.dist.run_all(lambda dev: ShardedEngine(spec, dev), points, chunks, label,
+                                         on_chunk, bar.update if self.root else None)
             if self.dist is not None:
                 return self.dist.run(lambda dev: Engine(spec, dev), points, chunks, label,
                                      _counting(on_chunk, bar))

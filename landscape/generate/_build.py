@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from landscape.curvature import hessian_directions
-from landscape.engine import EngineSpec, choose_memory, choose_plan, network_at, plan_key
+from landscape.engine import EngineSpec, choose_memory, choose_plan, is_sharded, network_at, plan_key
 from landscape.execution import Executor
 from landscape.generate._jobs import LandscapeJob, Problem
 from landscape.geometry import (
@@ -73,6 +73,8 @@ def build_landscape(problem: Problem, job: LandscapeJob, ex: Executor, *, store:
     tag = job.tag or "landscape"
     names = _moved(problem, job)
     metrics = _usable_metrics(problem.metrics)
+    # a network sharded over the group: each rank keeps its own shards as the centre (nothing is sent)
+    sharded = is_sharded(problem.network)
 
     def decide() -> Any:
         """On rank 0: a finished landscape, or (definition, centre) with the points done."""
@@ -85,12 +87,13 @@ def build_landscape(problem: Problem, job: LandscapeJob, ex: Executor, *, store:
             assert store is not None
             part = store.load_partial(tag)
             _log.info("%s: resuming, %d of %d points done", job.label, int(part.done.sum()), len(part.done))
-            return part, _shareable(centre_state(problem.network, job.geometry, names, job.label), ex)
+            return part, None if sharded else _shareable(centre_state(problem.network, job.geometry, names,
+                                                                      job.label), ex)
         part, centre = _define(problem, job, names, ex, store)
         part.values = {k: np.full(len(part.points), np.nan) for k in ["loss", *metrics]}
         if store is not None:
             store.begin(tag, fingerprint or {}, part)
-        return part, _shareable(centre, ex)
+        return part, None if sharded else _shareable(centre, ex)
 
     got = ex.on_root(decide)
     if isinstance(got, Landscape):
@@ -99,6 +102,8 @@ def build_landscape(problem: Problem, job: LandscapeJob, ex: Executor, *, store:
                          points=got.z.size + (len(got.path.z) if got.path is not None else 0))
         return got
     part, centre = got
+    if centre is None:
+        centre = centre_state(problem.network, job.geometry, names, job.label)
     spec = _engine_spec(problem, job, part, centre, names, metrics, ex)
     chunks = chunk_bounds(part.done, spec.points_per_call, ex.workers)
     todo = sum(hi - lo for _, lo, hi in chunks)
@@ -202,6 +207,8 @@ def _define(problem: Problem, job: LandscapeJob, names: list[str], ex: Executor,
     md.update(_plan(problem, spec, len(view.points), device, store))
     if torch.device(device).type == "cpu":  # with the plan, what makes the values the same bit for bit
         md["threads"] = ex.eval_threads
+    if is_sharded(network):  # the ranks' shares of the samples: their sums are added in another order
+        md["sample_shares"] = ex.workers
     del spec
     part = Partial(md=jsonable(md), x=view.x, y=view.y, points=view.points, n_path=view.n_path,
                    intervals=view.intervals, v=_flat(view.v), w=_flat(view.w), values={},
@@ -211,8 +218,15 @@ def _define(problem: Problem, job: LandscapeJob, names: list[str], ex: Executor,
 
 def _plan(problem: Problem, spec: EngineSpec, n_points: int, device: str, store: Store | None) -> dict[str, Any]:
     """The evaluation plan's metadata: ``plan="tune"`` reuses a tuned plan the store recorded for
-    the same network, task, samples' shapes, moved tensors, points and device kind."""
+    the same network, task, samples' shapes, moved tensors, points and device kind. A sharded
+    network runs one point per call on each rank's share of the samples (all in one batch, or the
+    plan dict's ``eval_batch``): probing it would need every rank."""
     mode = problem.plan
+    if is_sharded(problem.network):
+        given = isinstance(mode, Mapping)
+        eval_batch = int(mode.get("eval_batch") or spec.samples.n) if given else spec.samples.n
+        return {"points_per_call": 1, "eval_batch": eval_batch, "batching": None, "memory_format": "contiguous",
+                "plan": "given" if given else "heuristic"}
     if mode != "tune":
         return choose_plan(spec, n_points=n_points, device=device, mode=mode).metadata()
     key = plan_key(spec, n_points, device, model_digest(problem.network), task_name(problem.task))

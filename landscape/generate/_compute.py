@@ -12,7 +12,7 @@ from collector.trajectory import LANDSCAPE_SIZES, check_checkpoints
 from landscape.execution import check_placed_devices, executor
 from landscape.generate._build import build_landscape
 from landscape.generate._jobs import LandscapeJob
-from landscape.generate._options import check_bn_statistics, resolve_view
+from landscape.generate._options import check_bn_statistics, check_sharded, resolve_view
 from landscape.generate._prepare import check_options, prepare_problem
 from landscape.geometry import Geometry, Kind
 from landscape.result import Landscape
@@ -144,7 +144,10 @@ def compute_landscape(
         Share the points between the processes of a ``torch.distributed`` group (one
         device each): None uses an initialised group or torchrun's environment when there
         is one, True requires one, False computes everything here. Every rank returns the
-        whole landscape.
+        whole landscape. A ``network`` sharded over the group with FSDP2
+        (``torch.distributed.fsdp.fully_shard``) is split the other way: every rank
+        evaluates every point on its share of the samples, moving its own shards (random
+        directions around the network's own state, the loss only, eval mode).
     plan : {"auto", "tune"} or dict, default="auto"
         How points are evaluated: points per call, how a group runs (``"sequential"``,
         ``"folded"``, ``"vmap"``), samples per batch and the layout of convolution kernels
@@ -197,6 +200,8 @@ def compute_landscape(
     opts = check_options(normalization=view.normalization, ignore=ignore, include=include, biasbn=biasbn, seed=seed,
                          eval_mode=eval_mode, device_ids=device_ids, distributed=distributed, plan=plan, x=x, y=y,
                          caller=_CALLER, memory=memory)
+    check_sharded(unwrap_module(network), kind=view.kind, centre_given=checkpoints is not None or between is not None,
+                  metrics=metrics, eval_mode=eval_mode, plan=plan, distributed=distributed, caller=_CALLER)
     if view.dims == 1 and opts.y is not None:
         raise InvalidParameterError(f"The 'y' parameter of {_CALLER} must be None for a line (dims=1). Got {y!r} "
                                     "instead.")

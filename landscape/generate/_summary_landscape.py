@@ -24,6 +24,7 @@ from collector.trajectory import (
     validate_collect_landscape,
     verify_checkpoint_file,
 )
+from landscape.engine import is_sharded
 from landscape.execution import executor
 from landscape.generate._build import run_jobs
 from landscape.generate._jobs import LandscapeJob, RunOptions, jobs_from_metadata, view_checkpoints
@@ -238,6 +239,11 @@ class SummaryLandscape:
                                   num_samples=cfg["num_samples"], eval_mode=eval_mode, plan=plan, ignore=ignore,
                                   include=include, caller=_GEN, where=" (callback_fn)",
                                   metrics_name="metrics (callback_fn's fourth item)", memory=memory)
+        if is_sharded(problem.network):
+            raise InvalidParameterError(
+                f"The network of {_GEN} (callback_fn) is sharded with fully_shard; a run's landscapes are centred "
+                "on its checkpoints, which load whole. HINT: compute_landscape(model, data=..., task=...) on every "
+                "rank draws a random landscape around the sharded model's own state.")
         base = Geometry(kind="random", size=cfg["landscape_size"], ignore=opts.ignore, seed=seed, x=opts.x, y=opts.y,
                         biasbn=biasbn, include=opts.include, bn_statistics=bn_statistics)
         jobs = jobs_from_metadata(cfg, run, base, _kept_states(problem.network, paths, cfg["unit"]), paths)
