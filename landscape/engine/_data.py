@@ -104,6 +104,29 @@ class Samples:
         batches = [slice_batch(self._whole, min(n, s + size), s, size=n) for s in starts]
         return Samples(batches, [min(n, s + size) - s for s in starts], merged=True, _whole=self._whole)
 
+    def share(self, rank: int, world: int) -> Samples:
+        """Rank ``rank``'s contiguous share of the samples among ``world`` ranks (sizes differing by one at
+        most): samples ``[n*rank//world, n*(rank+1)//world)`` in order, cut from the batches that hold them
+        (merged samples re-cut into batches of at most the first batch's size)."""
+        n = self.n
+        lo, hi = n * rank // world, n * (rank + 1) // world
+        if hi <= lo:
+            raise ValueError(f"{n} samples cannot be shared by {world} ranks: rank {rank} would get none.")
+        if self.merged and self._whole is not None:
+            whole = slice_batch(self._whole, hi, lo, size=n)
+            size, m = max(1, self.sizes[0]), hi - lo
+            starts = range(0, m, size)
+            return Samples([slice_batch(whole, min(m, s + size), s, size=m) for s in starts],
+                           [min(m, s + size) - s for s in starts], merged=True, _whole=whole)
+        batches, sizes, start = [], [], 0
+        for batch, k in zip(self.batches, self.sizes):
+            a, b = max(lo, start) - start, min(hi, start + k) - start
+            if a < b:
+                batches.append(batch if (a, b) == (0, k) else slice_batch(batch, b, a, size=k))
+                sizes.append(b - a)
+            start += k
+        return Samples(batches, sizes)
+
     def to(self, device: torch.device | str) -> Samples:
         """The batches on ``device`` (one copy; a CPU target keeps CPU tensors as they are)."""
         dev = torch.device(device)

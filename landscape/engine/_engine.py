@@ -1,9 +1,10 @@
 """The evaluation engine (private): the loss at many points of one plane.
 
-The centre's state is loaded once; per point the moved parameters are set in place
-from the centre and the two directions with ``torch._foreach`` ops under
-``torch.inference_mode``, and the task (:mod:`landscape.tasks`) computes the loss
-over the evaluation batches. When one point is little work, ``points_per_call`` points
+The engine's network is the caller's modules over the centre's tensors (nothing copied,
+:mod:`._placement`); at each point every moved tensor is computed when a module reads it
+(:mod:`._points`: ``(c + b·w) + a·v``, rounded once to the tensor's dtype), under
+``torch.inference_mode``, and the task (:mod:`landscape.tasks`) computes the loss over the
+evaluation batches. When one point is little work, ``points_per_call`` points
 are evaluated in one call: their parameters built by one small matrix product, then a
 way of the plan's (:mod:`landscape.engine._batching`: a direct batched forward for plain
 stacks of layers, the points folded into the batch, or ``torch.vmap``). Losses stay on the
@@ -28,7 +29,6 @@ parameters' names. Its cost is its own; a progress bar counts the points.
 
 from __future__ import annotations
 
-import copy
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -43,7 +43,10 @@ from landscape.engine._batching import WAYS
 from landscape.engine._data import Samples
 from landscape.engine._equivalents import replace_equivalents
 from landscape.engine._fuse import fuse_conv_bn
-from landscape.tasks import Supervised, to_device
+from landscape.engine._placement import input_device, keeps_placement, network_at
+from landscape.engine._points import Points
+from landscape.geometry import SeededDirections
+from landscape.tasks import Supervised, slice_batch, to_device
 
 __all__ = ["Engine", "EngineSpec", "is_batch_metric", "is_point_metric", "MEMORY_FORMATS", "Progress"]
 _log = logging.getLogger("landscape")
@@ -89,7 +92,8 @@ class EngineSpec:
     Attributes
     ----------
     network : nn.Module
-        The architecture (copied by each engine; the caller's module is never modified).
+        The architecture: each engine copies its modules over the centre's tensors (no parameter is
+        copied; the caller's module is never modified).
     task : callable
         ``task(model, batch) -> loss`` (:mod:`landscape.tasks`).
     metrics : dict of str to metric
@@ -102,9 +106,10 @@ class EngineSpec:
     names : list of str
         The moved parameters, aligned with ``v`` and ``w``.
     centre : dict
-        Full state dict of the centre.
+        Full state dict of the centre (the network's own tensors when it is the network's state).
     v, w : list of Tensor
-        The two directions (float32, like ``names``).
+        The two directions (float32, like ``names``); ``w`` empty: zero (a line); both empty when
+        ``recipe`` gives them.
     eval_mode : bool
     points_per_call : int
         The plan (see :func:`plan`): points per forward call.
@@ -131,6 +136,11 @@ class EngineSpec:
         decides per device: on a CUDA device when they take more than a quarter of its
         memory (:data:`DEVICE_DATA_SHARE`), never on the CPU. Either way every point
         sees the same batches, so the values do not depend on it.
+    recipe : SeededDirections, optional
+        Random directions as their recipe, drawn by the engine (``v`` and ``w`` are then empty).
+    memory : {"fast", "lean"}
+        Hold the directions (8 bytes per moved parameter), or draw each tensor of a ``recipe``
+        again whenever it is read (nothing held; one point per call). The values are the same.
     """
 
     network: nn.Module
@@ -148,6 +158,8 @@ class EngineSpec:
     batching: str | None = None
     memory_format: str = "contiguous"
     bn_statistics: str | None = None
+    recipe: SeededDirections | None = None
+    memory: str = "fast"
 
 
 #: The layouts :attr:`EngineSpec.memory_format` names.
@@ -166,15 +178,14 @@ class Engine:
 
     def __init__(self, spec: EngineSpec, device: str | torch.device = "cpu") -> None:
         self.device = torch.device(device)
-        net = copy.deepcopy(spec.network)
+        as_is = keeps_placement(spec.network)  # a device_map model stays where it is
+        if as_is:
+            self.device = input_device(spec.network, self.device)
+        net = network_at(spec.network, spec.centre, None if as_is else self.device)
         replace_equivalents(net)  # e.g. Hugging Face's gelu_new as one fused kernel (same function)
-        net.load_state_dict(spec.centre)
-        net.to(self.device)
         if spec.memory_format != "contiguous":
             net.to(memory_format=MEMORY_FORMATS[spec.memory_format])  # type: ignore[call-overload]  # accepted at run time
         net.train(not spec.eval_mode)
-        for p in net.parameters():
-            p.requires_grad_(False)
         self.net, self.task = net, spec.task
         metrics = dict(spec.metrics or {})
         self.batch_metrics = {k: m for k, m in metrics.items() if is_batch_metric(m)}
@@ -194,26 +205,28 @@ class Engine:
         self.bn_statistics = spec.bn_statistics
         recompute = spec.bn_statistics == "recompute"
         self.p = int(spec.points_per_call) if spec.eval_mode and not recompute else 1
+        lean = spec.memory == "lean" and spec.recipe is not None
+        if lean and self.p > 1:
+            raise ValueError("memory='lean' evaluates one point per call (the batched ways need the directions "
+                             f"held); the plan asks for {self.p}.")
         # moved tensors are parameters, and on an interpolation also floating-point buffers
         # (batch-norm statistics), so that its ends are the two models exactly
-        named = {**dict(net.named_buffers()), **dict(net.named_parameters())}
         self.names = list(spec.names)
-        self.params: list[torch.Tensor] = [named[k] for k in self.names]
-        self.c = [t.detach().clone() for t in self.params]
-        # the directions in the layout of the tensor they move (channels-last kernels included)
-        self.v = [torch.empty_like(c, dtype=torch.float32).copy_(t) for c, t in zip(self.c, spec.v)]
-        self.w = [torch.empty_like(c, dtype=torch.float32).copy_(t) for c, t in zip(self.c, spec.w)]
-        self.buffers = list(net.buffers())
-        self.buffers0 = [b.detach().clone() for b in self.buffers]
         # running variances moved with the point, clamped at zero ("clamped"): past the models a
         # variance carried affinely can turn negative, and batch norm divides by its square root
         bns = [(n, m) for n, m in net.named_modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
         var_names = {f"{n}.running_var" if n else "running_var" for n, _ in bns}
         self.clamp_idx = [i for i, k in enumerate(self.names) if k in var_names] \
             if spec.bn_statistics == "clamped" else []
+        self.points = Points(net, self.names, set(self.clamp_idx), spec.v, spec.w, spec.recipe, lean=lean)
+        self.params: list[torch.Tensor] = self.points.tensors
+        self.c = self.points.centre
+        self._vw: tuple[list[torch.Tensor], list[torch.Tensor]] | None = None
+        # train mode writes running statistics: the buffers not moved are restored after each batch
+        moved = {id(t) for t in self.params}
+        self.buffers = [] if spec.eval_mode else [b for b in net.buffers() if id(b) not in moved]
+        self.buffers0 = [b.detach().clone() for b in self.buffers]
         self.recompute_bns = [m for _, m in bns if m.track_running_stats] if recompute else []
-        self._row_b: float | None = None
-        self._row: list[torch.Tensor] | tuple[torch.Tensor, ...] = []
         self._batched: Any = None
         self.batching = spec.batching
         self.batching_used: str | None = None
@@ -240,20 +253,41 @@ class Engine:
             self._targets = parts[0] if len(parts) == 1 else torch.cat(parts)
         return self._targets
 
-    # -- one point, in place --------------------------------------------------------
+    @property
+    def v(self) -> list[torch.Tensor]:
+        """The first direction, held (what the batched ways build from)."""
+        return self._directions()[0]
+
+    @property
+    def w(self) -> list[torch.Tensor]:
+        """The second direction, held (zeros for a line)."""
+        return self._directions()[1]
+
+    def _directions(self) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        if self._vw is None:
+            self._vw = self.points.dirs.lists()
+        return self._vw
+
+    # -- one point ----------------------------------------------------------------------
     def _set_point(self, a: float, b: float) -> None:
-        if self._row_b != b:
-            self._row = torch._foreach_add(self.c, self.w, alpha=b) if self.c else []
-            self._row_b = b
-        if self.params:
-            torch._foreach_copy_(self.params, self._row)
-            torch._foreach_add_(self.params, self.v, alpha=a)
-        if self.clamp_idx:
-            torch._foreach_clamp_min_([self.params[i] for i in self.clamp_idx], 0.0)
+        self.points.set(a, b)
         if self.recompute_bns:
             self._recompute_statistics()
         if self.fused is not None:
             self.fused.refresh()
+
+    def _probe_loss(self) -> float:
+        """The loss on the first two samples at the point set (how :class:`Points` chooses its way)."""
+        batch = slice_batch(self.batch(0), min(2, self.sizes[0]), size=self.sizes[0])
+        with torch.inference_mode():
+            if self.fused is not None:
+                self.fused.refresh()
+            if not self.eval_mode:
+                torch.manual_seed(self.seed)
+            loss = _as_float(self.task(self.run_net, batch))
+            if self.buffers:
+                torch._foreach_copy_(self.buffers, self.buffers0)
+        return loss
 
     def _recompute_statistics(self) -> None:
         """Every batch-norm layer's running statistics estimated again at this point: the average
@@ -363,8 +397,11 @@ class Engine:
         res = {"loss": np.empty(m)}
         for name in (*self.metrics, *self.batch_metrics, *self.point_metrics):
             res[name] = np.empty(m)
+        one_point = self.p == 1 or bool(self.batch_metrics)
+        if one_point and m:
+            self.points.choose(self._probe_loss)
         with torch.inference_mode():
-            if self.p == 1 or self.batch_metrics:
+            if one_point:
                 losses = []
                 for i, (a, b) in enumerate(points):
                     self._set_point(float(a), float(b))
@@ -399,14 +436,16 @@ class Engine:
         return res
 
     def _point_metrics_into(self, res: dict, points: np.ndarray) -> None:
-        """Point metrics, once per point, outside inference mode (they may need autograd)."""
+        """Point metrics, once per point, outside inference mode (they may need autograd), with the
+        network's own tensors at the point."""
         samples = Samples(list(self.batches), list(self.sizes))
-        self._row_b = None  # rebuilt here, not reused from inference mode
         for i, (a, b) in enumerate(tqdm(points, desc="point metrics", unit="pt", leave=False, disable=None)):
-            self._set_point(float(a), float(b))
-            for name, metric in self.point_metrics.items():
-                res[name][i] = _as_float(metric(self.net, self.task, samples, self.names))
-        self._row_b = None
+            with self.points.materialized(float(a), float(b)):
+                if self.recompute_bns:
+                    with torch.no_grad():
+                        self._recompute_statistics()
+                for name, metric in self.point_metrics.items():
+                    res[name][i] = _as_float(metric(self.net, self.task, samples, self.names))
 
     def _metrics_into(self, res: dict, i: int, out: torch.Tensor) -> None:
         targets = self._all_targets()

@@ -275,8 +275,11 @@ def heuristic_plan(spec: EngineSpec, *, n_points: int, device: str = "cpu") -> P
     samples = spec.samples
     n_params = sum(t.numel() for t in spec.network.parameters())
     act = _activations(spec)
-    # batch-norm statistics estimated at every point need the point alone in the network
-    batched = spec.bn_statistics != "recompute"
+    # batch-norm statistics estimated at every point need the point alone in the network, directions
+    # drawn at every read (memory="lean") one point per call, and the batched ways form the points in
+    # float32 (a bfloat16 network's points are rounded to it one by one)
+    batched = spec.bn_statistics != "recompute" and spec.memory != "lean" and \
+        all(spec.centre[n].dtype == torch.float32 for n in spec.names)
     p, eval_batch = sizes(n_params, samples.n, act, eval_mode=spec.eval_mode, batched=batched, n_points=n_points)
     ways = _working_ways(spec, min(p, 4)) if p > 1 else []
     if p > 1 and not ways:

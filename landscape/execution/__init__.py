@@ -5,6 +5,6 @@ whatever runs the points underneath.
 """
 
 from landscape.execution._devices import Chunk
-from landscape.execution._executor import Executor, check_devices, executor
+from landscape.execution._executor import Executor, check_devices, check_placed_devices, executor
 
-__all__ = ["Executor", "executor", "check_devices", "Chunk"]
+__all__ = ["Executor", "executor", "check_devices", "check_placed_devices", "Chunk"]

@@ -48,6 +48,7 @@ class Dist:
         self.backend = str(td.get_backend())
         local_rank = int(os.environ.get("LOCAL_RANK", "0"))
         local_world = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+        self.local_world = local_world
         if torch.cuda.is_available() and self.backend == "nccl":
             self.device = f"cuda:{torch.cuda.current_device()}"
             self.threads = 0
@@ -109,6 +110,25 @@ class Dist:
                 pending = _Failed(f"rank {self.rank} could not store the results of landscape {label!r}: "
                                   f"{type(exc).__name__}: {exc}")
         return mine
+
+    def run_all(self, make_engine: Callable[[str], Any], points: np.ndarray, chunks: Sequence[tuple[int, int, int]],
+                label: str, on_chunk: Callable[[int, int, dict[str, np.ndarray]], None],
+                progress: Callable[[int], None] | None = None) -> int:
+        """Evaluate every chunk on every rank, in the same order (a sharded network's forward is a
+        collective: the ranks evaluate each point together, each on its share of the samples, and all
+        get its value). Returns the points evaluated."""
+        if self.threads:
+            torch.set_num_threads(self.threads)
+        engine = make_engine(self.device)
+        done = 0
+        for i, lo, hi in chunks:
+            try:
+                res = engine.evaluate(points[lo:hi], lo, progress=progress)
+            except Exception as exc:  # a peer's collective fails too (or times out): each rank says where
+                raise RuntimeError(f"rank {self.rank}: " + fail_message(label, i, lo, hi, self.device, exc)) from None
+            on_chunk(lo, hi, res)
+            done += hi - lo
+        return done
 
     def close(self) -> None:
         if self.owns_group and self.td.is_initialized():

@@ -12,7 +12,8 @@ runs the points of every landscape of a generation, and releases it once at the 
   chunks through ``joblib.Parallel`` (:mod:`._joblib`);
 * a ``torch.distributed`` group (:mod:`._distributed`): rank 0 decides, chunks go
   round-robin, every rank gets every result; a group this call initialised is destroyed
-  on exit.
+  on exit. A network sharded over the group with FSDP2 is the other split: every rank
+  evaluates every chunk on its share of the samples (:class:`landscape.engine.ShardedEngine`).
 
 Callers use :meth:`Executor.on_root` (decide once, on rank 0) and :meth:`Executor.run`
 (evaluate chunks, with a progress bar) without knowing which it is.
@@ -26,15 +27,17 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch import nn
 
-from landscape.engine import Engine, EngineSpec, tune_malloc
+from collector.common import InvalidParameterError
+from landscape.engine import Engine, EngineSpec, ShardedEngine, is_sharded, keeps_placement, tune_malloc
 from landscape.execution._devices import Chunk, OnChunk, fail_message, resolve_devices
 from landscape.execution._distributed import Dist, check_devices_for_dist, detect, on_root
 from landscape.execution._joblib import joblib_backend, run_joblib
 from landscape.execution._pool import Pool, run_pool
 from landscape.execution._progress import Progress
 
-__all__ = ["Executor", "executor", "check_devices"]
+__all__ = ["Executor", "executor", "check_devices", "check_placed_devices"]
 
 
 class Executor:
@@ -50,15 +53,16 @@ class Executor:
         The torch.distributed group.
     """
 
-    def __init__(self, devices: list[str], threads: int, dist: Dist | None) -> None:
+    def __init__(self, devices: list[str], threads: int, dist: Dist | None, *, in_process: bool = False) -> None:
         self.devices, self.threads, self.dist = devices, threads, dist
+        self.in_process = in_process  # a network placed by its caller runs where it is, in this process
         self.pool: Pool | None = None
         self.backend: Any = None
         self.progress_bars = True
 
     # -- lifetime -------------------------------------------------------------------------
     def __enter__(self) -> Executor:
-        if self.dist is None:
+        if self.dist is None and not self.in_process:
             backend = joblib_backend()
             if backend is not None:
                 self.backend = backend[1]
@@ -98,6 +102,16 @@ class Executor:
         return int(torch.get_num_threads())
 
     @property
+    def workers_per_memory(self) -> int:
+        """How many of this machine's evaluating processes share one device's memory: the CPU worker
+        processes (or torchrun's local ranks) on the CPU, one per CUDA device."""
+        if torch.device(self.device).type == "cuda":
+            return 1
+        if self.dist is not None:
+            return self.dist.local_world
+        return len(self.devices)
+
+    @property
     def workers(self) -> int:
         """How many evaluate at once (chunks are sized for them)."""
         return self.dist.world if self.dist is not None else len(self.devices)
@@ -115,6 +129,12 @@ class Executor:
             return 0
         bar = Progress(label, total, enabled=self.progress_bars and self.root)
         try:
+            if is_sharded(spec.network):  # every rank evaluates every point on its share of the samples
+                if self.dist is None:
+                    raise RuntimeError("a network sharded with fully_shard needs its process group: launch with "
+                                       "torchrun and leave distributed=None or True")
+                return self.dist.run_all(lambda dev: ShardedEngine(spec, dev), points, chunks, label,
+                                         on_chunk, bar.update if self.root else None)
             if self.dist is not None:
                 return self.dist.run(lambda dev: Engine(spec, dev), points, chunks, label,
                                      _counting(on_chunk, bar))
@@ -154,10 +174,26 @@ def check_devices(device_ids: list[int] | None, distributed: bool | None, caller
     resolve_devices(None if device_ids is None else list(device_ids), caller)
 
 
-def executor(device_ids: list[int] | None, distributed: bool | None, caller: str) -> Executor:
+def executor(device_ids: list[int] | None, distributed: bool | None, caller: str, *,
+             network: nn.Module | None = None) -> Executor:
     """The executor for ``device_ids`` (None: every CUDA device, else the CPU) and ``distributed``
     (None: a group when there is one), refused with a clear error before any work when they do
-    not fit. Use it as a context manager."""
+    not fit. A ``network`` its caller placed over several devices (``hf_device_map``) runs where it
+    is, in this process (:func:`check_placed_devices`). Use it as a context manager."""
     check_devices_for_dist(distributed, device_ids, caller)
+    if network is not None and keeps_placement(network):
+        check_placed_devices(network, device_ids, caller)
+        first = next(network.parameters(), None)
+        devices = [str(first.device) if first is not None else "cpu"]
+        return Executor(devices, 0, detect(distributed, caller), in_process=True)
     devices, threads = resolve_devices(None if device_ids is None else list(device_ids), caller)
     return Executor(devices, threads, detect(distributed, caller))
+
+
+def check_placed_devices(network: nn.Module, device_ids: Any, caller: str) -> None:
+    """``device_ids`` must be None for a network placed over several devices by its caller."""
+    if device_ids is not None and keeps_placement(network):
+        raise InvalidParameterError(
+            f"The 'device_ids' parameter of {caller} must be None for a network placed over devices by its caller "
+            f"(hf_device_map, or parameters on several devices); got {device_ids!r}. HINT: such a network is "
+            "evaluated where it is, in this process; leave device_ids out.")

@@ -10,7 +10,6 @@ and assembles the :class:`Landscape`. Inputs are validated by the entry points.
 from __future__ import annotations
 
 import contextlib
-import copy
 import logging
 import math
 from collections.abc import Mapping, Sequence
@@ -18,13 +17,20 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch import nn
 
 from landscape.curvature import hessian_directions
-from landscape.engine import EngineSpec, choose_plan, plan_key
+from landscape.engine import EngineSpec, choose_memory, choose_plan, is_sharded, network_at, plan_key
 from landscape.execution import Executor
 from landscape.generate._jobs import LandscapeJob, Problem
-from landscape.geometry import ViewInputs, centre_state, check_keys, flat_float, moved_names, view_geometry
+from landscape.geometry import (
+    DRAW,
+    SeededDirections,
+    ViewInputs,
+    centre_state,
+    check_keys,
+    moved_names,
+    view_geometry,
+)
 from landscape.io import Partial, Store, jsonable, model_digest, task_name
 from landscape.result import Landscape, LossPath
 
@@ -67,6 +73,8 @@ def build_landscape(problem: Problem, job: LandscapeJob, ex: Executor, *, store:
     tag = job.tag or "landscape"
     names = _moved(problem, job)
     metrics = _usable_metrics(problem.metrics)
+    # a network sharded over the group: each rank keeps its own shards as the centre (nothing is sent)
+    sharded = is_sharded(problem.network)
 
     def decide() -> Any:
         """On rank 0: a finished landscape, or (definition, centre) with the points done."""
@@ -79,12 +87,13 @@ def build_landscape(problem: Problem, job: LandscapeJob, ex: Executor, *, store:
             assert store is not None
             part = store.load_partial(tag)
             _log.info("%s: resuming, %d of %d points done", job.label, int(part.done.sum()), len(part.done))
-            return part, centre_state(problem.network, job.geometry, names, job.label)
+            return part, None if sharded else _shareable(centre_state(problem.network, job.geometry, names,
+                                                                      job.label), ex)
         part, centre = _define(problem, job, names, ex, store)
         part.values = {k: np.full(len(part.points), np.nan) for k in ["loss", *metrics]}
         if store is not None:
             store.begin(tag, fingerprint or {}, part)
-        return part, centre
+        return part, None if sharded else _shareable(centre, ex)
 
     got = ex.on_root(decide)
     if isinstance(got, Landscape):
@@ -93,7 +102,9 @@ def build_landscape(problem: Problem, job: LandscapeJob, ex: Executor, *, store:
                          points=got.z.size + (len(got.path.z) if got.path is not None else 0))
         return got
     part, centre = got
-    spec = _engine_spec(problem, job, part, centre, names, metrics)
+    if centre is None:
+        centre = centre_state(problem.network, job.geometry, names, job.label)
+    spec = _engine_spec(problem, job, part, centre, names, metrics, ex)
     chunks = chunk_bounds(part.done, spec.points_per_call, ex.workers)
     todo = sum(hi - lo for _, lo, hi in chunks)
     _log.info("%s: %d of %d points to evaluate, %d per call, %d chunk(s)", job.label, todo, len(part.points),
@@ -120,19 +131,39 @@ def build_landscape(problem: Problem, job: LandscapeJob, ex: Executor, *, store:
     return result
 
 
+def _shareable(centre: Mapping[str, torch.Tensor], ex: Executor) -> Mapping[str, torch.Tensor]:
+    """The centre as rank 0 sends it to the other ranks: in host memory (a CUDA tensor would be
+    restored on rank 0's device)."""
+    if ex.dist is None:
+        return centre
+    return {k: t.cpu() for k, t in centre.items()}
+
+
+def _recipe(md: Mapping[str, Any], names: Sequence[str]) -> SeededDirections | None:
+    """The random directions' recipe a landscape's metadata records (None: its directions are stored)."""
+    if md.get("direction_draw") != DRAW:
+        return None
+    return SeededDirections(int(md["seed"]), str(md["normalization"]), str(md.get("biasbn", "normalize")),
+                            tuple(names), int(md.get("dims", 2)))
+
+
 def _engine_spec(problem: Problem, job: LandscapeJob, part: Partial, centre: Mapping[str, torch.Tensor],
-                 names: list[str], metrics: Mapping[str, Any]) -> EngineSpec:
+                 names: list[str], metrics: Mapping[str, Any], ex: Executor) -> EngineSpec:
     """What the engine needs, from the landscape's stored definition (so a resume is the same)."""
-    ref = flat_float(centre, names)
     md = part.md
     p, eval_batch = int(md["points_per_call"]), int(md["eval_batch"])
     geo = job.geometry
+    recipe = _recipe(md, names)
+    shapes = [tuple(centre[n].shape) for n in names]
+    v, w = ([], []) if recipe is not None else (_unflat(part.v, shapes), _unflat(part.w, shapes))
+    memory = choose_memory(problem.memory, recipe, [centre[n] for n in names], points_per_call=p,
+                           device=ex.device, workers=ex.workers_per_memory, label=job.label)
     return EngineSpec(network=problem.network, task=problem.task, metrics=metrics,
-                      samples=problem.samples.rebatch(eval_batch), names=names, centre=centre,
-                      v=_unflat(part.v, ref), w=_unflat(part.w, ref), eval_mode=problem.eval_mode,
-                      points_per_call=p, seed=geo.seed, batching=md.get("batching") if p > 1 else None,
+                      samples=problem.samples.rebatch(eval_batch), names=names, centre=centre, v=v, w=w,
+                      eval_mode=problem.eval_mode, points_per_call=p, seed=geo.seed,
+                      batching=md.get("batching") if p > 1 else None,
                       memory_format=str(md.get("memory_format") or "contiguous"),
-                      bn_statistics=geo.bn_statistics if geo.through_models else None)
+                      bn_statistics=geo.bn_statistics if geo.through_models else None, recipe=recipe, memory=memory)
 
 
 def _define(problem: Problem, job: LandscapeJob, names: list[str], ex: Executor,
@@ -155,7 +186,7 @@ def _define(problem: Problem, job: LandscapeJob, names: list[str], ex: Executor,
 
     def hessian() -> tuple[list[torch.Tensor], list[torch.Tensor], dict[str, Any]]:
         # on the landscape's device, in its mode (Lanczos seeded by the landscape's seed)
-        net = _copy_with(network, centre).train(not problem.eval_mode).to(device)
+        net = network_at(network, centre, torch.device(device)).train(not problem.eval_mode)
         v, w, eig = hessian_directions(net, problem.task, samples, names, seed=geo.seed)
         return v, w, {"hessian_eigenvalues": [float(e) for e in eig.eigenvalues],
                       "hessian_residuals": [float(r) for r in eig.residuals]}
@@ -166,14 +197,19 @@ def _define(problem: Problem, job: LandscapeJob, names: list[str], ex: Executor,
     md = {"decomposition": md.pop("decomposition"), **md}
     if job.intervals is not None:
         md["checkpoint_steps"] = list(job.intervals)
-    # a line's w is zero (not stored); the planner's probe evaluates with it
-    w = view.w if len(view.w) == len(view.v) else [torch.zeros_like(t) for t in view.v]
+    # a line's w is zero: empty, not stored; random directions are their recipe (nothing held here)
+    memory = choose_memory(problem.memory, view.recipe, [centre[n] for n in names], points_per_call=None,
+                           device=device, workers=ex.workers_per_memory, label=label)
     spec = EngineSpec(network=network, task=problem.task, metrics={}, samples=samples, names=names, centre=centre,
-                      v=view.v, w=w, eval_mode=problem.eval_mode, seed=int(geo.seed),
-                      bn_statistics=geo.bn_statistics if geo.through_models else None)
+                      v=view.v, w=view.w, eval_mode=problem.eval_mode, seed=int(geo.seed),
+                      bn_statistics=geo.bn_statistics if geo.through_models else None, recipe=view.recipe,
+                      memory=memory)
     md.update(_plan(problem, spec, len(view.points), device, store))
     if torch.device(device).type == "cpu":  # with the plan, what makes the values the same bit for bit
         md["threads"] = ex.eval_threads
+    if is_sharded(network):  # the ranks' shares of the samples: their sums are added in another order
+        md["sample_shares"] = ex.workers
+    del spec
     part = Partial(md=jsonable(md), x=view.x, y=view.y, points=view.points, n_path=view.n_path,
                    intervals=view.intervals, v=_flat(view.v), w=_flat(view.w), values={},
                    done=np.zeros(len(view.points), dtype=bool))
@@ -182,8 +218,15 @@ def _define(problem: Problem, job: LandscapeJob, names: list[str], ex: Executor,
 
 def _plan(problem: Problem, spec: EngineSpec, n_points: int, device: str, store: Store | None) -> dict[str, Any]:
     """The evaluation plan's metadata: ``plan="tune"`` reuses a tuned plan the store recorded for
-    the same network, task, samples' shapes, moved tensors, points and device kind."""
+    the same network, task, samples' shapes, moved tensors, points and device kind. A sharded
+    network runs one point per call on each rank's share of the samples (all in one batch, or the
+    plan dict's ``eval_batch``): probing it would need every rank."""
     mode = problem.plan
+    if is_sharded(problem.network):
+        given = isinstance(mode, Mapping)
+        eval_batch = int(mode.get("eval_batch") or spec.samples.n) if given else spec.samples.n
+        return {"points_per_call": 1, "eval_batch": eval_batch, "batching": None, "memory_format": "contiguous",
+                "plan": "given" if given else "heuristic"}
     if mode != "tune":
         return choose_plan(spec, n_points=n_points, device=device, mode=mode).metadata()
     key = plan_key(spec, n_points, device, model_digest(problem.network), task_name(problem.task))
@@ -205,21 +248,30 @@ def _patterns_text(ignore: str | Sequence[str] | None) -> str | list[str]:
     return ignore if isinstance(ignore, str) else list(ignore)
 
 
-def _flat(ts: Sequence[torch.Tensor]) -> np.ndarray:
-    if not ts:
-        return np.zeros(0, dtype=np.float32)
-    return torch.cat([t.reshape(-1).to(torch.float32) for t in ts]).numpy()
+def _flat(ts: list[torch.Tensor]) -> np.ndarray:
+    """The tensors as one float32 vector (what the store keeps). The list is emptied as it is
+    copied, so the tensors and the vector are not both held whole."""
+    out = np.empty(sum(t.numel() for t in ts), dtype=np.float32)
+    o = 0
+    while ts:
+        t = ts.pop(0)
+        out[o:o + t.numel()] = t.detach().reshape(-1).to("cpu", torch.float32).numpy()
+        o += t.numel()
+        del t
+    return out
 
 
-def _unflat(flat: np.ndarray, like: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-    """Split a stored flat direction like ``like``; an empty one (a line's ``w``) is zero."""
+def _unflat(flat: np.ndarray, shapes: Sequence[tuple[int, ...]]) -> list[torch.Tensor]:
+    """Split a stored flat direction into views shaped ``shapes``; an empty one (a line's ``w``) is
+    empty: a zero direction."""
     if np.size(flat) == 0:
-        return [torch.zeros_like(r, dtype=torch.float32) for r in like]
+        return []
     t = torch.from_numpy(np.ascontiguousarray(flat, dtype=np.float32))
     out, o = [], 0
-    for r in like:
-        out.append(t[o:o + r.numel()].reshape(r.shape))
-        o += r.numel()
+    for shape in shapes:
+        k = math.prod(shape)
+        out.append(t[o:o + k].reshape(shape))
+        o += k
     if o != t.numel():
         raise ValueError(f"stored directions hold {t.numel()} values; the moved parameters need {o}.")
     return out
@@ -288,13 +340,6 @@ def assemble(part: Partial, values: Mapping[str, np.ndarray], tag: str | None) -
         conv = (float(x[h]), float(y[h]), float(z[h, h]))
     return Landscape(x=x, y=y, z=z, path=path, convergence_point=conv, metadata=md, surfaces=surfaces, tag=tag,
                      markers=markers, paths=paths)
-
-
-def _copy_with(network: nn.Module, centre: Mapping[str, torch.Tensor]) -> nn.Module:
-    net = copy.deepcopy(network).cpu()
-    net.load_state_dict(centre)
-    net.eval()
-    return net
 
 
 def _usable_metrics(metrics: Mapping[str, Any]) -> dict[str, Any]:

@@ -7,12 +7,12 @@ from typing import Any, Literal, cast
 
 from torch import nn
 
-from collector.common import InstanceOf, Interval, InvalidParameterError, Options, check_param
+from collector.common import InstanceOf, Interval, InvalidParameterError, Options, check_param, unwrap_module
 from collector.trajectory import LANDSCAPE_SIZES, check_checkpoints
-from landscape.execution import executor
+from landscape.execution import check_placed_devices, executor
 from landscape.generate._build import build_landscape
 from landscape.generate._jobs import LandscapeJob
-from landscape.generate._options import check_bn_statistics, check_runs, check_runs_view, resolve_view
+from landscape.generate._options import check_bn_statistics, check_runs, check_runs_view, check_sharded, resolve_view
 from landscape.generate._prepare import check_options, prepare_problem
 from landscape.geometry import Geometry, Kind
 from landscape.result import Landscape
@@ -51,6 +51,7 @@ def compute_landscape(
     distributed: bool | None = None,
     plan: Literal["auto", "tune"] | Mapping[str, Any] = "auto",
     bn_statistics: Literal["clamped", "affine", "a", "recompute"] = "clamped",
+    memory: Literal["auto", "fast", "lean"] = "auto",
 ) -> Landscape:
     """Compute a loss landscape: a plane or a line around a network's weights, through models,
     or along a training trajectory.
@@ -58,7 +59,8 @@ def compute_landscape(
     Parameters
     ----------
     network : nn.Module
-        The architecture (never modified: the engine works on a copy).
+        The architecture (never modified: the engine works on a copy of its modules over its
+        own tensors, which are only read).
     loss_fn : callable, optional
         ``loss_fn(outputs, labels)`` for ``(inputs, labels)`` batches; 'mean', 'sum' or
         'none' reductions all give the mean. Give this or ``task``.
@@ -154,7 +156,10 @@ def compute_landscape(
         Share the points between the processes of a ``torch.distributed`` group (one
         device each): None uses an initialised group or torchrun's environment when there
         is one, True requires one, False computes everything here. Every rank returns the
-        whole landscape.
+        whole landscape. A ``network`` sharded over the group with FSDP2
+        (``torch.distributed.fsdp.fully_shard``) is split the other way: every rank
+        evaluates every point on its share of the samples, moving its own shards (random
+        directions around the network's own state, the loss only, eval mode).
     plan : {"auto", "tune"} or dict, default="auto"
         How points are evaluated: points per call, how a group runs (``"sequential"``,
         ``"folded"``, ``"vmap"``), samples per batch and the layout of convolution kernels
@@ -174,6 +179,14 @@ def compute_landscape(
         carried as they are ("affine"); kept at model A's ("a"); or estimated again at
         every point from the samples ("recompute", Garipov et al.'s ``bn_update``: one
         more pass per point).
+    memory : {"auto", "fast", "lean"}, default="auto"
+        How random directions are kept while points are evaluated. "fast": held, 8 bytes per
+        moved parameter (two float32 directions); "lean": nothing held, each tensor of a
+        direction drawn again from the seed whenever a layer reads it (one point per call,
+        slower by the draws); "auto": held when they take at most half of the device's free
+        memory, else drawn. The values are the same bit for bit either way. Other directions
+        (PCA, given, Hessian, between models) are data and always held. The network itself is
+        never copied: each moved tensor of a point is computed when a layer reads it.
 
     Returns
     -------
@@ -181,6 +194,7 @@ def compute_landscape(
         ``z`` of shape (len(y), len(x)), or (len(x),) for a line.
     """
     check_param("network", network, [InstanceOf(nn.Module)], caller=_CALLER)
+    check_placed_devices(unwrap_module(network), device_ids, _CALLER)
     if data is None:
         raise InvalidParameterError(f"The 'data' parameter of {_CALLER} is required: a DataLoader, an iterable of "
                                     "batches, a Dataset or an (inputs, labels) pair of tensors.")
@@ -204,7 +218,9 @@ def compute_landscape(
     check_bn_statistics(bn_statistics, _CALLER)
     opts = check_options(normalization=view.normalization, ignore=ignore, include=include, biasbn=biasbn, seed=seed,
                          eval_mode=eval_mode, device_ids=device_ids, distributed=distributed, plan=plan, x=x, y=y,
-                         caller=_CALLER)
+                         caller=_CALLER, memory=memory)
+    check_sharded(unwrap_module(network), kind=view.kind, centre_given=checkpoints is not None or between is not None,
+                  metrics=metrics, eval_mode=eval_mode, plan=plan, distributed=distributed, caller=_CALLER)
     if view.dims == 1 and opts.y is not None:
         raise InvalidParameterError(f"The 'y' parameter of {_CALLER} must be None for a line (dims=1). Got {y!r} "
                                     "instead.")
@@ -218,7 +234,8 @@ def compute_landscape(
         check_checkpoints([m.state_dict() if isinstance(m, nn.Module) else m for m in between], network,
                           name="between", caller=_CALLER)
     problem = prepare_problem(network, data, loss_fn=loss_fn, task=task, metrics=metrics, num_samples=num_samples,
-                              eval_mode=eval_mode, plan=plan, ignore=ignore, include=include, caller=_CALLER)
+                              eval_mode=eval_mode, plan=plan, ignore=ignore, include=include, caller=_CALLER,
+                              memory=memory)
     trajectory = list(checkpoints) if checkpoints is not None and runs is None else None
     if view.kind in ("random", "given") and trajectory is not None:
         trajectory = trajectory[-1:]
@@ -227,5 +244,5 @@ def compute_landscape(
                         x=opts.x, y=opts.y, models=list(between) if between is not None else None,
                         second=view.second, biasbn=biasbn, include=opts.include, bn_statistics=bn_statistics,
                         runs=runs, centre_on=centre)
-    with executor(device_ids, distributed, _CALLER) as ex:
+    with executor(device_ids, distributed, _CALLER, network=problem.network) as ex:
         return build_landscape(problem, LandscapeJob(geometry, tag=tag), ex)

@@ -38,6 +38,8 @@ class Problem:
     eval_mode : bool
     plan : {"auto", "tune"} or dict
         How the evaluation plan is chosen (:func:`landscape.engine.choose_plan`).
+    memory : {"auto", "fast", "lean"}
+        How random directions are kept (:func:`landscape.engine.choose_memory`).
     """
 
     network: nn.Module
@@ -46,6 +48,7 @@ class Problem:
     metrics: Mapping[str, Any] = field(default_factory=dict)
     eval_mode: bool = True
     plan: Any = "auto"
+    memory: str = "auto"
 
 
 @dataclass(frozen=True)

@@ -13,12 +13,21 @@ from typing import Any
 from torch import nn
 
 from collector.common import Interval, InvalidParameterError, Options, check_param
-from landscape.engine import BATCHINGS, MEMORY_FORMATS, PLAN_MODES, is_batch_metric, is_point_metric
+from landscape.engine import (
+    BATCHINGS,
+    MEMORY_FORMATS,
+    MEMORY_SETTINGS,
+    PLAN_MODES,
+    is_batch_metric,
+    is_point_metric,
+    is_sharded,
+)
 from landscape.geometry import BIASBN, BN_STATISTICS, NORMALIZATIONS, moved_names
 from landscape.tasks import Supervised
 
-__all__ = ["check_common", "check_metrics", "check_plan", "check_range", "check_patterns", "check_selection",
-           "check_bn_statistics", "check_runs", "check_runs_view", "resolve_view", "View"]
+__all__ = ["check_common", "check_metrics", "check_plan", "check_memory", "check_sharded", "check_range",
+           "check_patterns", "check_selection", "check_bn_statistics", "check_runs", "check_runs_view", "resolve_view",
+           "View"]
 
 AxisRange = tuple[float, float, int]
 
@@ -115,6 +124,48 @@ def check_plan(plan: Any, caller: str) -> None:
     check_param("plan", plan, [Options((*PLAN_MODES, "heuristic"))], caller=caller,
                 hint="'auto' is deterministic, 'tune' times the candidates; or a dict {'points_per_call': 4, "
                      "'batching': 'folded', 'eval_batch': 256}.")
+
+
+def check_memory(memory: Any, plan: Any, caller: str) -> None:
+    """``"auto"``, ``"fast"`` or ``"lean"``; "lean" evaluates one point per call, so a plan dict asking
+    for more is refused with it."""
+    check_param("memory", memory, [Options(MEMORY_SETTINGS)], caller=caller,
+                hint="'fast' holds the directions (8 bytes per moved parameter), 'lean' draws random directions "
+                     "again whenever a tensor is read (no memory); 'auto' holds them when they fit.")
+    if memory == "lean" and isinstance(plan, Mapping) and int(plan.get("points_per_call", 1)) > 1:
+        raise InvalidParameterError(
+            f"The 'plan' parameter of {caller} asks for {plan['points_per_call']} points per call, which need the "
+            f"directions held; memory='lean' draws them at every read, one point per call. Got plan={dict(plan)!r} "
+            "with memory='lean'. HINT: memory='fast' or plan={'points_per_call': 1}.")
+
+
+def check_sharded(network: nn.Module, *, kind: str, centre_given: bool, metrics: Any, eval_mode: Any, plan: Any,
+                  distributed: Any, caller: str) -> None:
+    """What a network sharded with FSDP2 (``fully_shard``) can do, checked before any work: a random
+    plane or line around its own state, the loss only, in eval mode, one point per call, on every rank
+    of an initialised process group."""
+    if not is_sharded(network):
+        return
+    import torch.distributed as td
+
+    hint = ("HINT: launch every rank with torchrun, shard the model with fully_shard, and call "
+            "compute_landscape(model, data=..., task=...) on every rank with random directions.")
+    refusals = [
+        ("directions", kind != "random", f"random (each rank draws its shard of them), not a {kind!r} view"),
+        ("checkpoints", centre_given, "None: the centre is the sharded network's own state"),
+        ("metrics", bool(metrics), "None: every rank computes the loss on its share of the samples"),
+        ("eval_mode", eval_mode is not True, "True: train mode's dropout would draw per rank"),
+        ("plan", plan == "tune" or (isinstance(plan, Mapping) and int(plan.get("points_per_call", 1)) != 1),
+         "'auto' or a dict with points_per_call=1: the ranks evaluate one point per call together"),
+        ("distributed", distributed is False, "None or True: the shards live on the ranks of the group"),
+    ]
+    for name, bad, need in refusals:
+        if bad:
+            raise InvalidParameterError(f"The '{name}' parameter of {caller} must be {need} for a network sharded "
+                                        f"with fully_shard. {hint}")
+    if not (td.is_available() and td.is_initialized() and td.get_world_size() > 1):
+        raise InvalidParameterError(f"The 'network' parameter of {caller} is sharded with fully_shard, but no "
+                                    f"process group of more than one rank is initialised. {hint}")
 
 
 def check_bn_statistics(value: Any, caller: str) -> None:

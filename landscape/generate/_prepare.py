@@ -22,6 +22,7 @@ from landscape.execution import check_devices
 from landscape.generate._jobs import Problem
 from landscape.generate._options import (
     check_common,
+    check_memory,
     check_metrics,
     check_patterns,
     check_plan,
@@ -47,12 +48,14 @@ class SharedOptions:
 
 
 def check_options(*, normalization: Any, ignore: Any, include: Any, biasbn: Any, seed: Any, eval_mode: Any,
-                  device_ids: Any, distributed: Any, plan: Any, x: Any, y: Any, caller: str) -> SharedOptions:
+                  device_ids: Any, distributed: Any, plan: Any, x: Any, y: Any, caller: str,
+                  memory: Any = "auto") -> SharedOptions:
     """Validate the options shared by both entry points (nothing is loaded or run)."""
     check_common(normalization=normalization, ignore=ignore, seed=seed, eval_mode=eval_mode, device_ids=device_ids,
                  caller=caller, include=include, biasbn=biasbn)
     check_param("distributed", distributed, [None, "boolean"], caller=caller)
     check_plan(plan, caller)
+    check_memory(memory, plan, caller)
     x_range, y_range = check_range("x", x, caller), check_range("y", y, caller)
     check_devices(None if device_ids is None else list(device_ids), distributed, caller)
     ignores = check_patterns("ignore", ignore, caller, keyword="biasbn")
@@ -72,7 +75,7 @@ def metric_dict(metrics: Any) -> dict[str, Any]:
 
 def prepare_problem(network: nn.Module, data: Any, *, loss_fn: Any = None, task: Any = None, metrics: Any = None,
                     num_samples: int | None, eval_mode: bool, plan: Any, ignore: Any, include: Any, caller: str,
-                    where: str = "", metrics_name: str = "metrics") -> Problem:
+                    where: str = "", metrics_name: str = "metrics", memory: str = "auto") -> Problem:
     """The problem every landscape of the call evaluates, checked before any point: the network
     (DDP, DataParallel and torch.compile unwrapped), the task from ``loss_fn`` or ``task``, the
     metrics, the moved tensors' selection, then the samples (read once). ``where`` says where the
@@ -87,7 +90,7 @@ def prepare_problem(network: nn.Module, data: Any, *, loss_fn: Any = None, task:
     check_metrics(metric_map, task_, f"{caller}{where}")
     check_selection(network, ignore, include, caller)
     samples = collect(data, num_samples, task_, caller=caller)
-    return Problem(network, task_, samples, metrics=metric_map, eval_mode=eval_mode, plan=plan)
+    return Problem(network, task_, samples, metrics=metric_map, eval_mode=eval_mode, plan=plan, memory=memory)
 
 
 def refuse_unused(name: str, value: Any, caller: str, why: str) -> None:

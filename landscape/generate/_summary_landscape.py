@@ -24,6 +24,7 @@ from collector.trajectory import (
     validate_collect_landscape,
     verify_checkpoint_file,
 )
+from landscape.engine import is_sharded
 from landscape.execution import executor
 from landscape.generate._build import run_jobs
 from landscape.generate._jobs import LandscapeJob, RunOptions, jobs_from_metadata, view_checkpoints
@@ -129,6 +130,7 @@ class SummaryLandscape:
         view: str | None = None, between: Sequence[int | str | os.PathLike] | None = None, second: str = "random",
         x: tuple[float, float, int] | None = None, y: tuple[float, float, int] | None = None,
         include: str | Sequence[str] | None = None, biasbn: str = "normalize", bn_statistics: str = "clamped",
+        memory: str = "auto",
     ) -> list[Landscape]:
         """Compute every landscape the metadata asks for and write them to ``output``.
 
@@ -206,6 +208,9 @@ class SummaryLandscape:
         biasbn : {"normalize", "li"}, default="normalize"
             Directions of tensors with at most one dimension: normalized like the others,
             or (Li et al.) the tensor itself.
+        memory : {"auto", "fast", "lean"}, default="auto"
+            How random directions are kept (see ``compute_landscape``): held, drawn again at
+            every read, or held when they fit. The values are the same either way.
 
         Returns
         -------
@@ -217,7 +222,7 @@ class SummaryLandscape:
                             hint="pass the folder the summary file and landscapes.h5 go to (default summary_dir).")
         opts = check_options(normalization=normalization or "layer", ignore=ignore, include=include, biasbn=biasbn,
                              seed=seed, eval_mode=eval_mode, device_ids=device_ids, distributed=distributed,
-                             plan=plan, x=x, y=y, caller=_GEN)
+                             plan=plan, x=x, y=y, caller=_GEN, memory=memory)
         check_param("restart", restart, ["boolean"], caller=_GEN)
         check_bn_statistics(bn_statistics, _GEN)
         run = self._check_view(view, between, second, normalization, opts)
@@ -233,13 +238,18 @@ class SummaryLandscape:
         problem = prepare_problem(network, dataset, loss_fn=loss_fn, task=task, metrics=metrics,
                                   num_samples=cfg["num_samples"], eval_mode=eval_mode, plan=plan, ignore=ignore,
                                   include=include, caller=_GEN, where=" (callback_fn)",
-                                  metrics_name="metrics (callback_fn's fourth item)")
+                                  metrics_name="metrics (callback_fn's fourth item)", memory=memory)
+        if is_sharded(problem.network):
+            raise InvalidParameterError(
+                f"The network of {_GEN} (callback_fn) is sharded with fully_shard; a run's landscapes are centred "
+                "on its checkpoints, which load whole. HINT: compute_landscape(model, data=..., task=...) on every "
+                "rank draws a random landscape around the sharded model's own state.")
         base = Geometry(kind="random", size=cfg["landscape_size"], ignore=opts.ignore, seed=seed, x=opts.x, y=opts.y,
                         biasbn=biasbn, include=opts.include, bn_statistics=bn_statistics)
         jobs = jobs_from_metadata(cfg, run, base, _kept_states(problem.network, paths, cfg["unit"]), paths)
         out_dir = os.fspath(output) if output is not None else self.summary_dir
         self.last_stats = {}
-        with executor(device_ids, distributed, _GEN) as ex, contextlib.ExitStack() as held:
+        with executor(device_ids, distributed, _GEN, network=problem.network) as ex, contextlib.ExitStack() as held:
             opened: list[Store] = []
             prints: dict[str, dict[str, Any]] = {}
 

@@ -2,9 +2,18 @@
 
 Directions are lists of float32 CPU tensors aligned with a list of parameter names.
 
+A random direction is drawn tensor by tensor: tensor ``name``'s standard-normal draw on axis
+``k`` (0 for the first direction, 1 for the second) comes from its own generator, seeded by
+the SHA-256 of ``(seed, k, name)`` (:func:`tensor_seed`), and is then normalized against the
+centre's tensor. Every tensor of a direction can so be drawn again alone, at any time and in
+any process, with the same bits: the engine may hold the directions or draw each tensor when
+it is read (:class:`SeededDirections`), and both give the same landscape. (Before this draw,
+one generator ran over all tensors of ``v`` then of ``w``; a seed's directions changed with it.)
+
 Normalizations, for a direction tensor ``d`` and the centre's tensor ``p`` (Li et al.,
 ``net_plotter.normalize_direction``, and MindSpore's layer normalization), computed in
-float64 and stored as float32:
+float64 (norms over the whole tensor or slice; each element's product rounded once) and
+stored as float32:
 
 =========  ==========================================================================
 layer      ``d <- d * ||p|| / ||d||`` per tensor (MindSpore's; Li et al.'s ``layer``)
@@ -31,31 +40,101 @@ al.'s convention is ``biasbn="li"``: such a tensor's direction is the tensor its
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-__all__ = ["NORMALIZATIONS", "BIASBN", "normalize_directions", "random_directions", "random_direction",
-           "path_coordinates", "grid_axes", "axis_values"]
+__all__ = ["NORMALIZATIONS", "BIASBN", "DRAW", "normalize_directions", "normalize_tensor", "random_directions",
+           "seeded_direction", "seeded_normal", "tensor_seed", "SeededDirections", "path_coordinates", "grid_axes",
+           "axis_values"]
 
 NORMALIZATIONS = ("layer", "filter", "dfilter", "dlayer", "weight", "none")
 BIASBN = ("normalize", "li")
+#: How random directions are drawn, as the metadata records it (``direction_draw``): each moved
+#: tensor from its own generator, seeded by the seed, the axis and the tensor's name.
+DRAW = "per-tensor"
+#: Elements per block of the float64 products (a block's float64 copy is all the memory they take).
+_BLOCK = 1 << 20
 
 
-def _scaled(d: torch.Tensor, num: torch.Tensor | None, *, per_filter: bool) -> torch.Tensor:
-    """``d * num / ||d||`` (``num`` None: ``d / ||d||``) per tensor or per first-dimension slice, in float64."""
-    d64 = d.double()
+def _rows(t: torch.Tensor) -> torch.Tensor:
+    """``t`` as a matrix of its first-dimension slices (a 0-d tensor is one row of one)."""
+    return t.reshape(t.shape[0] if t.dim() >= 1 else 1, -1)
+
+
+def _product_into(d: torch.Tensor, factor: torch.Tensor, out: torch.Tensor) -> None:
+    """``out = float32(float64(d) * factor)`` element by element, in blocks of rows: each element is one
+    float64 product rounded once, so the blocks give the bits of the whole-tensor product. ``factor`` is a
+    0-d float64 tensor, one per row (``(rows, 1)``) or shaped like ``d``; ``out`` may be ``d``."""
+    d2, o2 = _rows(d), _rows(out)
+    f2 = factor if factor.dim() == 0 else _rows(factor)
+    step = max(1, _BLOCK // max(1, d2.shape[1]))
+    for lo in range(0, d2.shape[0], step):
+        f = f2 if f2.dim() == 0 else f2[lo:lo + step].to(torch.float64)
+        o2[lo:lo + step] = d2[lo:lo + step].to(torch.float64) * f
+
+
+def _norm64(t: torch.Tensor, *, per_filter: bool = False) -> torch.Tensor:
+    """The float64 norm of ``t`` (0-d), or of each first-dimension slice (``(rows, 1)``), computed in
+    blocks of :data:`_BLOCK` elements: no float64 copy of a large tensor is made. The blocks are fixed,
+    so the bits do not depend on anything but ``t``'s values."""
+    if per_filter:
+        t2 = _rows(t)
+        step = max(1, _BLOCK // max(1, t2.shape[1]))
+        return torch.cat([torch.linalg.vector_norm(t2[lo:lo + step], dim=1, keepdim=True, dtype=torch.float64)
+                          for lo in range(0, t2.shape[0], step)]) if t2.shape[0] else \
+            torch.zeros((0, 1), dtype=torch.float64)
+    flat = t.reshape(-1)
+    if flat.numel() <= _BLOCK:
+        return torch.linalg.vector_norm(flat, dtype=torch.float64)
+    total = torch.zeros((), dtype=torch.float64)
+    for lo in range(0, flat.numel(), _BLOCK):
+        total += flat[lo:lo + _BLOCK].to(torch.float64).square().sum()
+    return total.sqrt()
+
+
+def _scale(d: torch.Tensor, p: torch.Tensor | None, *, per_filter: bool) -> torch.Tensor:
+    """``||p|| / ||d||`` (``p`` None: ``1 / ||d||``) per tensor, or per first-dimension slice as ``(rows, 1)``,
+    in float64; 0 where ``d``'s norm is 0."""
     if per_filter and d.dim() >= 1:
-        d2 = d64.reshape(d.shape[0], -1)
-        dn = torch.linalg.vector_norm(d2, dim=1, keepdim=True)
-        top = torch.ones_like(dn) if num is None else num
-        scale = torch.where(dn > 0, top / torch.where(dn > 0, dn, 1.0), 0.0)
-        return (d2 * scale).reshape(d.shape)
-    dn = torch.linalg.vector_norm(d64)
-    top1 = torch.ones((), dtype=torch.float64) if num is None else num
-    scale = (top1 / dn) if dn > 0 else torch.zeros((), dtype=torch.float64)
-    return d64 * scale
+        dn = _norm64(d, per_filter=True)
+        top = torch.ones_like(dn) if p is None else _norm64(p, per_filter=True)
+        return torch.where(dn > 0, top / torch.where(dn > 0, dn, 1.0), 0.0)
+    dn = _norm64(d)
+    top1 = torch.ones((), dtype=torch.float64) if p is None else _norm64(p)
+    return (top1 / dn) if dn > 0 else torch.zeros((), dtype=torch.float64)
+
+
+def normalize_tensor(d: torch.Tensor, p: torch.Tensor, normalization: str, biasbn: str = "normalize", *,
+                     out: torch.Tensor | None = None) -> torch.Tensor:
+    """One tensor of a direction normalized against the centre's tensor ``p`` (see the module docstring).
+
+    ``d`` is a contiguous float32 CPU tensor; the result is float32 on the CPU, written into ``out`` when
+    given (``out`` may be ``d`` itself: no memory beyond blocks of float64 then). ``p`` may be of any
+    floating dtype, layout and device (it is read on the CPU, contiguous, so the result does not depend
+    on where the network lives or how its kernels are laid out).
+    """
+    p = p.detach()
+    if biasbn == "li" and d.dim() <= 1:
+        res = p.to("cpu", torch.float32).reshape(d.shape)
+        return out.copy_(res) if out is not None else res.clone()
+    if out is None:
+        out = torch.empty_like(d, dtype=torch.float32, memory_format=torch.contiguous_format)
+    if normalization == "none" or d.numel() == 0:
+        return out.copy_(d)
+    p = p.to("cpu").contiguous()  # the norms' order of summation must not depend on the layout
+    if normalization == "weight":
+        _product_into(d, p.reshape(d.shape), out)
+    elif normalization in ("layer", "dlayer") or d.dim() == 0:
+        _product_into(d, _scale(d, None if normalization in ("dlayer", "dfilter") else p, per_filter=False), out)
+    elif normalization in ("filter", "dfilter"):
+        _product_into(d, _scale(d, None if normalization == "dfilter" else p, per_filter=True), out)
+    else:
+        raise ValueError(f"unknown normalization {normalization!r}")
+    return out
 
 
 def normalize_directions(direction: Sequence[torch.Tensor], reference: Sequence[torch.Tensor],
@@ -74,48 +153,90 @@ def normalize_directions(direction: Sequence[torch.Tensor], reference: Sequence[
     Returns
     -------
     list of Tensor
-        float32 tensors shaped like ``direction``.
+        float32 CPU tensors shaped like ``direction`` (new tensors: the inputs are not changed).
     """
-    out = []
-    for d, p in zip(direction, reference):
-        d = d.to(torch.float32)
-        if biasbn == "li" and d.dim() <= 1:
-            out.append(p.detach().to(torch.float32).clone().reshape(d.shape))
-            continue
-        if normalization == "none" or d.numel() == 0:
-            out.append(d.clone())
-            continue
-        p64 = p.detach().double()
-        if normalization == "weight":
-            res = d.double() * p64
-        elif normalization in ("layer", "dlayer") or d.dim() == 0:
-            num = None if normalization in ("dlayer", "dfilter") else torch.linalg.vector_norm(p64)
-            res = _scaled(d, num, per_filter=False)
-        elif normalization in ("filter", "dfilter"):
-            num = None if normalization == "dfilter" else \
-                torch.linalg.vector_norm(p64.reshape(p.shape[0], -1), dim=1, keepdim=True)
-            res = _scaled(d, num, per_filter=True)
-        else:
-            raise ValueError(f"unknown normalization {normalization!r}")
-        out.append(res.to(torch.float32))
-    return out
+    return [normalize_tensor(d.detach().to("cpu", torch.float32), p, normalization, biasbn)
+            for d, p in zip(direction, reference)]
 
 
-def random_direction(reference: Sequence[torch.Tensor], gen: torch.Generator) -> list[torch.Tensor]:
-    """One standard-normal direction shaped like ``reference`` (float32), drawn from ``gen``."""
-    return [torch.randn(tuple(p.shape), generator=gen, dtype=torch.float32) for p in reference]
+def tensor_seed(seed: int, axis: int, name: str) -> int:
+    """The seed of tensor ``name``'s draw on ``axis`` (0: the first direction, 1: the second): 63 bits
+    of the SHA-256 of the three, so every tensor has its own stream, which depends on nothing else."""
+    digest = hashlib.sha256(f"{int(seed)}/{int(axis)}/{name}".encode()).digest()
+    return int.from_bytes(digest[:8], "little") >> 1
+
+
+def seeded_normal(name: str, shape: Sequence[int], seed: int, axis: int) -> torch.Tensor:
+    """Tensor ``name``'s standard-normal draw on ``axis`` (float32, CPU): the same bits wherever and
+    whenever it is drawn."""
+    gen = torch.Generator(device="cpu").manual_seed(tensor_seed(seed, axis, name))
+    return torch.randn(tuple(shape), generator=gen, dtype=torch.float32)
+
+
+def seeded_direction(name: str, p: torch.Tensor, seed: int, axis: int, normalization: str,
+                     biasbn: str = "normalize") -> torch.Tensor:
+    """One tensor of a random direction: :func:`seeded_normal` normalized against the centre's tensor
+    ``p`` (float32, CPU). Held or drawn again at every read, a direction is this tensor for tensor."""
+    if biasbn == "li" and p.dim() <= 1:  # the tensor itself: nothing to draw
+        return p.detach().to("cpu", torch.float32).clone()
+    d = seeded_normal(name, p.shape, seed, axis)
+    return normalize_tensor(d, p, normalization, biasbn, out=d)
 
 
 def random_directions(reference: Sequence[torch.Tensor], seed: int, normalization: str, biasbn: str = "normalize",
-                      count: int = 2) -> list[list[torch.Tensor]]:
-    """``count`` seeded standard-normal directions (all of v, then all of w), normalized.
+                      count: int = 2, *, names: Sequence[str]) -> list[list[torch.Tensor]]:
+    """``count`` seeded standard-normal directions (axis 0 is ``v``, axis 1 ``w``), normalized.
 
-    The first direction does not depend on ``count``: a random line (``count=1``) runs
+    Each tensor is drawn from its own generator (:func:`seeded_normal`, by its name in ``names``), so
+    a direction does not depend on which other tensors move, and a random line (``count=1``) runs
     along the first axis of the random plane of the same seed.
     """
-    gen = torch.Generator(device="cpu").manual_seed(int(seed))
-    return [normalize_directions(random_direction(reference, gen), reference, normalization, biasbn)
-            for _ in range(count)]
+    return [[seeded_direction(n, p, seed, k, normalization, biasbn) for n, p in zip(names, reference)]
+            for k in range(count)]
+
+
+@dataclass(frozen=True)
+class SeededDirections:
+    """Random directions as a recipe: the seed, the normalization and the moved tensors' names.
+
+    Nothing is held: tensor ``i`` of axis ``k`` is :func:`seeded_direction` of ``names[i]`` against the
+    centre's tensor, drawn when the engine needs it (once, or at every read). What ``landscapes.h5``
+    records for such a landscape is this recipe (its metadata), not the tensors.
+
+    Attributes
+    ----------
+    seed : int
+    normalization : str
+    biasbn : str
+    names : tuple of str
+        The moved tensors, in order.
+    dims : {1, 2}
+        Axes drawn: a line's second direction is zero.
+    """
+
+    seed: int
+    normalization: str
+    biasbn: str
+    names: tuple[str, ...]
+    dims: int = 2
+
+    def tensor(self, i: int, axis: int, centre: torch.Tensor) -> torch.Tensor | None:
+        """Tensor ``i`` of axis ``axis`` against the centre's tensor ``centre`` (None: zero)."""
+        if axis >= self.dims:
+            return None
+        return seeded_direction(self.names[i], centre, self.seed, axis, self.normalization, self.biasbn)
+
+    def drawn(self, centre: Sequence[torch.Tensor]) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """Both axes drawn whole against ``centre`` (the engine's tensors, bit for bit): ``w`` empty
+        for a line. For work that needs them held (projecting runs on the plane), not for evaluation."""
+        axes: list[list[torch.Tensor]] = []
+        for axis in range(self.dims):
+            drawn = [self.tensor(i, axis, c) for i, c in enumerate(centre)]
+            axes.append([t if t is not None else torch.zeros_like(c) for t, c in zip(drawn, centre)])
+        return axes[0], axes[1] if self.dims == 2 else []
+
+    def metadata(self) -> dict[str, object]:
+        return {"seed": int(self.seed), "normalization": self.normalization, "direction_draw": DRAW}
 
 
 def _dot(a: Sequence[torch.Tensor], b: Sequence[torch.Tensor]) -> float:

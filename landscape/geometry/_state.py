@@ -12,7 +12,7 @@ from torch import nn
 from collector.common import strip_wrapper_prefixes
 from collector.trajectory import check_state_dict
 
-__all__ = ["moved_names", "matches", "as_patterns", "fit_state", "check_keys", "flat_float"]
+__all__ = ["moved_names", "matches", "as_patterns", "fit_state", "check_keys", "flat_float", "keeps_placement"]
 
 
 def _prefixes(name: str) -> list[str]:
@@ -103,3 +103,11 @@ def check_keys(network: nn.Module, state: Mapping[str, Any], *, what: str, path:
 def flat_float(state: Mapping[str, torch.Tensor], names: Sequence[str]) -> list[torch.Tensor]:
     """The tensors ``names`` of ``state`` as contiguous float32 CPU tensors."""
     return [state[n].detach().to("cpu", torch.float32).contiguous() for n in names]
+
+
+def keeps_placement(network: nn.Module) -> bool:
+    """Whether ``network`` is evaluated where its parameters are, by its caller's placement: a Hugging Face
+    ``device_map`` model (``hf_device_map``), or parameters on more than one device."""
+    if getattr(network, "hf_device_map", None):
+        return True
+    return len({p.device for p in network.parameters()}) > 1

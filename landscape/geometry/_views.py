@@ -29,7 +29,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
@@ -38,6 +38,7 @@ from torch import nn
 from collector.common import strip_wrapper_prefixes
 from collector.trajectory import load_checkpoint
 from landscape.geometry._directions import (
+    SeededDirections,
     axis_values,
     grid_axes,
     normalize_directions,
@@ -47,7 +48,7 @@ from landscape.geometry._directions import (
 from landscape.geometry._models import deviation_axis, difference, plane_axes
 from landscape.geometry._runs import mean_state, project, run_items
 from landscape.geometry._spec import Geometry
-from landscape.geometry._state import fit_state, flat_float
+from landscape.geometry._state import fit_state, flat_float, keeps_placement
 from landscape.geometry._streamed_pca import trajectory_pca
 
 __all__ = ["ViewGeometry", "ViewInputs", "VIEWS", "view_geometry", "centre_state", "model_state", "DECOMPOSITION",
@@ -56,6 +57,7 @@ __all__ = ["ViewGeometry", "ViewInputs", "VIEWS", "view_geometry", "centre_state
 DECOMPOSITION = {"pca": "PCA", "random": "Random", "given": "Given", "hessian": "Hessian",
                  "interpolation": "Interpolation", "plane": "Plane", "target": "Target"}
 _LABELS = "ABC"
+_T = TypeVar("_T")
 #: ``hessian() -> (v, w, metadata)``: the top eigenvectors at the centre (unit length).
 HessianFn = Callable[[], tuple[list[torch.Tensor], list[torch.Tensor], dict[str, Any]]]
 
@@ -67,7 +69,7 @@ class ViewGeometry:
     Attributes
     ----------
     v, w : list of Tensor
-        The directions (``w`` empty for a line: zero).
+        The directions (``w`` empty for a line: zero); both empty when ``recipe`` gives them.
     x, y : ndarray
         The axes as shown (``y`` empty for a line).
     points : ndarray of shape (m, 2)
@@ -77,6 +79,8 @@ class ViewGeometry:
         The path's step or epoch numbers.
     md : dict
         What the view adds to the metadata, ``layout`` included.
+    recipe : SeededDirections, optional
+        Random directions as their recipe (random views): drawn by the engine, not held here.
     """
 
     v: list[torch.Tensor]
@@ -87,6 +91,7 @@ class ViewGeometry:
     n_path: int = 0
     intervals: list[int] | None = None
     md: dict[str, Any] = field(default_factory=dict)
+    recipe: SeededDirections | None = None
 
 
 @dataclass
@@ -129,6 +134,7 @@ class _Layout:
     default_y: tuple[float, float, int]
     path_xy: np.ndarray | None = None
     markers: list[tuple[str, float, float]] = field(default_factory=list)
+    recipe: SeededDirections | None = None
 
 
 def model_state(network: nn.Module, item: Any, what: str) -> dict[str, torch.Tensor]:
@@ -154,7 +160,9 @@ def centre_state(network: nn.Module, geo: Geometry, names: Sequence[str], label:
                                network=network)
     if geo.centre is not None:
         return fit_state(network, geo.centre)
-    return {k: t.detach().cpu() for k, t in network.state_dict().items()}
+    # the network's own tensors: no copy on the host; a network placed over devices keeps each where it is
+    where = None if keeps_placement(network) else "cpu"
+    return {k: t.detach() if where is None else t.detach().to(where) for k, t in network.state_dict().items()}
 
 
 def _runs_centre(network: nn.Module, geo: Geometry, label: str) -> Mapping[str, torch.Tensor]:
@@ -182,7 +190,7 @@ class _Split:
         buffers = {n for n, _ in network.named_buffers()}
         self.is_param = [n not in buffers for n in names]
 
-    def params(self, ts: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    def params(self, ts: Sequence[_T]) -> list[_T]:
         return [t for t, p in zip(ts, self.is_param) if p]
 
     def buffers(self, ts: Sequence[torch.Tensor]) -> list[torch.Tensor]:
@@ -255,7 +263,10 @@ def _with_runs(vi: ViewInputs, lay: _Layout) -> _Layout:
     geo, ref = vi.geo, vi.ref
     assert geo.runs is not None
     items = run_items(geo.runs)
-    coords, distance = project(lay.v, lay.w, ref, [functools.partial(_run_flat, vi, it) for it in items])
+    # random directions are a recipe: drawn whole here, only while the runs are projected
+    v, w = lay.recipe.drawn(ref) if lay.recipe is not None else (lay.v, lay.w)
+    coords, distance = project(v, w, ref, [functools.partial(_run_flat, vi, it) for it in items])
+    del v, w
     lay.path_xy = coords
     counts = {name: len(ckpts) for name, ckpts in geo.runs.items()}
     lay.md["runs"] = counts
@@ -274,10 +285,10 @@ def _run_flat(vi: ViewInputs, item: tuple[str, int, Any]) -> list[torch.Tensor]:
 
 
 def _random(vi: ViewInputs) -> _Layout:
+    """Seeded directions, as their recipe: the engine draws each tensor (once, or at every read)."""
     geo = vi.geo
-    dirs = random_directions(vi.ref, geo.seed, geo.normalization, geo.biasbn, count=geo.dims)
-    return _Layout(dirs[0], dirs[1] if geo.dims == 2 else [], dict(seed=int(geo.seed), normalization=geo.normalization),
-                   _square(geo.size), _square(geo.size))
+    recipe = SeededDirections(int(geo.seed), geo.normalization, geo.biasbn, tuple(vi.names), int(geo.dims))
+    return _Layout([], [], dict(recipe.metadata()), _square(geo.size), _square(geo.size), recipe=recipe)
 
 
 def _hessian(vi: ViewInputs) -> _Layout:
@@ -336,7 +347,8 @@ def _target(vi: ViewInputs) -> _Layout:
         default_x, default_y = (dx[0], dx[-1], geo.size), (dy[0], dy[-1], geo.size)
         md: dict[str, Any] = dict(normalization="none", second="pca")
     else:
-        pw = random_directions(pref, geo.seed, geo.normalization, geo.biasbn, count=1)[0]
+        pw = random_directions(pref, geo.seed, geo.normalization, geo.biasbn, count=1,
+                               names=split.params(list(vi.names)))[0]
         md = dict(seed=int(geo.seed), normalization=geo.normalization, second="random")
     w = split.merge(pw, [torch.zeros_like(t) for t in split.buffers(ref)])
     return _Layout(v, w, md, default_x, default_y, path_xy=path_xy, markers=[("A", 0.0, 0.0), ("B", 1.0, 0.0)])
@@ -368,7 +380,7 @@ def _placed(vi: ViewInputs, lay: _Layout) -> ViewGeometry:
         grid = np.stack([gx.reshape(-1), gy.reshape(-1)], axis=1)
     else:
         grid = np.stack([x, np.zeros_like(x)], axis=1)
-    view = ViewGeometry(lay.v, lay.w, x, y, grid)
+    view = ViewGeometry(lay.v, lay.w, x, y, grid, recipe=lay.recipe)
     if lay.path_xy is not None:
         view.points = np.concatenate([grid, lay.path_xy])
         view.n_path = len(lay.path_xy)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 
 import torch
@@ -17,6 +18,14 @@ class TinyMLP(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.fc2(torch.relu(self.bn(self.fc1(x))))
+
+
+def seeded_draw(seed: int, axis: int, name: str, shape: tuple[int, ...]) -> torch.Tensor:
+    """The documented draw of a random direction's tensor (axis 0: the first direction, 1: the second):
+    a CPU generator seeded by the first 63 bits (little-endian) of SHA-256("{seed}/{axis}/{name}"), one
+    standard-normal float32 tensor."""
+    seed63 = int.from_bytes(hashlib.sha256(f"{seed}/{axis}/{name}".encode()).digest()[:8], "little") >> 1
+    return torch.randn(tuple(shape), generator=torch.Generator().manual_seed(seed63), dtype=torch.float32)
 
 
 def make_data(n: int = 96, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:

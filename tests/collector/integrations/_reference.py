@@ -33,7 +33,7 @@ def directions(ls, checkpoints: Sequence[dict]) -> tuple[list[str], dict, dict, 
         np.testing.assert_allclose(res["coords"][:, 0], ls.path.x, rtol=1e-5, atol=1e-7)
         np.testing.assert_allclose(res["coords"][:, 1], ls.path.y, rtol=1e-5, atol=1e-7)
     else:
-        v, w = random_directions(ref, ls.metadata["seed"], norm)
+        v, w = random_directions(ref, ls.metadata["seed"], norm, names=names)
     return names, centre, dict(zip(names, v)), dict(zip(names, w))
 
 

@@ -33,7 +33,7 @@ def test_random_landscape_matches_plain_loop(trained, data, batched, monkeypatch
     assert (ls.metadata["points_per_call"] > 1) == batched
     names, _ = moved_names(net, None)
     ref = [traj[-1][n].float() for n in names]
-    v, w = random_directions(ref, 3, "layer")
+    v, w = random_directions(ref, 3, "layer", names=names)
     v, w = dict(zip(names, v)), dict(zip(names, w))
     _check_all(ls, TinyMLP(), traj[-1], names, v, w, loader, 70)
     assert ls.convergence_point == (ls.x[2], ls.y[2], ls.z[2, 2])
@@ -149,7 +149,7 @@ def test_sequential_fast_path_matches_plain_loop(data, ignore, loss_fn):
     ls = landscape.compute_landscape(net, loss_fn, (x, y), size=5, num_samples=70, seed=2, ignore=ignore)
     assert ls.metadata["points_per_call"] > 1
     ref = [net.state_dict()[n].float() for n in names]
-    v, w = random_directions(ref, 2, "layer")
+    v, w = random_directions(ref, 2, "layer", names=names)
     centre = {k: t.clone() for k, t in net.state_dict().items()}
     ref_net = make()
     for i, b in enumerate(ls.y):

@@ -14,7 +14,7 @@ import landscape
 from collector import InvalidParameterError
 from landscape.engine import _planner as _evaluate
 from landscape.geometry._state import moved_names
-from tests.landscape._helpers import TinyMLP, plain_loss
+from tests.landscape._helpers import TinyMLP, plain_loss, seeded_draw
 
 LOSS = nn.CrossEntropyLoss()
 
@@ -113,8 +113,7 @@ def test_random_line_is_the_plane_row_at_zero_and_the_plain_loop(trained, data):
     assert line.convergence_point == (0.0, 0.0, line.z[3])
     # the direction, rebuilt with numpy from the same seeded draw (filter normalization)
     names, _ = moved_names(net, None)
-    gen = torch.Generator().manual_seed(4)
-    raw = [torch.randn(tuple(traj[-1][n].shape), generator=gen).double().numpy() for n in names]
+    raw = [seeded_draw(4, 0, n, traj[-1][n].shape).double().numpy() for n in names]
     parts = []
     for d, n in zip(raw, names):
         p = traj[-1][n].double().numpy()
@@ -228,9 +227,9 @@ def test_include_and_ignore_patterns_move_only_the_chosen_modules(trained, data)
                                      x=(-1.0, 1.0, 3), num_samples=96)
     names = ["fc2.weight", "fc2.bias"]
     assert ls.metadata["moved_parameters"] == names
-    gen = torch.Generator().manual_seed(0)  # the seeded draw, only for the moved tensors, layer-normalized
+    # the seeded draw of the moved tensors (each by its name, whatever else moves), layer-normalized
     v = np.concatenate([(d * np.linalg.norm(traj[-1][n].double().numpy()) / np.linalg.norm(d)).ravel() for n, d in
-                        ((n, torch.randn(tuple(traj[-1][n].shape), generator=gen).double().numpy()) for n in names)])
+                        ((n, seeded_draw(0, 0, n, traj[-1][n].shape).double().numpy()) for n in names)])
     c = _flat(traj[-1], names)
     for j, alpha in enumerate(ls.x):
         assert _close(ls.z[j], _loss(_state(traj[-1], names, c + alpha * v), x, y))

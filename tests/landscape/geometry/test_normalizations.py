@@ -13,7 +13,7 @@ from torch import nn
 import landscape
 from landscape.geometry._directions import normalize_directions
 from landscape.geometry._state import moved_names
-from tests.landscape._helpers import TinyMLP, plain_loss
+from tests.landscape._helpers import TinyMLP, plain_loss, seeded_draw
 
 
 def li_et_al(d: np.ndarray, w: np.ndarray, norm: str, ignore: str = "") -> np.ndarray:
@@ -83,9 +83,8 @@ def test_filter_with_li_bias_convention_end_to_end(trained, data):
                                      x=(-1.0, 1.0, 5), normalization="filter", biasbn="li", seed=3, num_samples=96)
     assert ls.metadata["biasbn"] == "li"
     names, _ = moved_names(net, None)
-    gen = torch.Generator().manual_seed(3)
     centre = traj[-1]
-    v = np.concatenate([li_et_al(torch.randn(tuple(centre[n].shape), generator=gen).double().numpy(),
+    v = np.concatenate([li_et_al(seeded_draw(3, 0, n, centre[n].shape).double().numpy(),
                                  centre[n].double().numpy(), "filter").ravel() for n in names])
     c = np.concatenate([centre[n].double().numpy().ravel() for n in names])
     for j, alpha in enumerate(ls.x):

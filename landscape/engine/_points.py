@@ -1,0 +1,326 @@
+"""How the network holds a point: each moved tensor computed when it is read (private).
+
+A point's moved tensor is ``(c + b·w) + a·v`` (:func:`point_value`): computed in float32
+(float64 for a float64 tensor) with one rounding per term, rounded once to the tensor's dtype
+(a bfloat16 or float16 network is evaluated in its dtype), and at ``(0, 0)`` the centre itself,
+bit for bit. Every way of holding a point computes it by this function on whole tensors, so
+the values do not depend on the way, on chunks, workers or resumes.
+
+The engine's network keeps the centre in its own tensors, which are never written. Two ways
+give a module the point's tensors (:class:`Points`):
+
+* ``"jit"`` (the default): every moved tensor is a :mod:`torch.nn.utils.parametrize`
+  parametrization of its module, so reading ``module.weight`` -- in the module's forward,
+  in a parent's (``nn.MultiheadAttention`` reads ``out_proj.weight``), under tied names
+  (GPT-2's ``lm_head.weight`` is ``transformer.wte.weight``) -- computes the point's tensor
+  then; it is freed once the operation that read it is done. Memory beyond the centre and
+  the directions: the tensors one operation reads.
+* ``"in place"``: the network's moved tensors get storage of their own, written at every
+  point (one more model size). Used where reading through the attribute cannot be trusted:
+  a first probe reads every moved tensor through its parametrization, and a tensor not read
+  so is set to NaN for a second probe; a NaN loss then means some code holds the tensor
+  itself (``nn.LSTM``'s ``_flat_weights``), and the engine moves the tensors in place.
+
+The directions are held (float32, on each tensor's device and in its layout: 8 bytes per
+moved parameter) or, for random directions, drawn again from their recipe at every read
+(:class:`landscape.geometry.SeededDirections`: nothing held), with the same bits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+from collections.abc import Callable, Iterator, Sequence
+
+import torch
+from torch import nn
+from torch.nn.utils import parametrize
+
+from landscape.geometry import SeededDirections
+
+__all__ = ["point_value", "Directions", "Points", "MEMORY_SETTINGS", "choose_memory", "free_memory", "FAST_SHARE"]
+_log = logging.getLogger("landscape")
+
+#: How the directions are kept (the ``memory=`` option; "auto" picks one per landscape).
+MEMORY_SETTINGS = ("auto", "fast", "lean")
+#: Under ``memory="auto"`` the held directions may take this part of a device's free memory (the
+#: rest is for the evaluation's activations); past it, random directions are drawn at every read.
+FAST_SHARE = 0.5
+
+
+def free_memory(device: torch.device | str) -> int | None:
+    """Bytes free on ``device``: CUDA's free memory, or the host's ``MemAvailable`` (None: unknown)."""
+    dev = torch.device(device)
+    if dev.type == "cuda":
+        return int(torch.cuda.mem_get_info(dev)[0])
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def choose_memory(setting: str, recipe: SeededDirections | None, centre: Sequence[torch.Tensor], *,
+                  points_per_call: int | None, device: str | torch.device, workers: int = 1,
+                  label: str = "landscape") -> str:
+    """``"fast"`` (directions held) or ``"lean"`` (drawn at every read) for ``setting``: only random
+    directions (a ``recipe``) at one point per call can be drawn again; ``"auto"`` holds them when they
+    take at most :data:`FAST_SHARE` of each device's free memory (``workers`` processes holding their
+    own on a device), else draws them. Both give the same values, so the choice may depend on the load."""
+    if recipe is None or (points_per_call is not None and points_per_call > 1):
+        return "fast"
+    if setting != "auto":
+        return setting
+    need: dict[torch.device, int] = {}
+    for c in centre:
+        dev = c.device if c.device.type != "cpu" else torch.device(device)
+        numel = c.to_local().numel() if hasattr(c, "to_local") else c.numel()  # a sharded tensor: this rank's shard
+        need[dev] = need.get(dev, 0) + numel * (8 if c.dtype == torch.float64 else 4) * recipe.dims * workers
+    for dev, n in need.items():
+        free = free_memory(dev)
+        if free is not None and n > FAST_SHARE * free:
+            _log.info("%s: random directions drawn again at every read (memory='lean'): holding them would take "
+                      "%.2f GB of the %.2f GB free on %s", label, n / 1e9, free / 1e9, dev)
+            return "lean"
+    return "fast"
+
+
+def _work_dtype(dtype: torch.dtype) -> torch.dtype:
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+def point_value(c: torch.Tensor, v: torch.Tensor | None, w: torch.Tensor | None, a: float, b: float,
+                clamp: bool = False) -> torch.Tensor:
+    """The tensor at ``(a, b)``: ``(c + b·w) + a·v`` in float32 (float64 for a float64 ``c``), each
+    term added with one rounding (``torch.add`` with ``alpha``), then rounded once to ``c``'s dtype;
+    ``clamp`` clamps it at zero first (running variances). A zero coefficient's term is skipped, so
+    at ``(0, 0)`` this is ``c`` itself. ``v`` / ``w`` None: a zero direction."""
+    terms = [(t, k) for t, k in ((w, b), (v, a)) if t is not None and k != 0.0]
+    if not terms:
+        return c
+    work = _work_dtype(c.dtype)
+    (d, k), rest = terms[0], terms[1:]
+    out = torch.add(c, d, alpha=k) if c.dtype == work else c.to(work).add_(d, alpha=k)
+    for d, k in rest:
+        out.add_(d, alpha=k)
+    if clamp:
+        out.clamp_min_(0.0)
+    return out if out.dtype == c.dtype else out.to(c.dtype)
+
+
+def _like(t: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+    """Direction tensor ``t`` on ``c``'s device, in its layout (channels-last kernels), in float32 (float64
+    for a float64 ``c``); ``t`` itself when it already is."""
+    dtype = torch.float64 if c.dtype == torch.float64 else torch.float32
+    if t.device == c.device and t.dtype == dtype and t.stride() == c.stride():
+        return t
+    return torch.empty_like(c, dtype=dtype).copy_(t)
+
+
+class Directions:
+    """The two directions of an engine, tensor by tensor: held, or drawn from a recipe at every read.
+
+    Parameters
+    ----------
+    centre : list of Tensor
+        The centre's moved tensors (a direction takes each one's device and layout).
+    v, w : list of Tensor
+        Held directions (``w`` empty: zero); ignored with ``recipe``.
+    recipe : SeededDirections, optional
+        Random directions: drawn once here (``lean=False``) or at every :meth:`get` (``lean=True``).
+    """
+
+    def __init__(self, centre: Sequence[torch.Tensor], v: Sequence[torch.Tensor], w: Sequence[torch.Tensor],
+                 recipe: SeededDirections | None = None, *, lean: bool = False) -> None:
+        self.centre, self.recipe = list(centre), recipe
+        self.lean = bool(lean and recipe is not None)
+        self.held: list[list[torch.Tensor | None]] = [[], []]
+        if self.lean:
+            return
+        for axis, given in ((0, v), (1, w)):
+            if recipe is not None:
+                drawn = [recipe.tensor(i, axis, c) for i, c in enumerate(self.centre)]
+            else:
+                drawn = list(given) if len(given) else [None] * len(self.centre)
+            self.held[axis] = [None if t is None else _like(t, c) for t, c in zip(drawn, self.centre)]
+
+    def get(self, i: int, axis: int) -> torch.Tensor | None:
+        """Tensor ``i`` of direction ``axis`` (0: v, 1: w) ready to add to the centre's (None: zero)."""
+        if not self.lean:
+            return self.held[axis][i]
+        assert self.recipe is not None
+        t = self.recipe.tensor(i, axis, self.centre[i])
+        return None if t is None else _like(t, self.centre[i])
+
+    def lists(self) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """Both directions as lists of tensors (zeros for a zero one): what the batched ways build from."""
+        if self.lean:
+            raise ValueError("several points per call need the directions held (memory='fast')")
+        zeros = [torch.zeros_like(c, dtype=_work_dtype(c.dtype)) for c in self.centre]
+        v, w = ([t if t is not None else z for t, z in zip(self.held[k], zeros)] for k in (0, 1))
+        return v, w
+
+
+class _PointState:
+    """The engine's current point and what a read computes: shared by every parametrization."""
+
+    def __init__(self, dirs: Directions, clamp: set[int]) -> None:
+        self.dirs, self.clamp = dirs, clamp
+        self.a = self.b = 0.0
+        self.reads: set[int] | None = None  # while not None: the moved tensors read through their attribute
+
+    def value(self, i: int, c: torch.Tensor) -> torch.Tensor:
+        if self.reads is not None:
+            self.reads.add(i)
+        a, b = self.a, self.b
+        return point_value(c, self.dirs.get(i, 0) if a else None, self.dirs.get(i, 1) if b else None, a, b,
+                           i in self.clamp)
+
+
+class _AtPoint(nn.Module):
+    """The parametrization of moved tensor ``i``: its value at the engine's current point."""
+
+    def __init__(self, state: _PointState, i: int) -> None:
+        super().__init__()
+        self.state, self.i = state, i
+
+    def forward(self, original: torch.Tensor) -> torch.Tensor:
+        return self.state.value(self.i, original)
+
+
+class Points:
+    """Puts the engine's network at a point (see the module docstring).
+
+    Parameters
+    ----------
+    net : nn.Module
+        The engine's network, holding the centre.
+    names : list of str
+        The moved tensors (parameters, then buffers on views through models).
+    clamp : set of int
+        Indices of the moved tensors clamped at zero (running variances, ``bn_statistics="clamped"``).
+    v, w, recipe, lean
+        The directions (:class:`Directions`).
+    """
+
+    def __init__(self, net: nn.Module, names: Sequence[str], clamp: set[int], v: Sequence[torch.Tensor],
+                 w: Sequence[torch.Tensor], recipe: SeededDirections | None = None, *, lean: bool = False) -> None:
+        self.net, self.names = net, list(names)
+        named = {**dict(net.named_buffers()), **dict(net.named_parameters())}
+        self.tensors: list[torch.Tensor] = [named[k] for k in self.names]  # Parameters (their .data may change)
+        self.centre = [t.detach() for t in self.tensors]  # the centre's storage: never written
+        self.dirs = Directions(self.centre, v, w, recipe, lean=lean)
+        self.state = _PointState(self.dirs, clamp)
+        self.form: str | None = None  # "jit" or "in place", decided on the first probe
+        self._registered: list[tuple[nn.Module, str]] = []
+
+    # -- the way -------------------------------------------------------------------------
+    def _install(self) -> None:
+        index = {id(t): i for i, t in enumerate(self.tensors)}
+        pairs = [(m, k, index[id(t)]) for m in self.net.modules()
+                 for k, t in [*m._parameters.items(), *m._buffers.items()] if t is not None and id(t) in index]
+        try:
+            for m, k, i in pairs:
+                parametrize.register_parametrization(m, k, _AtPoint(self.state, i), unsafe=True)
+                self._registered.append((m, k))
+        except Exception:
+            self._uninstall()
+            raise
+
+    def _uninstall(self) -> None:
+        while self._registered:
+            m, k = self._registered.pop()
+            parametrize.remove_parametrizations(m, k, leave_parametrized=False)
+
+    def choose(self, probe: Callable[[], float]) -> str:
+        """Decide the way on ``probe()`` (the loss on a couple of samples at the point set): "jit" unless a
+        moved tensor is read without its attribute (or parametrizing fails), then "in place"."""
+        if self.form is not None:
+            return self.form
+        why = self._jit_fails(probe)
+        if why is None:
+            self.form = "jit"
+        else:
+            _log.info("moved tensors set in place (one more model size): %s", why)
+            self.form = "in place"
+        return self.form
+
+    def _jit_fails(self, probe: Callable[[], float]) -> str | None:
+        try:
+            self._install()
+        except Exception as exc:
+            return f"the network cannot be parametrized ({type(exc).__name__}: {exc})"
+        a, b = self.state.a, self.state.b
+        self.state.a = self.state.b = 0.0
+        try:
+            self.state.reads = set()
+            first = probe()
+            unread = [i for i in range(len(self.tensors)) if i not in self.state.reads]
+            self.state.reads = None
+            if not unread:
+                return None
+            if not math.isfinite(first):
+                why = "the probe's loss is not finite, so tensors not read through their attribute cannot be checked"
+            else:
+                with self._nan(unread):
+                    second = probe()
+                if math.isfinite(second):  # not read at all (an unused head): nothing to move
+                    return None
+                shown = ", ".join(self.names[i] for i in unread[:5])
+                why = f"{shown} {'is' if len(unread) == 1 else 'are'} read without the module's attribute"
+        except Exception as exc:
+            why = f"the parametrized network fails ({type(exc).__name__}: {exc})"
+        finally:
+            self.state.reads = None
+            self.state.a, self.state.b = a, b
+        self._uninstall()
+        return why
+
+    @contextlib.contextmanager
+    def _nan(self, idx: Sequence[int]) -> Iterator[None]:
+        """The parametrizations' originals of ``idx`` hold NaN while the block runs."""
+        for i in idx:
+            self.tensors[i].data = torch.full_like(self.centre[i], float("nan"))
+        try:
+            yield
+        finally:
+            for i in idx:
+                self.tensors[i].data = self.centre[i]
+
+    # -- points ---------------------------------------------------------------------------
+    def set(self, a: float, b: float) -> None:
+        """The network at ``(a, b)``: read lazily ("jit") or written now ("in place")."""
+        self.state.a, self.state.b = float(a), float(b)
+        if self.form == "in place":
+            for i, t in enumerate(self.tensors):
+                t.data = self.state.value(i, self.centre[i])
+
+    @contextlib.contextmanager
+    def materialized(self, a: float, b: float) -> Iterator[None]:
+        """The network's own tensors at ``(a, b)`` under their own names while the block runs (point
+        metrics read ``named_parameters()`` and differentiate through them); the centre afterwards."""
+        registered = bool(self._registered)
+        self._uninstall()
+        self.state.a, self.state.b = float(a), float(b)
+        try:
+            with torch.no_grad():
+                for i, t in enumerate(self.tensors):
+                    t.data = self.state.value(i, self.centre[i])
+            yield
+        finally:
+            for t, c in zip(self.tensors, self.centre):
+                t.data = c
+            if registered:
+                self._install()
+            elif self.form == "in place":
+                self.set(self.state.a, self.state.b)
+
+    def release(self) -> None:
+        """The network back at its centre, with its own modules (nothing parametrized)."""
+        self._uninstall()
+        for t, c in zip(self.tensors, self.centre):
+            t.data = c

@@ -1,0 +1,204 @@
+"""Memory as a designed quantity: the network held once, directions held or drawn again, low precision.
+
+Every landscape here is checked against a naive loop that moves a copy of the network in place,
+point by point (``p.copy_(point)``), with the documented draw of the directions.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import math
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import landscape
+from collector import InvalidParameterError
+from landscape.engine import Engine, EngineSpec, Samples
+from landscape.engine import _points as points_module
+from landscape.geometry import SeededDirections
+from landscape.geometry._directions import random_directions
+from landscape.geometry._state import moved_names
+from landscape.tasks import HuggingFace, Supervised
+
+
+def _naive(net: nn.Module, names: list[str], v: list[torch.Tensor], w: list[torch.Tensor], xs, ys,
+           loss_at) -> np.ndarray:
+    """A copy of ``net`` moved in place to every point: ``(c + b w) + a v`` in float32 (each term added
+    with one rounding, ``torch.add(..., alpha=)``), rounded once to the parameter's dtype."""
+    model = copy.deepcopy(net).eval()
+    params = dict(model.named_parameters())
+    centre = [params[n].detach().clone() for n in names]
+    out = np.empty((len(ys), len(xs)))
+    with torch.no_grad():
+        for i, b in enumerate(ys):
+            for j, a in enumerate(xs):
+                for n, c, dv, dw in zip(names, centre, v, w):
+                    point = torch.add(torch.add(c.float(), dw, alpha=float(b)), dv, alpha=float(a))
+                    params[n].copy_(point.to(c.dtype))
+                out[i, j] = float(loss_at(model))
+    return out
+
+
+def _tiny_gpt2():
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=61, n_positions=16)
+    net = transformers.GPT2LMHeadModel(config).eval()
+    ids = torch.randint(0, 61, (6, 12), generator=torch.Generator().manual_seed(1))
+    return net, {"input_ids": ids, "labels": ids}
+
+
+def _state(net: nn.Module) -> list[tuple[str, int, torch.Tensor]]:
+    return [(k, p.data_ptr(), p.detach().clone()) for k, p in net.named_parameters()]
+
+
+@pytest.mark.parametrize("memory", ["fast", "lean"])
+def test_tied_gpt2_equals_the_naive_loop_and_is_left_untouched(memory):
+    net, batch = _tiny_gpt2()
+    assert net.lm_head.weight is net.transformer.wte.weight
+    before, classes = _state(net), [type(m) for m in net.modules()]
+    ls = landscape.compute_landscape(net, data=[batch], task=HuggingFace(), size=3, num_samples=None, seed=2,
+                                     memory=memory)
+    names, _ = moved_names(net, None)
+    assert "lm_head.weight" not in names and ls.metadata["direction_draw"] == "per-tensor"
+    ref = [p.detach() for n, p in net.named_parameters() if n in names]
+    v, w = random_directions(ref, 2, "layer", names=names)
+    want = _naive(net, names, v, w, ls.x, ls.y, lambda m: m(**batch).loss)
+    np.testing.assert_allclose(ls.z, want, rtol=1e-5)
+    # the caller's network: the same tensors (no copy was moved), values, classes and mode
+    after = _state(net)
+    assert [(k, ptr) for k, ptr, _ in after] == [(k, ptr) for k, ptr, _ in before]
+    assert all(torch.equal(a, b) for (_, _, a), (_, _, b) in zip(before, after))
+    assert [type(m) for m in net.modules()] == classes and not net.training
+    assert net.lm_head.weight is net.transformer.wte.weight
+
+
+def test_fast_and_lean_give_the_same_bits():
+    net, batch = _tiny_gpt2()
+    runs = [landscape.compute_landscape(net, data=[batch], task=HuggingFace(), size=4, num_samples=None, seed=5,
+                                        normalization=norm, memory=memory)
+            for norm in ("filter", "weight") for memory in ("fast", "lean")]
+    np.testing.assert_array_equal(runs[0].z, runs[1].z)
+    np.testing.assert_array_equal(runs[2].z, runs[3].z)
+    assert not np.array_equal(runs[0].z, runs[2].z)
+
+
+def test_the_engine_holds_no_copy_of_the_network():
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 3))
+    x, y = torch.randn(10, 6), torch.randint(0, 3, (10,))
+    names, _ = moved_names(net, None)
+    centre = {k: t.detach() for k, t in net.state_dict().items()}
+    recipe = SeededDirections(0, "layer", "normalize", tuple(names))
+    spec = EngineSpec(net, Supervised(nn.CrossEntropyLoss()), {}, Samples([(x, y)], [10]), names, centre, [], [],
+                      recipe=recipe, memory="lean")
+    eng = Engine(spec)
+    mine = dict(net.named_parameters())
+    assert [p.data_ptr() for p in eng.params] == [mine[k].data_ptr() for k in names]  # the caller's storage
+    assert eng.points.dirs.held == [[], []]  # lean: nothing held
+    res = eng.evaluate(np.array([[0.0, 0.0], [0.5, -0.25]]))["loss"]
+    assert eng.points.form == "jit"
+    with torch.no_grad():
+        assert res[0] == float(nn.functional.cross_entropy(net(x), y))  # the centre: the network bit for bit
+    fast = Engine(EngineSpec(**{**spec.__dict__, "memory": "fast"}))
+    assert len(fast.points.dirs.held[0]) == len(names)
+    np.testing.assert_array_equal(fast.evaluate(np.array([[0.0, 0.0], [0.5, -0.25]]))["loss"], res)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_low_precision_network_in_its_dtype(dtype):
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(12, 16), nn.GELU(), nn.LayerNorm(16), nn.Linear(16, 4)).to(dtype)
+    x = torch.randn(40, 12).to(dtype)
+    y = torch.randint(0, 4, (40,))
+    loss_fn = nn.CrossEntropyLoss()
+    ls = landscape.compute_landscape(net, loss_fn, (x, y), size=5, num_samples=None, seed=1)
+    assert ls.metadata["points_per_call"] == 1  # the batched ways form points in float32 only
+    names, _ = moved_names(net, None)
+    ref = [p.detach() for p in net.parameters()]
+    v, w = random_directions(ref, 1, "layer", names=names)
+    want = _naive(net, names, v, w, ls.x, ls.y, lambda m: loss_fn(m(x), y))
+    np.testing.assert_array_equal(ls.z, want)  # the same rounding, the same bits
+    with torch.no_grad():
+        assert ls.z[2, 2] == float(loss_fn(net(x), y))  # the centre: the model itself
+    lean = landscape.compute_landscape(net, loss_fn, (x, y), size=5, num_samples=None, seed=1, memory="lean")
+    np.testing.assert_array_equal(lean.z, ls.z)
+
+
+class _Cached(nn.Module):
+    """Reads its layer's weight through a reference kept at construction (like nn.LSTM's _flat_weights)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(5, 3)
+        self.kept = [self.lin.weight]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return nn.functional.linear(x, self.kept[0], self.lin.bias)
+
+
+class _Recurrent(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.rnn = nn.LSTM(5, 7, batch_first=True)
+        self.head = nn.Linear(7, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.rnn(x)[0][:, -1])
+
+
+@pytest.mark.parametrize("make, shape", [(_Cached, (30, 5)), (_Recurrent, (30, 4, 5)),
+                                         (lambda: nn.TransformerEncoder(nn.TransformerEncoderLayer(
+                                             5, 1, 8, dropout=0.0, batch_first=True), 1, enable_nested_tensor=False),
+                                          (30, 4, 5))])
+def test_tensors_read_without_their_attribute_still_move(make, shape, caplog):
+    torch.manual_seed(0)
+    net = make().eval()
+    x = torch.randn(*shape)
+    y = torch.randn(net(x).shape)
+    loss_fn = nn.MSELoss()
+    with caplog.at_level(logging.INFO, logger="landscape"):
+        ls = landscape.compute_landscape(net, loss_fn, (x, y), size=3, num_samples=None,
+                                         plan={"points_per_call": 1})
+    names, _ = moved_names(net, None)
+    v, w = random_directions([p.detach() for p in net.parameters()], 0, "layer", names=names)
+    want = _naive(net, names, v, w, ls.x, ls.y, lambda m: loss_fn(m(x), y))
+    np.testing.assert_allclose(ls.z, want, rtol=1e-5)
+    # only the kept reference escapes the attribute (the LSTM reads its weights through it; attention reads
+    # out_proj.weight through the attribute, in the parent's forward)
+    assert ("set in place" in caplog.text) == (make is _Cached)
+
+
+def test_auto_draws_the_directions_when_they_do_not_fit(monkeypatch, caplog):
+    net, batch = _tiny_gpt2()
+    fast = landscape.compute_landscape(net, data=[batch], task=HuggingFace(), size=3, num_samples=None, memory="fast")
+    monkeypatch.setattr(points_module, "free_memory", lambda device: 1000)
+    with caplog.at_level(logging.INFO, logger="landscape"):
+        auto = landscape.compute_landscape(net, data=[batch], task=HuggingFace(), size=3, num_samples=None)
+    assert "drawn again at every read" in caplog.text
+    np.testing.assert_array_equal(auto.z, fast.z)
+
+
+def test_memory_option_is_validated(trained, data):
+    net, _ = trained
+    with pytest.raises(InvalidParameterError, match="'memory' parameter of compute_landscape.*'auto', 'fast', 'lean'"):
+        landscape.compute_landscape(net, nn.CrossEntropyLoss(), data, size=3, memory="small")
+    with pytest.raises(InvalidParameterError, match="memory='lean' draws them at every read, one point per call"):
+        landscape.compute_landscape(net, nn.CrossEntropyLoss(), data, size=3, memory="lean",
+                                    plan={"points_per_call": 4, "batching": "vmap"})
+
+
+def test_point_value_is_the_centre_at_the_origin_and_rounds_once():
+    c = torch.randn(1000).to(torch.bfloat16)
+    v, w = torch.randn(1000), torch.randn(1000)
+    from landscape.engine import point_value
+
+    assert point_value(c, v, w, 0.0, 0.0) is c
+    got = point_value(c, v, w, 0.3, -0.7)
+    assert got.dtype == torch.bfloat16
+    assert torch.equal(got, torch.add(torch.add(c.float(), w, alpha=-0.7), v, alpha=0.3).to(torch.bfloat16))
+    assert math.isclose(float(point_value(torch.tensor([-1.0]), None, torch.tensor([2.0]), 0, 1.0, clamp=True)), 1.0)

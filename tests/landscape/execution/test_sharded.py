@@ -1,0 +1,59 @@
+"""A network sharded with FSDP2 over two gloo ranks (torchrun): every rank evaluates every point on its
+share of the samples, moving its own shards; the landscape is one process's."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import landscape
+from landscape.tasks import HuggingFace
+from tests.landscape.execution._sharded_run import model_and_batch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+
+@pytest.fixture(scope="module")
+def sharded(tmp_path_factory):
+    pytest.importorskip("transformers")
+    out = str(tmp_path_factory.mktemp("sharded") / "run")
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")}
+    res = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                          "-m", "tests.landscape.execution._sharded_run", out], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    with open(out + ".json") as fh:
+        return json.load(fh)
+
+
+@pytest.mark.parametrize("memory", ["fast", "lean"])
+def test_sharded_landscape_is_the_single_process_one(sharded, memory):
+    net, batch = model_and_batch()
+    single = landscape.compute_landscape(net, data=[batch], task=HuggingFace(), size=3, num_samples=None, seed=3)
+    got = sharded[memory]
+    assert sharded["world"] == 2 and got["metadata"]["sample_shares"] == 2
+    assert got["metadata"]["direction_draw"] == "per-tensor" and got["metadata"]["points_per_call"] == 1
+    # Hugging Face's loss is a float32 mean over a batch's tokens: each rank means its 3 sequences, and the
+    # ranks' sums are added in float64, one process means all 6 at once. The same points' parameters (each
+    # rank's shard is the slice of the same point), another order of float32 additions: ~1e-7 relative.
+    np.testing.assert_allclose(np.asarray(got["z"]), single.z, rtol=1e-6)
+    assert got["restored"]  # every rank's shards back at the centre
+
+
+def test_sharded_fast_and_lean_agree_bit_for_bit(sharded):
+    np.testing.assert_array_equal(np.asarray(sharded["fast"]["z"]), np.asarray(sharded["lean"]["z"]))
+
+
+def test_what_the_sharded_path_does_not_do_is_refused(sharded):
+    refusals = sharded["refusals"]
+    assert set(refusals) == {"checkpoints", "directions", "eval_mode", "metrics"}
+    assert "'checkpoints' parameter of compute_landscape must be None: the centre is the sharded network's" \
+        in refusals["checkpoints"]
+    assert "'directions' parameter of compute_landscape must be random" in refusals["directions"]
+    assert all("HINT: launch every rank with torchrun" in m for m in refusals.values())
