@@ -16,9 +16,15 @@ is in memory, so the peak above that baseline is what the section's work costs):
   consecutive steps (the parameters change in place between them, as a training step
   does): peak memory above the model, time the training thread was held, for
   ``--format torch`` or ``safetensors``.
+* ``gpt2``, ``peers``, ``bf16``, ``llama``, ``sharded``: landscapes of GPT-2 124M and the
+  1.1B Llama-shaped model (see ``_bench_large_landscape.py``): peak memory above the model
+  against plain inference and a naive in-place loop, loss-landscapes 3.0.6 beside us, a
+  bfloat16 run, the FSDP2-sharded path over 2 gloo ranks.
 
     python benchmarks/bench_large.py --section pca --model tinyllama --checkpoints 10
     python benchmarks/bench_large.py --section collector --model tinyllama --format safetensors
+    python benchmarks/bench_large.py --section gpt2
+    python benchmarks/bench_large.py --section llama
 """
 
 from __future__ import annotations
@@ -37,6 +43,10 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _bench_large_landscape import DEFAULTS as LANDSCAPE_DEFAULTS  # noqa: E402
+from _bench_large_landscape import SECTIONS as LANDSCAPE_SECTIONS  # noqa: E402
 
 MODELS = {
     "tinyllama": dict(hidden_size=2048, intermediate_size=5632, num_hidden_layers=22, num_attention_heads=32,
@@ -213,7 +223,7 @@ def section_collector(args: argparse.Namespace) -> dict[str, Any]:
 
 
 SECTIONS: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {
-    "pca": section_pca, "collector": section_collector}
+    "pca": section_pca, "collector": section_collector, **LANDSCAPE_SECTIONS}
 
 
 def main() -> None:
@@ -228,6 +238,8 @@ def main() -> None:
     parser.add_argument("--compare", action="store_true", help="pca: also today's in-memory PCA")
     parser.add_argument("--tmp", default=None, help="folder for the temporary checkpoints")
     parser.add_argument("--folder", default=None, help="pca: keep the checkpoints here (reused when all are there)")
+    for name, default in LANDSCAPE_DEFAULTS.items():  # the landscape sections' sizes
+        parser.add_argument(f"--{name.replace('_', '-')}", type=int, default=default)
     parser.add_argument("--json", default=None, help="write the results here")
     args = parser.parse_args()
     results = {name: fn(args) for name, fn in SECTIONS.items() if args.section in (name, "all")}

@@ -41,7 +41,6 @@ from tqdm.auto import tqdm
 
 from landscape.engine._batching import WAYS
 from landscape.engine._data import Samples
-from landscape.engine._equivalents import replace_equivalents
 from landscape.engine._fuse import fuse_conv_bn
 from landscape.engine._placement import input_device, keeps_placement, network_at
 from landscape.engine._points import Points
@@ -182,7 +181,6 @@ class Engine:
         if as_is:
             self.device = input_device(spec.network, self.device)
         net = network_at(spec.network, spec.centre, None if as_is else self.device)
-        replace_equivalents(net)  # e.g. Hugging Face's gelu_new as one fused kernel (same function)
         if spec.memory_format != "contiguous":
             net.to(memory_format=MEMORY_FORMATS[spec.memory_format])  # type: ignore[call-overload]  # accepted at run time
         net.train(not spec.eval_mode)

@@ -18,6 +18,7 @@ from collector.summary import SummaryRecord
 from collector.trajectory import (
     CKPT_DIR,
     METADATA_FILE,
+    CheckpointReader,
     TrainMetadata,
     load_checkpoint,
     read_train_metadata,
@@ -381,14 +382,17 @@ def _kept_states(network: nn.Module, paths: Mapping[int, str], unit: str) -> dic
     are kept (up to :data:`KEEP_CHECKPOINT_BYTES`) for the PCA and the centres, else read again there."""
     out: dict[int, Any] = {}
     kept = 0
-    for n, path in paths.items():  # verified before; load_checkpoint words any failure (CheckpointError)
-        state = load_checkpoint(path, what=f"the checkpoint of {unit} {n}", network=network)
-        size = sum(t.nbytes for t in state.values() if isinstance(t, torch.Tensor))
-        if kept + size <= KEEP_CHECKPOINT_BYTES:
-            out[n] = state
-            kept += size
-        else:
+    for n, path in paths.items():  # verified before; both checks word any failure (CheckpointError)
+        what = f"the checkpoint of {unit} {n}"
+        if kept + os.path.getsize(path) > KEEP_CHECKPOINT_BYTES:
+            # not kept: matched from the file's structure, no tensor read (a large model's checkpoint
+            # is never loaded whole here; the PCA streams it, a centre loads it when needed)
+            CheckpointReader(path, what=what, network=network)
             out[n] = path
+            continue
+        state = load_checkpoint(path, what=what, network=network)
+        out[n] = state
+        kept += sum(t.nbytes for t in state.values() if isinstance(t, torch.Tensor))
     return out
 
 

@@ -140,6 +140,32 @@ def test_network_checkpoint_mismatch(summary_dir):
         SummaryLandscape(summary_dir).gen_landscapes_with_multi_process(cb)
 
 
+def test_checkpoints_over_the_keep_budget_are_matched_unread_and_give_the_same_landscapes(summary_dir, tmp_path,
+                                                                                           monkeypatch):
+    """A large model's checkpoints are matched against the network from their structure, never loaded
+    whole before the work (the PCA streams them); the landscapes are those of kept checkpoints."""
+    from landscape.generate import _summary_landscape
+
+    kept = SummaryLandscape(summary_dir).gen_landscapes_with_multi_process(callback, output=tmp_path / "kept")
+    monkeypatch.setattr(_summary_landscape, "KEEP_CHECKPOINT_BYTES", 0)
+    loads = []
+    original = _summary_landscape.load_checkpoint
+    monkeypatch.setattr(_summary_landscape, "load_checkpoint", lambda *a, **k: loads.append(a) or original(*a, **k))
+    streamed = SummaryLandscape(summary_dir).gen_landscapes_with_multi_process(callback, output=tmp_path / "read")
+    assert loads == []
+    for a, b in zip(kept, streamed):
+        assert a.tag == b.tag
+        np.testing.assert_array_equal(a.z, b.z)
+
+    def cb():
+        m, _, d, met = callback()
+        return m, Other(), d, met
+
+    with pytest.raises(ValueError, match=r"missing keys \['head.bias', 'head.weight'\].*unexpected keys \["):
+        SummaryLandscape(summary_dir).gen_landscapes_with_multi_process(cb, output=tmp_path / "bad")
+    assert not (tmp_path / "bad").exists()
+
+
 @pytest.mark.parametrize("bad", [lambda: None, lambda: (1, 2, 3), lambda: (None, TinyMLP(), [], None),
                                  lambda: (FakeModel(TinyMLP(), None), TinyMLP(), [], None),
                                  lambda: (FakeModel(TinyMLP(), nn.MSELoss()), "net", [], None)])
