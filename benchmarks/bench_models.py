@@ -161,7 +161,7 @@ def main() -> None:
                 bs, t_pass = best_batch(model, forward, dev_batches, n, device)
                 passes = _passes(dev_batches, n, bs)
                 target = max(4, int(args.seconds / max(t_pass, 1e-6)))
-                grid = max(3, int(math.sqrt(target)))
+                grid = min(256, max(3, int(math.sqrt(target))))  # compute_landscape takes 3 to 256
                 naive_pts = max(3, min(200, target // 2))
                 lim, nai, ours, plans, peaks = [], [], [], [], []
                 for _ in range(args.repeats):

@@ -335,3 +335,33 @@ def test_the_rules_catch_what_they_should():
     assert ("landscape.generate._summary_landscape", "collector.trajectory._metadata") in edges
     assert _layer("landscape.cli._main") > _layer("viz.plots._plot") > _layer("landscape.result._landscape")
     assert _private("collector.summary._proto") and not _private("collector.summary")
+
+
+#: Functions stay readable: at most this many lines of code below their docstring; the two
+#: public entry points of generation read as a short sequence of steps.
+MAX_FUNCTION_LINES = 100
+ENTRY_POINTS = {"gen_landscapes_with_multi_process": 60, "compute_landscape": 60}
+
+
+def _code_lines(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    body = fn.body
+    has_doc = isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+        and isinstance(body[0].value.value, str)
+    if has_doc and len(body) == 1:
+        return 0
+    start = body[1].lineno if has_doc else body[0].lineno
+    assert fn.end_lineno is not None
+    return fn.end_lineno - start + 1
+
+
+def test_functions_are_short():
+    long = []
+    for pkg in PACKAGES:
+        for path in sorted((ROOT / pkg).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    limit = ENTRY_POINTS.get(node.name, MAX_FUNCTION_LINES)
+                    if _code_lines(node) > limit:
+                        long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}: "
+                                    f"{_code_lines(node)} lines (at most {limit})")
+    assert not long, "\n".join(long)
