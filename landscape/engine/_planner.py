@@ -238,22 +238,21 @@ def verify_way(spec: EngineSpec, way: str, p: int, reference: np.ndarray | None 
     return None
 
 
-def _working_ways(spec: EngineSpec, p: int) -> list[str]:
-    """The ways that apply and give the one-point values on the probe, in preference order."""
+def _first_working_way(spec: EngineSpec, p: int) -> str | None:
+    """The first way, in preference order, that applies and gives the one-point values on the
+    probe (None: none does). The ways after it are not probed: only the first is used."""
     base = _probe_spec(spec)
     pts = _probe_points(2 * p)
     reference, why, _ = _run_probe(base, pts)
     if reference is None:
         _log.info("probe of the one-point path failed (%s); one point per call", why)
-        return []
-    ok = []
+        return None
     for way in BATCHINGS:
         reason = verify_way(spec, way, p, reference)
         if reason is None:
-            ok.append(way)
-        else:
-            _log.info("batching %r not used: %s", way, reason)
-    return ok
+            return way
+        _log.info("batching %r not used: %s", way, reason)
+    return None
 
 
 def _activations(spec: EngineSpec) -> int:
@@ -281,11 +280,11 @@ def heuristic_plan(spec: EngineSpec, *, n_points: int, device: str = "cpu") -> P
     batched = spec.bn_statistics != "recompute" and spec.memory != "lean" and \
         all(spec.centre[n].dtype == torch.float32 for n in spec.names)
     p, eval_batch = sizes(n_params, samples.n, act, eval_mode=spec.eval_mode, batched=batched, n_points=n_points)
-    ways = _working_ways(spec, min(p, 4)) if p > 1 else []
-    if p > 1 and not ways:
+    way = _first_working_way(spec, min(p, 4)) if p > 1 else None
+    if p > 1 and way is None:
         p, eval_batch = sizes(n_params, samples.n, act, eval_mode=spec.eval_mode, batched=False)
     fmt = "channels_last" if has_conv2d(spec.network) and p == 1 else "contiguous"
-    return Plan(p, ways[0] if p > 1 else None, eval_batch, memory_format=fmt)
+    return Plan(p, way if p > 1 else None, eval_batch, memory_format=fmt)
 
 
 def given_plan(spec: EngineSpec, mode: Mapping[str, Any], *, caller: str = "compute_landscape") -> Plan:

@@ -39,7 +39,7 @@ def test_a_way_that_changes_values_is_never_used():
     spec, (names, v, w, centre) = _spec(net, x, y)
     plan = choose_plan(spec, n_points=25)
     assert plan.points_per_call > 1 and plan.batching == "vmap"  # folding would mix the points' samples
-    assert "folded" not in _planner._working_ways(spec, 4)
+    assert _planner.verify_way(spec, "folded", 4) is not None  # folded was probed and refused
     ls = landscape.compute_landscape(net, nn.CrossEntropyLoss(), (x, y), directions=(dict(zip(names, v)),
                                      dict(zip(names, w))), normalization="none", size=4, num_samples=40)
     pts = np.stack(np.meshgrid(ls.x, ls.y), -1).reshape(-1, 2)
