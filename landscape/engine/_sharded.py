@@ -12,7 +12,7 @@ on every rank, on that rank's share of the samples (contiguous, :meth:`Samples.s
 * the directions' shards: each tensor's random direction is drawn whole on the CPU from the
   recipe (the same bits as one process draws), normalized against the gathered centre tensor,
   and this rank keeps its slice -- held (``memory="fast"``: 8 bytes per parameter of the shard)
-  or drawn again at every point (``"lean"``);
+  or drawn again at every point, one tensor at a time (``"lean"``);
 * the loss: each rank's sample-weighted sum in float64, summed over the ranks
   (``all_reduce``) and divided by the number of samples. One process sums the same float64
   terms batch by batch, so the values agree to float rounding of the summation (about 1e-7
@@ -102,17 +102,21 @@ class ShardedEngine:
         self.sizes, self.n = list(mine.sizes), spec.samples.n
         self.eval_mode = spec.eval_mode
 
+    def _pair(self, i: int) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        """This rank's slices of tensor ``i`` of both directions (the centre tensor gathered: a collective,
+        every rank calls it for the same tensors in the same order)."""
+        p = self.params[i]
+        whole = _full(p)
+        out = []
+        for axis in (0, 1):
+            d = self.recipe.tensor(i, axis, whole)
+            out.append(None if d is None else _slice(d, p).to(self.local[i].device))
+        return out[0], out[1]
+
     def _directions(self) -> tuple[list[torch.Tensor | None], list[torch.Tensor | None]]:
-        """This rank's slices of both directions, tensor by tensor (each centre tensor gathered once)."""
-        v: list[torch.Tensor | None] = []
-        w: list[torch.Tensor | None] = []
-        for i, p in enumerate(self.params):
-            whole = _full(p)
-            for axis, out in ((0, v), (1, w)):
-                d = self.recipe.tensor(i, axis, whole)
-                out.append(None if d is None else _slice(d, p).to(self.local[i].device))
-            del whole
-        return v, w
+        """This rank's slices of both directions, held (``memory="fast"``)."""
+        pairs = [self._pair(i) for i in range(len(self.params))]
+        return [v for v, _ in pairs], [w for _, w in pairs]
 
     def _reshard(self) -> None:
         """Every FSDP module's gathered tensors freed: FSDP keeps the root's gathered after a forward (for a
@@ -122,10 +126,15 @@ class ShardedEngine:
 
     def _set(self, a: float, b: float) -> None:
         self._reshard()
-        v, w = (self.v, self.w) if not self.lean else self._directions() if (a or b) else ([], [])
         with torch.no_grad():
             for i, (t, c) in enumerate(zip(self.local, self.centre)):
-                t.copy_(point_value(c, v[i] if a else None, w[i] if b else None, a, b))
+                if not self.lean:
+                    dv, dw = self.v[i], self.w[i]
+                elif a or b:  # drawn for this tensor only, freed before the next: one tensor held at a time
+                    dv, dw = self._pair(i)
+                else:
+                    dv = dw = None
+                t.copy_(point_value(c, dv if a else None, dw if b else None, a, b))
 
     def _loss(self) -> float:
         """The loss over all ranks' samples: the ranks' float64 sums added, then divided."""
