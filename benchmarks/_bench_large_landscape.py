@@ -343,6 +343,7 @@ SECTIONS: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {
 
 
 def main() -> None:
+    """The entry points of the processes the sections start (a measurement, a torchrun rank)."""
     if len(sys.argv) >= 2 and sys.argv[1] == "--child":
         print(json.dumps(CHILDREN[sys.argv[2]](**json.loads(sys.argv[3]))))
         return
@@ -350,16 +351,7 @@ def main() -> None:
         out, memory, size_, seqs, tokens = sys.argv[2:7]
         _sharded_rank(out, memory, int(size_), int(seqs), int(tokens))
         return
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--section", choices=[*SECTIONS, "all"], default="all")
-    for name, default in DEFAULTS.items():
-        parser.add_argument(f"--{name.replace('_', '-')}", type=int, default=default)
-    parser.add_argument("--json", default=None, help="write the results here")
-    args = parser.parse_args()
-    results = {name: fn(args) for name, fn in SECTIONS.items() if args.section in (name, "all")}
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump(results, fh, indent=1)
+    raise SystemExit("run the sections through benchmarks/bench_large.py --section NAME")
 
 
 if __name__ == "__main__":

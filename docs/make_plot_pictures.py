@@ -26,7 +26,7 @@ from matplotlib.figure import Figure
 
 import viz
 from landscape import compute_landscape
-from landscape.examples import SmallCNN, digits_tensors
+from landscape.examples import SmallCNN, digits_tensors, train_epoch
 
 
 def train(x: torch.Tensor, y: torch.Tensor, epochs: int, seed: int = 0) -> list[dict[str, torch.Tensor]]:
@@ -38,12 +38,7 @@ def train(x: torch.Tensor, y: torch.Tensor, epochs: int, seed: int = 0) -> list[
     states = []
     for _ in range(epochs):
         net.train()
-        order = torch.randperm(len(x), generator=g)
-        for i in range(0, len(x) - 63, 64):
-            idx = order[i:i + 64]
-            opt.zero_grad()
-            torch.nn.functional.cross_entropy(net(x[idx]), y[idx]).backward()
-            opt.step()
+        train_epoch(net, opt, x, y, g, drop_last=True)
         states.append(copy.deepcopy(net.state_dict()))
     return states
 

@@ -19,7 +19,7 @@ from matplotlib.figure import Figure
 import viz
 from landscape import compute_landscape
 from landscape.curvature import EigenRatio
-from landscape.examples import MLP, digits_tensors
+from landscape.examples import MLP, digits_tensors, train_epoch
 
 
 def train(seed: int, x: torch.Tensor, y: torch.Tensor, epochs: int = 10) -> list[dict[str, torch.Tensor]]:
@@ -30,12 +30,7 @@ def train(seed: int, x: torch.Tensor, y: torch.Tensor, epochs: int = 10) -> list
     g = torch.Generator().manual_seed(seed)
     states = [copy.deepcopy(net.state_dict())]
     for _ in range(epochs):
-        order = torch.randperm(len(x), generator=g)
-        for i in range(0, len(x), 64):
-            idx = order[i:i + 64]
-            opt.zero_grad()
-            torch.nn.functional.cross_entropy(net(x[idx]), y[idx]).backward()
-            opt.step()
+        train_epoch(net, opt, x, y, g)
         states.append(copy.deepcopy(net.state_dict()))
     return states
 

@@ -40,10 +40,12 @@ def digits_loader(batch_size: int = 64, *, image: bool = False, shuffle: bool = 
 
 
 def train_epoch(net: nn.Module, opt: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor,
-                generator: torch.Generator, batch_size: int = 64) -> None:
-    """One epoch of cross-entropy minibatches over ``(x, y)`` in the order ``generator`` draws."""
+                generator: torch.Generator, batch_size: int = 64, drop_last: bool = False) -> None:
+    """One epoch of cross-entropy minibatches over ``(x, y)`` in the order ``generator`` draws
+    (``drop_last``: without the last, short batch)."""
     order = torch.randperm(len(x), generator=generator)
-    for i in range(0, len(x), batch_size):
+    stop = len(x) - batch_size + 1 if drop_last else len(x)
+    for i in range(0, stop, batch_size):
         idx = order[i:i + batch_size]
         opt.zero_grad()
         nn.functional.cross_entropy(net(x[idx]), y[idx]).backward()

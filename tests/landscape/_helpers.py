@@ -103,3 +103,16 @@ def tiny_callback(metrics: dict | None = None):
     x, y = make_data()
     loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=16)
     return FakeModel(net, nn.CrossEntropyLoss()), net, loader, dict(metrics or {})
+
+
+def usage_error(argv: list[str], capsys) -> str:
+    """``landscape ARGV``'s standard error, asserting exit code 2 (a usage error, argparse's included)."""
+    from landscape.cli._main import main
+
+    try:
+        code = main(argv)
+    except SystemExit as exc:  # argparse's own errors
+        code = exc.code
+    err = capsys.readouterr().err
+    assert code == 2, err
+    return err

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from landscape.cli._pipeline import DEMO_CONFIG, load_config
+from tests.landscape._helpers import usage_error
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -98,15 +99,8 @@ def test_plot_and_export(demo_dir, tmp_path):
     ],
 )
 def test_usage_errors_exit_2_with_one_line(args, fragment, tmp_path, monkeypatch, capsys):
-    from landscape.cli._main import main
-
     monkeypatch.chdir(tmp_path)
-    try:
-        code = main(args)
-    except SystemExit as exc:  # argparse's own errors
-        code = exc.code
-    err = capsys.readouterr().err
-    assert code == 2, err
+    err = usage_error(args, capsys)
     assert fragment in err
     assert len(err.strip().splitlines()) == 1  # one line, no usage dump
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from landscape.cli._main import main
+from tests.landscape._helpers import usage_error
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -47,12 +47,7 @@ def work(tmp_path, monkeypatch):
 
 
 def _refused(argv: list[str], capsys) -> str:
-    try:
-        code = main(argv)
-    except SystemExit as exc:  # argparse's own errors
-        code = exc.code
-    err = capsys.readouterr().err
-    assert code == 2, err
+    err = usage_error(argv, capsys)
     assert len(err.strip().splitlines()) == 1, err  # one line
     return err
 
