@@ -48,7 +48,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 TINYLLAMA = dict(hidden_size=2048, intermediate_size=5632, num_hidden_layers=22, num_attention_heads=32,
                  num_key_value_heads=4, vocab_size=32000)
-DEFAULTS = {"size": 3, "reps": 3, "seqs": 16, "tokens": 128, "bf16_seqs": 4, "llama_seqs": 2, "llama_tokens": 32}
+#: Llama-2-7B's shape (6.7B parameters), for the ``gpu`` section.
+LLAMA7B = dict(hidden_size=4096, intermediate_size=11008, num_hidden_layers=32, num_attention_heads=32,
+               num_key_value_heads=32, vocab_size=32000)
+DEFAULTS = {"size": 3, "reps": 3, "seqs": 16, "tokens": 128, "bf16_seqs": 4, "llama_seqs": 2, "llama_tokens": 32,
+            "gpu_size": 11, "gpu_seqs": 4, "gpu_tokens": 512}
 
 
 def _opt(args: argparse.Namespace, name: str) -> Any:
@@ -64,8 +68,13 @@ def _kb(field: str) -> int:
     raise KeyError(field)
 
 
-def _baseline() -> int:
-    """Give freed heap memory back (glibc), reset ``VmHWM`` to ``VmRSS`` and return it."""
+def _baseline(device: str = "cpu") -> int:
+    """The memory now, from which the peak is counted: on a CUDA device the bytes allocated (its peak
+    statistic reset); on the CPU, freed heap memory given back (glibc) and ``VmHWM`` reset to ``VmRSS``."""
+    if device != "cpu":
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        return int(torch.cuda.memory_allocated(device))
     try:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
     except OSError:  # pragma: no cover - not glibc
@@ -75,15 +84,27 @@ def _baseline() -> int:
     return _kb("VmRSS")
 
 
-def _model(name: str, dtype: str, seqs: int, tokens: int) -> tuple[torch.nn.Module, dict[str, torch.Tensor], int]:
+def _peak_above(base: int, device: str = "cpu") -> int:
+    if device != "cpu":
+        torch.cuda.synchronize(device)
+        return int(torch.cuda.max_memory_allocated(device)) - base
+    return _kb("VmHWM") - base
+
+
+def _model(name: str, dtype: str, seqs: int, tokens: int,
+           device: str = "cpu") -> tuple[torch.nn.Module, dict[str, torch.Tensor], int]:
     import transformers
 
     torch.manual_seed(0)
-    if name == "gpt2":
-        net = transformers.GPT2LMHeadModel(transformers.GPT2Config())
-    else:
-        net = transformers.LlamaForCausalLM(transformers.LlamaConfig(**TINYLLAMA, tie_word_embeddings=False))
+    with torch.device(device):  # built where it runs (a 7B model is initialised on the GPU in seconds)
+        if name == "gpt2":
+            net = transformers.GPT2LMHeadModel(transformers.GPT2Config())
+        else:
+            shape = LLAMA7B if name == "llama7b" else TINYLLAMA
+            net = transformers.LlamaForCausalLM(transformers.LlamaConfig(**shape, tie_word_embeddings=False))
     net = net.to(getattr(torch, dtype)).eval()
+    if device != "cpu":
+        torch.cuda.empty_cache()
     vocab = net.config.vocab_size
     ids = torch.randint(0, vocab, (seqs, tokens), generator=torch.Generator().manual_seed(1))
     size = sum(p.numel() * p.element_size() for p in net.parameters())
@@ -99,25 +120,31 @@ def _directions(net: torch.nn.Module, seed: int = 0) -> tuple[list[str], list[to
     return names, v, w
 
 
-def child_plain(model: str, dtype: str, seqs: int, tokens: int, reps: int) -> dict[str, Any]:
-    """The model's forward on the batch, ``reps`` times (inference mode)."""
-    net, batch, size = _model(model, dtype, seqs, tokens)
-    base = _baseline()
+def child_plain(model: str, dtype: str, seqs: int, tokens: int, reps: int, device: str = "cpu") -> dict[str, Any]:
+    """The model's forward on the batch, ``reps`` times (inference mode; on a GPU after one warm-up)."""
+    net, batch, size = _model(model, dtype, seqs, tokens, device)
+    batch = {k: t.to(device) for k, t in batch.items()}
+    if device != "cpu":
+        with torch.inference_mode():
+            float(net(**batch).loss)
+    base = _baseline(device)
     times, loss = [], None
     with torch.inference_mode():
         for _ in range(reps):
             t0 = time.perf_counter()
-            loss = float(net(**batch).loss)
+            loss = float(net(**batch).loss)  # float(): waits for the device
             times.append(time.perf_counter() - t0)
-    return {"model_bytes": size, "peak_above": _kb("VmHWM") - base, "seconds": times, "loss": loss}
+    return {"model_bytes": size, "peak_above": _peak_above(base, device), "seconds": times, "loss": loss}
 
 
-def child_naive(model: str, dtype: str, seqs: int, tokens: int, size_: int) -> dict[str, Any]:
+def child_naive(model: str, dtype: str, seqs: int, tokens: int, size_: int, device: str = "cpu") -> dict[str, Any]:
     """A loop moving the model in place: a centre copy, both directions, ``p.copy_(point)`` per point."""
-    net, batch, size = _model(model, dtype, seqs, tokens)
+    net, batch, size = _model(model, dtype, seqs, tokens, device)
+    batch = {k: t.to(device) for k, t in batch.items()}
     params = dict(net.named_parameters())
-    base = _baseline()
+    base = _baseline(device)
     names, v, w = _directions(net)
+    v, w = [t.to(device) for t in v], [t.to(device) for t in w]
     centre = [params[n].detach().clone() for n in names]
     axis = np.linspace(-1.0, 1.0, size_)
     values = np.empty((size_, size_))
@@ -126,31 +153,36 @@ def child_naive(model: str, dtype: str, seqs: int, tokens: int, size_: int) -> d
         for i, b in enumerate(axis):
             for j, a in enumerate(axis):
                 for n, c, dv, dw in zip(names, centre, v, w):
+                    if c.dtype in (torch.bfloat16, torch.float16):  # directions held in the model's dtype
+                        dv, dw = dv.to(c.dtype), dw.to(c.dtype)
                     point = torch.add(torch.add(c.float(), dw, alpha=float(b)), dv, alpha=float(a))
                     params[n].copy_(point.to(c.dtype))
                 values[i, j] = float(net(**batch).loss)
-    return {"model_bytes": size, "peak_above": _kb("VmHWM") - base, "seconds": time.perf_counter() - t0,
+    return {"model_bytes": size, "peak_above": _peak_above(base, device), "seconds": time.perf_counter() - t0,
             "z": values.tolist(), "held_bytes": sum(t.nbytes for t in [*v, *w])}
 
 
-def child_ours(model: str, dtype: str, seqs: int, tokens: int, size_: int, memory: str) -> dict[str, Any]:
+def child_ours(model: str, dtype: str, seqs: int, tokens: int, size_: int, memory: str,
+               device: str = "cpu") -> dict[str, Any]:
     """``compute_landscape`` with ``memory``; its peak includes defining the landscape."""
     import landscape
     from landscape.tasks import HuggingFace
 
-    net, batch, size = _model(model, dtype, seqs, tokens)
-    base = _baseline()
+    net, batch, size = _model(model, dtype, seqs, tokens, device)
+    base = _baseline(device)
+    host = _baseline() if device != "cpu" else base
     t0 = time.perf_counter()
     ls = landscape.compute_landscape(net, data=[batch], task=HuggingFace(), size=size_, num_samples=None,
                                      memory=memory, seed=0)
     seconds = time.perf_counter() - t0
-    peak = _kb("VmHWM") - base
+    peak = _peak_above(base, device)
     with torch.inference_mode():
-        own = float(net(**batch).loss)
+        own = float(net(**{k: t.to(device) for k, t in batch.items()}).loss)
     md = ls.metadata
-    return {"model_bytes": size, "peak_above": peak, "seconds": seconds, "z": ls.z.tolist(),
-            "centre": float(ls.z[size_ // 2, size_ // 2]), "own_loss": own,
-            "plan": {k: md.get(k) for k in ("points_per_call", "eval_batch", "batching", "direction_draw")}}
+    return {"model_bytes": size, "peak_above": peak, "host_peak_above": _peak_above(host), "seconds": seconds,
+            "z": ls.z.tolist(), "centre": float(ls.z[size_ // 2, size_ // 2]), "own_loss": own,
+            "plan": {k: md.get(k) for k in ("points_per_call", "eval_batch", "batching", "direction_draw")},
+            "device": str(torch.cuda.get_device_name(device)) if device != "cpu" else "cpu"}
 
 
 def child_peer(model: str, dtype: str, seqs: int, tokens: int, size_: int) -> dict[str, Any]:
@@ -195,10 +227,10 @@ def _rel(a: Any, b: Any) -> float:
 
 
 def _landscapes(args: argparse.Namespace, model: str, dtype: str, seqs: int, tokens: int,
-                memories: tuple[str, ...]) -> dict[str, Any]:
+                memories: tuple[str, ...], device: str = "cpu", size_: int | None = None) -> dict[str, Any]:
     """Plain inference, the naive loop and ours for each memory setting, on one model and batch."""
-    size_, reps = _opt(args, "size"), _opt(args, "reps")
-    common = {"model": model, "dtype": dtype, "seqs": seqs, "tokens": tokens}
+    size_, reps = size_ or _opt(args, "size"), _opt(args, "reps")
+    common = {"model": model, "dtype": dtype, "seqs": seqs, "tokens": tokens, "device": device}
     plain = _child("plain", **common, reps=reps)
     naive = _child("naive", **common, size_=size_)
     per_point = float(np.median(plain["seconds"]))
@@ -206,8 +238,9 @@ def _landscapes(args: argparse.Namespace, model: str, dtype: str, seqs: int, tok
                            "plain": {"model_sizes": _sizes(plain), "seconds_per_forward": plain["seconds"]},
                            "naive": {"model_sizes": _sizes(naive), "points_per_s": size_ * size_ / naive["seconds"],
                                      "speed_vs_plain": per_point * size_ * size_ / naive["seconds"]}}
-    print(f"{model} {dtype} ({plain['model_bytes'] / 1e9:.2f} GB, {seqs}x{tokens} tokens): plain inference "
-          f"{per_point:.1f} s per forward, peak {_sizes(plain):.2f} model sizes above the model; naive loop "
+    print(f"{model} {dtype} on {device} ({plain['model_bytes'] / 1e9:.2f} GB, {seqs}x{tokens} tokens, {size_}x{size_}): "
+          f"plain inference "
+          f"{per_point:.3g} s per forward, peak {_sizes(plain):.2f} model sizes above the model; naive loop "
           f"{out['naive']['points_per_s']:.4f} points/s, peak {_sizes(naive):.2f}", flush=True)
     for memory in memories:
         ours = _child("ours", **common, size_=size_, memory=memory)
@@ -337,9 +370,46 @@ def section_sharded(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+def section_gpu(args: argparse.Namespace) -> dict[str, Any]:
+    """On the first CUDA device: GPT-2 124M (float32; a larger grid, a forward takes milliseconds) against
+    plain inference and the naive loop, then a 7B Llama-shaped model in bfloat16 (``memory="auto"``)."""
+    if not torch.cuda.is_available():
+        raise SystemExit("the gpu section needs a CUDA device")
+    device, size_ = "cuda:0", _opt(args, "gpu_size")
+    out: dict[str, Any] = {"device": torch.cuda.get_device_name(0),
+                           "total_bytes": torch.cuda.get_device_properties(0).total_memory}
+    out["gpt2"] = _landscapes(args, "gpt2", "float32", _opt(args, "seqs"), _opt(args, "tokens"), ("fast",),
+                              device=device, size_=size_)
+    # lean draws every tensor again on the CPU at each point (seconds for 124M parameters, against a forward
+    # of milliseconds here): a 3x3 grid, for its memory and its values against fast's centre row
+    lean = _child("ours", model="gpt2", dtype="float32", seqs=_opt(args, "seqs"), tokens=_opt(args, "tokens"),
+                  size_=3, memory="lean", device=device)
+    out["gpt2"]["lean_3x3"] = {"model_sizes": _sizes(lean), "seconds": lean["seconds"], "centre": lean["centre"],
+                               "own_loss": lean["own_loss"]}
+    print(f"  ours memory=lean, 3x3: peak {_sizes(lean):.2f} model sizes above the model, {lean['seconds']:.1f} s; "
+          f"centre {lean['centre']!r}, own loss {lean['own_loss']!r}", flush=True)
+    common = {"model": "llama7b", "dtype": "bfloat16", "seqs": _opt(args, "gpu_seqs"),
+              "tokens": _opt(args, "gpu_tokens"), "device": device}
+    plain = _child("plain", **common, reps=3)
+    ours = _child("ours", **common, size_=3, memory="auto")
+    forward = float(np.median(plain["seconds"]))
+    out["llama7b"] = {"model_bytes": ours["model_bytes"], "plain_model_sizes": _sizes(plain),
+                      "plain_seconds": plain["seconds"], "model_sizes": _sizes(ours),
+                      "beyond_plain_model_sizes": _sizes(ours) - _sizes(plain), "seconds": ours["seconds"],
+                      "host_peak_above": ours["host_peak_above"], "centre": ours["centre"],
+                      "own_loss": ours["own_loss"], "centre_equals_own_loss": ours["centre"] == ours["own_loss"],
+                      "z": ours["z"]}
+    print(f"llama 7B shape bf16 on {out['device']} ({ours['model_bytes'] / 1e9:.1f} GB): 3x3 in {ours['seconds']:.1f} s "
+          f"(plain inference {forward:.3f} s per forward); GPU peak {_sizes(ours):.2f} model sizes above the model "
+          f"= {(ours['model_bytes'] + ours['peak_above']) / 1e9:.1f} GB in all (plain {_sizes(plain):.2f}); host "
+          f"{ours['host_peak_above'] / 1e9:.1f} GB above its start; centre {ours['centre']!r}, own loss "
+          f"{ours['own_loss']!r}", flush=True)
+    return out
+
+
 SECTIONS: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {
     "gpt2": section_gpt2, "peers": section_peers, "bf16": section_bf16, "llama": section_llama,
-    "sharded": section_sharded}
+    "sharded": section_sharded, "gpu": section_gpu}
 
 
 def main() -> None:

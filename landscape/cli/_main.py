@@ -213,7 +213,7 @@ def _add_gen(sub: Any) -> None:
                    help="views through checkpoints: batch-norm statistics carried with the parameters, variances "
                         "clamped at zero (default); as they are; kept at A's; or estimated again at every point")
     p.add_argument("--memory", choices=("auto", "fast", "lean"), default="auto",
-                   help="random directions held (fast: 8 bytes per parameter), drawn again whenever a layer reads "
+                   help="random directions held (fast: two model sizes), drawn again whenever a layer reads "
                         "a tensor (lean: nothing held, slower), or held when they fit (auto, the default); the "
                         "values are the same")
 

@@ -138,7 +138,7 @@ class EngineSpec:
     recipe : SeededDirections, optional
         Random directions as their recipe, drawn by the engine (``v`` and ``w`` are then empty).
     memory : {"fast", "lean"}
-        Hold the directions (8 bytes per moved parameter), or draw each tensor of a ``recipe``
+        Hold the directions (two model sizes, in the tensors' dtypes), or draw each tensor of a ``recipe``
         again whenever it is read (nothing held; one point per call). The values are the same.
     """
 

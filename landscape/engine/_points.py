@@ -21,8 +21,9 @@ give a module the point's tensors (:class:`Points`):
   so is set to NaN for a second probe; a NaN loss then means some code holds the tensor
   itself (``nn.LSTM``'s ``_flat_weights``), and the engine moves the tensors in place.
 
-The directions are held (float32, on each tensor's device and in its layout: 8 bytes per
-moved parameter) or, for random directions, drawn again from their recipe at every read
+The directions are held (on each tensor's device and in its layout, in its dtype: float32 for a
+float32 network, bfloat16 for a bfloat16 one -- rounded once from the float32 draw --, so two
+model sizes) or, for random directions, drawn again from their recipe at every read
 (:class:`landscape.geometry.SeededDirections`: nothing held), with the same bits.
 """
 
@@ -39,7 +40,8 @@ from torch.nn.utils import parametrize
 
 from landscape.geometry import SeededDirections
 
-__all__ = ["point_value", "Directions", "Points", "MEMORY_SETTINGS", "choose_memory", "free_memory", "FAST_SHARE"]
+__all__ = ["point_value", "direction_dtype", "Directions", "Points", "MEMORY_SETTINGS", "choose_memory", "free_memory",
+           "FAST_SHARE"]
 _log = logging.getLogger("landscape")
 
 #: How the directions are kept (the ``memory=`` option; "auto" picks one per landscape).
@@ -79,7 +81,8 @@ def choose_memory(setting: str, recipe: SeededDirections | None, centre: Sequenc
     for c in centre:
         dev = c.device if c.device.type != "cpu" else torch.device(device)
         numel = c.to_local().numel() if hasattr(c, "to_local") else c.numel()  # a sharded tensor: this rank's shard
-        need[dev] = need.get(dev, 0) + numel * (8 if c.dtype == torch.float64 else 4) * recipe.dims * workers
+        itemsize = torch.empty((), dtype=direction_dtype(c.dtype)).element_size()
+        need[dev] = need.get(dev, 0) + numel * itemsize * recipe.dims * workers
     for dev, n in need.items():
         free = free_memory(dev)
         if free is not None and n > FAST_SHARE * free:
@@ -112,10 +115,17 @@ def point_value(c: torch.Tensor, v: torch.Tensor | None, w: torch.Tensor | None,
     return out if out.dtype == c.dtype else out.to(c.dtype)
 
 
+def direction_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype a direction of a tensor of ``dtype`` is held in: the tensor's own floating dtype (a
+    bfloat16 model's directions are rounded once to bfloat16, so the two directions take two model sizes
+    whatever the dtype), float32 for anything else."""
+    return dtype if dtype in (torch.float64, torch.float32, torch.bfloat16, torch.float16) else torch.float32
+
+
 def _like(t: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
-    """Direction tensor ``t`` on ``c``'s device, in its layout (channels-last kernels), in float32 (float64
-    for a float64 ``c``); ``t`` itself when it already is."""
-    dtype = torch.float64 if c.dtype == torch.float64 else torch.float32
+    """Direction tensor ``t`` on ``c``'s device, in its layout (channels-last kernels), in
+    :func:`direction_dtype` of ``c``'s; ``t`` itself when it already is."""
+    dtype = direction_dtype(c.dtype)
     if t.device == c.device and t.dtype == dtype and t.stride() == c.stride():
         return t
     return torch.empty_like(c, dtype=dtype).copy_(t)
@@ -143,10 +153,11 @@ class Directions:
             return
         for axis, given in ((0, v), (1, w)):
             if recipe is not None:
-                drawn = [recipe.tensor(i, axis, c) for i, c in enumerate(self.centre)]
+                self.held[axis] = list(recipe.draw(self.centre, axis, _like)) if axis < recipe.dims else \
+                    [None] * len(self.centre)
             else:
                 drawn = list(given) if len(given) else [None] * len(self.centre)
-            self.held[axis] = [None if t is None else _like(t, c) for t, c in zip(drawn, self.centre)]
+                self.held[axis] = [None if t is None else _like(t, c) for t, c in zip(drawn, self.centre)]
 
     def get(self, i: int, axis: int) -> torch.Tensor | None:
         """Tensor ``i`` of direction ``axis`` (0: v, 1: w) ready to add to the centre's (None: zero)."""

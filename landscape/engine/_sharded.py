@@ -11,7 +11,7 @@ on every rank, on that rank's share of the samples (contiguous, :meth:`Samples.s
   module resharded between points: FSDP keeps the root's tensors gathered after a forward);
 * the directions' shards: each tensor's random direction is drawn whole on the CPU from the
   recipe (the same bits as one process draws), normalized against the gathered centre tensor,
-  and this rank keeps its slice -- held (``memory="fast"``: 8 bytes per parameter of the shard)
+  and this rank keeps its slice -- held (``memory="fast"``: two shard sizes, in the shard's dtype)
   or drawn again at every point, one tensor at a time (``"lean"``);
 * the loss: each rank's sample-weighted sum in float64, summed over the ranks
   (``all_reduce``) and divided by the number of samples. One process sums the same float64
@@ -31,7 +31,7 @@ import torch
 import torch.distributed as td
 from torch import nn
 
-from landscape.engine._points import point_value
+from landscape.engine._points import direction_dtype, point_value
 from landscape.tasks import to_device
 
 __all__ = ["ShardedEngine", "is_sharded"]
@@ -110,7 +110,8 @@ class ShardedEngine:
         out = []
         for axis in (0, 1):
             d = self.recipe.tensor(i, axis, whole)
-            out.append(None if d is None else _slice(d, p).to(self.local[i].device))
+            local = self.local[i]
+            out.append(None if d is None else _slice(d, p).to(local.device, direction_dtype(local.dtype)))
         return out[0], out[1]
 
     def _directions(self) -> tuple[list[torch.Tensor | None], list[torch.Tensor | None]]:
@@ -153,7 +154,9 @@ class ShardedEngine:
         modes = [(m, m.training) for m in self.net.modules()]
         self.net.train(not self.eval_mode)
         try:
-            with torch.inference_mode():
+            # no_grad, not inference_mode: FSDP2 over one rank reads the version counters of the tensors it
+            # gathers, which inference tensors do not have
+            with torch.no_grad():
                 for i, (a, b) in enumerate(points):
                     self._set(float(a), float(b))
                     out[i] = self._loss()

@@ -181,6 +181,8 @@ def executor(device_ids: list[int] | None, distributed: bool | None, caller: str
     not fit. A ``network`` its caller placed over several devices (``hf_device_map``) runs where it
     is, in this process (:func:`check_placed_devices`). Use it as a context manager."""
     check_devices_for_dist(distributed, device_ids, caller)
+    if network is not None and is_sharded(network) and distributed is None:
+        distributed = True  # its shards live on the ranks of the group, however many (one included)
     if network is not None and keeps_placement(network):
         check_placed_devices(network, device_ids, caller)
         first = next(network.parameters(), None)

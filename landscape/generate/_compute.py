@@ -180,9 +180,10 @@ def compute_landscape(
         every point from the samples ("recompute", Garipov et al.'s ``bn_update``: one
         more pass per point).
     memory : {"auto", "fast", "lean"}, default="auto"
-        How random directions are kept while points are evaluated. "fast": held, 8 bytes per
-        moved parameter (two float32 directions); "lean": nothing held, each tensor of a
-        direction drawn again from the seed whenever a layer reads it (one point per call,
+        How random directions are kept while points are evaluated. "fast": held, two model
+        sizes (in each tensor's dtype: a bfloat16 model's directions rounded to bfloat16);
+        "lean": nothing held, each tensor of a direction drawn again from the seed whenever a
+        layer reads it (one point per call,
         slower by the draws); "auto": held when they take at most half of the device's free
         memory, else drawn. The values are the same bit for bit either way. Other directions
         (PCA, given, Hessian, between models) are data and always held. The network itself is

@@ -130,7 +130,7 @@ def check_memory(memory: Any, plan: Any, caller: str) -> None:
     """``"auto"``, ``"fast"`` or ``"lean"``; "lean" evaluates one point per call, so a plan dict asking
     for more is refused with it."""
     check_param("memory", memory, [Options(MEMORY_SETTINGS)], caller=caller,
-                hint="'fast' holds the directions (8 bytes per moved parameter), 'lean' draws random directions "
+                hint="'fast' holds the directions (two model sizes), 'lean' draws random directions "
                      "again whenever a tensor is read (no memory); 'auto' holds them when they fit.")
     if memory == "lean" and isinstance(plan, Mapping) and int(plan.get("points_per_call", 1)) > 1:
         raise InvalidParameterError(
@@ -163,9 +163,9 @@ def check_sharded(network: nn.Module, *, kind: str, centre_given: bool, metrics:
         if bad:
             raise InvalidParameterError(f"The '{name}' parameter of {caller} must be {need} for a network sharded "
                                         f"with fully_shard. {hint}")
-    if not (td.is_available() and td.is_initialized() and td.get_world_size() > 1):
+    if not (td.is_available() and td.is_initialized()):
         raise InvalidParameterError(f"The 'network' parameter of {caller} is sharded with fully_shard, but no "
-                                    f"process group of more than one rank is initialised. {hint}")
+                                    f"process group is initialised. {hint}")
 
 
 def check_bn_statistics(value: Any, caller: str) -> None:

@@ -40,8 +40,10 @@ al.'s convention is ``biasbn="li"``: such a tensor's direction is the tensor its
 
 from __future__ import annotations
 
+import collections
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -191,8 +193,8 @@ def random_directions(reference: Sequence[torch.Tensor], seed: int, normalizatio
     a direction does not depend on which other tensors move, and a random line (``count=1``) runs
     along the first axis of the random plane of the same seed.
     """
-    return [[seeded_direction(n, p, seed, k, normalization, biasbn) for n, p in zip(names, reference)]
-            for k in range(count)]
+    recipe = SeededDirections(seed, normalization, biasbn, tuple(names), dims=count)
+    return [recipe.draw(reference, k) for k in range(count)]
 
 
 @dataclass(frozen=True)
@@ -226,14 +228,46 @@ class SeededDirections:
             return None
         return seeded_direction(self.names[i], centre, self.seed, axis, self.normalization, self.biasbn)
 
+    def draw(self, centre: Sequence[torch.Tensor], axis: int,
+             finish: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None) -> list[torch.Tensor]:
+        """Every tensor of axis ``axis`` against ``centre`` (float32, CPU; ``finish(tensor, centre's tensor)``
+        applied to each, e.g. a copy to the centre's device): :meth:`tensor` for each, bit for bit.
+
+        The standard-normal draws, which run on one core per tensor, are made ahead on
+        :func:`torch.get_num_threads` threads (at most twice as many tensors in flight as threads), the
+        normalizations here in turn with PyTorch's own threads: each tensor has its own generator, so
+        the bits depend on neither."""
+        if axis >= self.dims:
+            raise ValueError(f"axis {axis} of a recipe of {self.dims} direction(s)")
+
+        def normal(i: int) -> torch.Tensor | None:
+            if self.biasbn == "li" and centre[i].dim() <= 1:
+                return None  # the tensor itself (seeded_direction): nothing to draw
+            return seeded_normal(self.names[i], centre[i].shape, self.seed, axis)
+
+        def finished(i: int, d: torch.Tensor | None) -> torch.Tensor:
+            c = centre[i]
+            t = c.detach().to("cpu", torch.float32).clone() if d is None else \
+                normalize_tensor(d, c, self.normalization, self.biasbn, out=d)
+            return t if finish is None else finish(t, c)
+
+        n, threads = len(centre), min(max(1, torch.get_num_threads()), len(centre))
+        if threads <= 1:
+            return [finished(i, normal(i)) for i in range(n)]
+        out: list[torch.Tensor] = []
+        with ThreadPoolExecutor(threads, thread_name_prefix="landscape-draw") as pool:
+            ahead = collections.deque(pool.submit(normal, i) for i in range(min(n, 2 * threads)))
+            for i in range(n):
+                d = ahead.popleft().result()
+                if i + len(ahead) + 1 < n:
+                    ahead.append(pool.submit(normal, i + len(ahead) + 1))
+                out.append(finished(i, d))
+        return out
+
     def drawn(self, centre: Sequence[torch.Tensor]) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         """Both axes drawn whole against ``centre`` (the engine's tensors, bit for bit): ``w`` empty
         for a line. For work that needs them held (projecting runs on the plane), not for evaluation."""
-        axes: list[list[torch.Tensor]] = []
-        for axis in range(self.dims):
-            drawn = [self.tensor(i, axis, c) for i, c in enumerate(centre)]
-            axes.append([t if t is not None else torch.zeros_like(c) for t, c in zip(drawn, centre)])
-        return axes[0], axes[1] if self.dims == 2 else []
+        return self.draw(centre, 0), self.draw(centre, 1) if self.dims == 2 else []
 
     def metadata(self) -> dict[str, object]:
         return {"seed": int(self.seed), "normalization": self.normalization, "direction_draw": DRAW}

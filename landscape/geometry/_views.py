@@ -48,7 +48,7 @@ from landscape.geometry._directions import (
 from landscape.geometry._models import deviation_axis, difference, plane_axes
 from landscape.geometry._runs import mean_state, project, run_items
 from landscape.geometry._spec import Geometry
-from landscape.geometry._state import fit_state, flat_float, keeps_placement
+from landscape.geometry._state import fit_state, flat_float
 from landscape.geometry._streamed_pca import trajectory_pca
 
 __all__ = ["ViewGeometry", "ViewInputs", "VIEWS", "view_geometry", "centre_state", "model_state", "DECOMPOSITION",
@@ -160,9 +160,9 @@ def centre_state(network: nn.Module, geo: Geometry, names: Sequence[str], label:
                                network=network)
     if geo.centre is not None:
         return fit_state(network, geo.centre)
-    # the network's own tensors: no copy on the host; a network placed over devices keeps each where it is
-    where = None if keeps_placement(network) else "cpu"
-    return {k: t.detach() if where is None else t.detach().to(where) for k, t in network.state_dict().items()}
+    # the network's own tensors where they are: no copy (a CUDA network's centre copied to the host and
+    # back to the device by the engine cost one model size on each)
+    return {k: t.detach() for k, t in network.state_dict().items()}
 
 
 def _runs_centre(network: nn.Module, geo: Geometry, label: str) -> Mapping[str, torch.Tensor]:

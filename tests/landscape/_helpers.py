@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import os
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -116,3 +118,26 @@ def usage_error(argv: list[str], capsys) -> str:
     err = capsys.readouterr().err
     assert code == 2, err
     return err
+
+
+def naive_in_place(net: nn.Module, names: list[str], v: list[torch.Tensor], w: list[torch.Tensor], xs, ys,
+                   loss_at) -> np.ndarray:
+    """A copy of ``net`` moved in place to every point of the grid ``xs`` x ``ys``: ``(c + b w) + a v`` in
+    float32 (each term added with one rounding, ``torch.add(..., alpha=)``) on the parameter's device,
+    rounded once to its dtype; a bfloat16 or float16 parameter's directions rounded to its dtype first
+    (they are held so). ``loss_at(model)``: the loss at the point."""
+    model = copy.deepcopy(net).eval()
+    params = dict(model.named_parameters())
+    centre = [params[n].detach().clone() for n in names]
+    out = np.empty((len(ys), len(xs)))
+    with torch.no_grad():
+        for i, b in enumerate(ys):
+            for j, a in enumerate(xs):
+                for n, c, dv, dw in zip(names, centre, v, w):
+                    dv, dw = dv.to(c.device), dw.to(c.device)
+                    if c.dtype in (torch.bfloat16, torch.float16):  # directions held in the model's dtype
+                        dv, dw = dv.to(c.dtype), dw.to(c.dtype)
+                    point = torch.add(torch.add(c.float(), dw, alpha=float(b)), dv, alpha=float(a))
+                    params[n].copy_(point.to(c.dtype))
+                out[i, j] = float(loss_at(model))
+    return out

@@ -6,7 +6,6 @@ point by point (``p.copy_(point)``), with the documented draw of the directions.
 
 from __future__ import annotations
 
-import copy
 import logging
 import math
 
@@ -23,24 +22,7 @@ from landscape.geometry import SeededDirections
 from landscape.geometry._directions import random_directions
 from landscape.geometry._state import moved_names
 from landscape.tasks import HuggingFace, Supervised
-
-
-def _naive(net: nn.Module, names: list[str], v: list[torch.Tensor], w: list[torch.Tensor], xs, ys,
-           loss_at) -> np.ndarray:
-    """A copy of ``net`` moved in place to every point: ``(c + b w) + a v`` in float32 (each term added
-    with one rounding, ``torch.add(..., alpha=)``), rounded once to the parameter's dtype."""
-    model = copy.deepcopy(net).eval()
-    params = dict(model.named_parameters())
-    centre = [params[n].detach().clone() for n in names]
-    out = np.empty((len(ys), len(xs)))
-    with torch.no_grad():
-        for i, b in enumerate(ys):
-            for j, a in enumerate(xs):
-                for n, c, dv, dw in zip(names, centre, v, w):
-                    point = torch.add(torch.add(c.float(), dw, alpha=float(b)), dv, alpha=float(a))
-                    params[n].copy_(point.to(c.dtype))
-                out[i, j] = float(loss_at(model))
-    return out
+from tests.landscape._helpers import naive_in_place
 
 
 def _tiny_gpt2():
@@ -67,7 +49,7 @@ def test_tied_gpt2_equals_the_naive_loop_and_is_left_untouched(memory):
     assert "lm_head.weight" not in names and ls.metadata["direction_draw"] == "per-tensor"
     ref = [p.detach() for n, p in net.named_parameters() if n in names]
     v, w = random_directions(ref, 2, "layer", names=names)
-    want = _naive(net, names, v, w, ls.x, ls.y, lambda m: m(**batch).loss)
+    want = naive_in_place(net, names, v, w, ls.x, ls.y, lambda m: m(**batch).loss)
     np.testing.assert_array_equal(ls.z, want)  # the model's own modules run: the same bits
     # the caller's network: the same tensors (no copy was moved), values, classes and mode
     after = _state(net)
@@ -121,7 +103,7 @@ def test_low_precision_network_in_its_dtype(dtype):
     names, _ = moved_names(net, None)
     ref = [p.detach() for p in net.parameters()]
     v, w = random_directions(ref, 1, "layer", names=names)
-    want = _naive(net, names, v, w, ls.x, ls.y, lambda m: loss_fn(m(x), y))
+    want = naive_in_place(net, names, v, w, ls.x, ls.y, lambda m: loss_fn(m(x), y))
     np.testing.assert_array_equal(ls.z, want)  # the same rounding, the same bits
     with torch.no_grad():
         assert ls.z[2, 2] == float(loss_fn(net(x), y))  # the centre: the model itself
@@ -138,7 +120,7 @@ def test_bf16_gpt2_is_the_model_at_the_centre_and_the_naive_bf16_loop_elsewhere(
     names, _ = moved_names(net, None)
     ref = [p.detach() for n, p in net.named_parameters() if n in names]
     v, w = random_directions(ref, 4, "layer", names=names)
-    np.testing.assert_array_equal(ls.z, _naive(net, names, v, w, ls.x, ls.y, lambda m: m(**batch).loss))
+    np.testing.assert_array_equal(ls.z, naive_in_place(net, names, v, w, ls.x, ls.y, lambda m: m(**batch).loss))
     with torch.no_grad():
         assert ls.z[1, 1] == float(net(**batch).loss)
 
@@ -180,7 +162,7 @@ def test_tensors_read_without_their_attribute_still_move(make, shape, caplog):
                                          plan={"points_per_call": 1})
     names, _ = moved_names(net, None)
     v, w = random_directions([p.detach() for p in net.parameters()], 0, "layer", names=names)
-    want = _naive(net, names, v, w, ls.x, ls.y, lambda m: loss_fn(m(x), y))
+    want = naive_in_place(net, names, v, w, ls.x, ls.y, lambda m: loss_fn(m(x), y))
     np.testing.assert_allclose(ls.z, want, rtol=1e-5)
     # only the kept reference escapes the attribute (the LSTM reads its weights through it; attention reads
     # out_proj.weight through the attribute, in the parent's forward)

@@ -1,6 +1,7 @@
-"""Run by torchrun in the sharded test: a tiny GPT-2 sharded with FSDP2 over the ranks (gloo).
+"""Run by torchrun in the sharded test: a tiny GPT-2 sharded with FSDP2 over the ranks (gloo on the CPU,
+or nccl with one CUDA device per rank when the second argument is ``nccl``).
 
-``python -m torch.distributed.run --nproc_per_node=2 -m tests.landscape.execution._sharded_run OUT``
+``python -m torch.distributed.run --nproc_per_node=2 -m tests.landscape.execution._sharded_run OUT [BACKEND]``
 writes OUT.json (rank 0): the landscape's values and metadata with ``memory="fast"`` and ``"lean"``,
 whether every rank's network is back at its centre afterwards, and the refusals of what the sharded
 path does not do.
@@ -9,6 +10,7 @@ path does not do.
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 import torch
@@ -35,10 +37,16 @@ def main() -> None:
     from landscape.tasks import HuggingFace
 
     out = sys.argv[1]
-    dist.init_process_group("gloo")
-    mesh = init_device_mesh("cpu", (dist.get_world_size(),))
+    backend = sys.argv[2] if len(sys.argv) > 2 else "gloo"
+    device = "cpu"
+    if backend == "nccl":
+        device = f"cuda:{int(os.environ.get('LOCAL_RANK', '0'))}"
+        torch.cuda.set_device(device)
+    dist.init_process_group(backend)
+    mesh = init_device_mesh(torch.device(device).type, (dist.get_world_size(),))
     net, batch = model_and_batch()
-    before = {k: v.detach().clone() for k, v in net.state_dict().items()}
+    net = net.to(device)
+    before = {k: v.detach().cpu().clone() for k, v in net.state_dict().items()}
     for block in net.transformer.h:
         fully_shard(block, mesh=mesh)
     fully_shard(net, mesh=mesh)
@@ -46,7 +54,7 @@ def main() -> None:
     for memory in ("fast", "lean"):
         ls = landscape.compute_landscape(net, data=[batch], task=HuggingFace(), size=3, num_samples=None, seed=3,
                                          memory=memory)
-        after = {k: v.full_tensor() if hasattr(v, "full_tensor") else v for k, v in net.state_dict().items()}
+        after = {k: (v.full_tensor() if hasattr(v, "full_tensor") else v).cpu() for k, v in net.state_dict().items()}
         result[memory] = {"z": ls.z.tolist(), "metadata": ls.metadata,
                           "restored": all(torch.equal(before[k], after[k]) for k in before)}
     for name, kw in (("checkpoints", {"checkpoints": [before]}), ("directions", {"directions": "hessian"}),

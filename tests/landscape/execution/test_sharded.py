@@ -18,18 +18,22 @@ from tests.landscape.execution._sharded_run import model_and_batch
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 
-@pytest.fixture(scope="module")
-def sharded(tmp_path_factory):
+def _torchrun(folder, nproc: int, *args: str) -> dict:
     pytest.importorskip("transformers")
-    out = str(tmp_path_factory.mktemp("sharded") / "run")
+    out = str(folder / "run")
     env = {k: v for k, v in os.environ.items()
            if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")}
-    res = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-                          "-m", "tests.landscape.execution._sharded_run", out], cwd=ROOT, env=env,
+    res = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
+                          "-m", "tests.landscape.execution._sharded_run", out, *args], cwd=ROOT, env=env,
                          capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr[-3000:]
     with open(out + ".json") as fh:
         return json.load(fh)
+
+
+@pytest.fixture(scope="module")
+def sharded(tmp_path_factory):
+    return _torchrun(tmp_path_factory.mktemp("sharded"), 2)
 
 
 @pytest.mark.parametrize("memory", ["fast", "lean"])
@@ -57,3 +61,20 @@ def test_what_the_sharded_path_does_not_do_is_refused(sharded):
         in refusals["checkpoints"]
     assert "'directions' parameter of compute_landscape must be random" in refusals["directions"]
     assert all("HINT: launch every rank with torchrun" in m for m in refusals.values())
+
+
+@pytest.mark.cuda
+def test_sharded_over_nccl_on_cuda_is_the_single_process_one(tmp_path):
+    """FSDP2 over nccl, one CUDA device per rank (as many ranks as devices, at most 2): the landscape of
+    the unsharded model on the first device."""
+    import torch
+
+    nproc = min(2, torch.cuda.device_count())
+    got = _torchrun(tmp_path, nproc, "nccl")
+    net, batch = model_and_batch()
+    single = landscape.compute_landscape(net.cuda(), data=[batch], task=HuggingFace(), size=3, num_samples=None,
+                                         seed=3, device_ids=[0])
+    for memory in ("fast", "lean"):
+        assert got["world"] == nproc and got[memory]["restored"]
+        np.testing.assert_allclose(np.asarray(got[memory]["z"]), single.z, rtol=1e-5)
+    np.testing.assert_array_equal(np.asarray(got["fast"]["z"]), np.asarray(got["lean"]["z"]))
