@@ -133,8 +133,9 @@ def _reference(spec: EngineSpec, p: int) -> _Probe:
 
     def one_point() -> Engine:
         eng = Engine(base, "cpu")
-        # the moved tensors written at each of the few points: the values the lazy reads would give (both
-        # are point_value), without parametrizing the network and running a forward to see how it reads them
+        # the moved tensors written at each of the few points: the values the lazy reads give (both are
+        # point_value; where those fail, the engine writes them so too), without parametrizing the network
+        # and running a forward to see how it reads them
         eng.points.form = "in place"
         return eng
 
@@ -148,8 +149,11 @@ def _reference(spec: EngineSpec, p: int) -> _Probe:
     # each direction held whole, or None throughout when it is zero (then given as empty)
     v, w = ([t for t in held if t is not None] for held in dirs.held)
     base = dataclasses.replace(base, v=v, w=w, recipe=None)
-    grouped = group_size(dataclasses.replace(base, points_per_call=p)) > 1
-    unavailable = {way: WAYS[way].unavailable(eng) for way in BATCHINGS} if grouped else {}
+    if group_size(dataclasses.replace(base, points_per_call=p)) == 1:
+        # train mode or statistics recomputed at every point: a "batched" engine runs one point per call,
+        # on its own copy (the reference's may hold the last point's batch statistics)
+        return _Probe(base, pts, reference)
+    unavailable = {way: WAYS[way].unavailable(eng) for way in BATCHINGS}
     return _Probe(base, pts, reference, None, unavailable, eng.net)
 
 
