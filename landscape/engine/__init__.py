@@ -14,8 +14,9 @@ from landscape.engine._data import Samples, collate, collect
 from landscape.engine._engine import MEMORY_FORMATS, Engine, EngineSpec, Progress, is_batch_metric, is_point_metric
 from landscape.engine._malloc import tune_malloc
 from landscape.engine._placement import keeps_placement, network_at
-from landscape.engine._planner import PLAN_MODES, Plan, activation_elements, choose_plan, plan_key, verify_way
+from landscape.engine._planner import PLAN_MODES, Plan, activation_elements, choose_plan, plan_key
 from landscape.engine._points import MEMORY_SETTINGS, choose_memory, point_value
+from landscape.engine._probe import verify_way
 from landscape.engine._sharded import ShardedEngine, is_sharded
 
 __all__ = ["Engine", "EngineSpec", "Progress", "Plan", "choose_plan", "plan_key", "verify_way", "PLAN_MODES",

@@ -12,7 +12,7 @@ of an engine. :data:`WAYS` lists them in the order the planner prefers them:
 * ``"vmap"``: anything, through ``torch.func.functional_call`` under ``torch.vmap``.
 
 Whether a way gives the one-point values is not decided here: the planner runs every way
-it would use on a probe first (:func:`landscape.engine._planner.verify_way`), also when the
+it would use on a probe first (:func:`landscape.engine._probe.verify_way`), also when the
 plan is given as a dict.
 """
 
@@ -33,7 +33,7 @@ from landscape.tasks import batch_size, mean_loss, slice_batch
 if TYPE_CHECKING:  # the engine builds the ways; they read its state
     from landscape.engine._engine import Engine
 
-__all__ = ["Way", "WAYS", "BATCHINGS", "GroupFn"]
+__all__ = ["Way", "WAYS", "BATCHINGS", "GroupFn", "inapplicable"]
 
 #: ``fn(params, batch, coef) -> (losses (p,),)`` or ``(losses, outputs)`` when metrics need outputs.
 GroupFn = Callable[[tuple, Any, torch.Tensor], Any]
@@ -181,3 +181,9 @@ WAYS: dict[str, Way] = {w.name: w for w in (
 )}
 #: Their names (the values of a plan's ``batching``).
 BATCHINGS = tuple(WAYS)
+
+
+def inapplicable(batching: str | None, reasons: list[str]) -> ValueError:
+    """The error of an engine whose plan's ``batching`` (None: any way) does not apply; ``reasons``:
+    ``"way: why"`` for each way tried."""
+    return ValueError(f"batching {batching!r} does not apply to this network and task ({'; '.join(reasons)})")

@@ -39,7 +39,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from landscape.engine._batching import WAYS
+from landscape.engine._batching import WAYS, inapplicable
 from landscape.engine._data import Samples
 from landscape.engine._fuse import fuse_conv_bn
 from landscape.engine._placement import input_device, keeps_placement, network_at
@@ -47,7 +47,7 @@ from landscape.engine._points import Points
 from landscape.geometry import SeededDirections
 from landscape.tasks import Supervised, slice_batch, to_device
 
-__all__ = ["Engine", "EngineSpec", "is_batch_metric", "is_point_metric", "MEMORY_FORMATS", "Progress"]
+__all__ = ["Engine", "EngineSpec", "group_size", "is_batch_metric", "is_point_metric", "MEMORY_FORMATS", "Progress"]
 _log = logging.getLogger("landscape")
 
 #: ``progress(k)``: k more points of a chunk evaluated (a progress bar's update).
@@ -161,6 +161,12 @@ class EngineSpec:
     memory: str = "fast"
 
 
+def group_size(spec: EngineSpec) -> int:
+    """The points an engine of ``spec`` evaluates per call: the plan's in eval mode, one when
+    batch statistics are used or recomputed at every point."""
+    return int(spec.points_per_call) if spec.eval_mode and spec.bn_statistics != "recompute" else 1
+
+
 #: The layouts :attr:`EngineSpec.memory_format` names.
 MEMORY_FORMATS = {"contiguous": torch.contiguous_format, "channels_last": torch.channels_last}
 
@@ -173,14 +179,21 @@ class Engine:
     spec : EngineSpec
         The network, task, data, centre, directions and plan.
     device : str or torch.device, default="cpu"
+    network : nn.Module, optional
+        The engine's network when it is built already: :func:`network_at` of ``spec``'s network
+        and centre on ``device``, in ``spec``'s mode and layout, nothing parametrized, fused or
+        folded in it (the planner's probe lends its one-point engine's network, released, to
+        the batched way it checks next). Default: built here.
     """
 
-    def __init__(self, spec: EngineSpec, device: str | torch.device = "cpu") -> None:
+    def __init__(self, spec: EngineSpec, device: str | torch.device = "cpu", *,
+                 network: nn.Module | None = None) -> None:
         self.device = torch.device(device)
         as_is = keeps_placement(spec.network)  # a device_map model stays where it is
         if as_is:
             self.device = input_device(spec.network, self.device)
-        net = network_at(spec.network, spec.centre, None if as_is else self.device)
+        net = network if network is not None else network_at(spec.network, spec.centre,
+                                                             None if as_is else self.device)
         if spec.memory_format != "contiguous":
             net.to(memory_format=MEMORY_FORMATS[spec.memory_format])  # type: ignore[call-overload]  # accepted at run time
         net.train(not spec.eval_mode)
@@ -202,7 +215,7 @@ class Engine:
         self.n = samples.n
         self.bn_statistics = spec.bn_statistics
         recompute = spec.bn_statistics == "recompute"
-        self.p = int(spec.points_per_call) if spec.eval_mode and not recompute else 1
+        self.p = group_size(spec)
         lean = spec.memory == "lean" and spec.recipe is not None
         if lean and self.p > 1:
             raise ValueError("memory='lean' evaluates one point per call (the batched ways need the directions "
@@ -352,7 +365,7 @@ class Engine:
                 self._batched, self._group_idx, self.batching_used = fn, idx, kind
                 return fn
             reasons.append(f"{kind}: {why}")
-        raise ValueError(f"batching {self.batching!r} does not apply to this network and task ({'; '.join(reasons)})")
+        raise inapplicable(self.batching, reasons)
 
     def _forward_group(self, a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, list]:
         p = a.shape[0]

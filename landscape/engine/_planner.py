@@ -15,33 +15,30 @@ name (the ``plan=`` option):
 
 Whatever the mode, a batched way of running a group (:data:`landscape.engine._batching.WAYS`)
 is used only after it gave the one-point values on a probe of two samples
-(:func:`verify_way`); a given plan whose way does not apply or does not agree is refused
-before any point, naming the layer where it failed.
+(:mod:`landscape.engine._probe`); a given plan whose way does not apply or does not agree is
+refused before any point, naming the layer where it failed.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
 import time
-import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import torch
 from torch import nn
 
 from collector.common import InvalidParameterError
-from landscape.engine._batching import BATCHINGS
 from landscape.engine._data import Samples
 from landscape.engine._engine import Engine, EngineSpec
+from landscape.engine._probe import first_working_way, probe_points, verify_way
 from landscape.tasks import batch_size, slice_batch, to_device
 
-__all__ = ["Plan", "choose_plan", "heuristic_plan", "tune_plan", "verify_way", "sizes", "activation_elements",
-           "PLAN_MODES", "plan_key"]
+__all__ = ["Plan", "choose_plan", "heuristic_plan", "tune_plan", "sizes", "activation_elements", "PLAN_MODES",
+           "plan_key"]
 _log = logging.getLogger("landscape")
 
 #: The plan modes by name (a dict gives the plan itself).
@@ -63,8 +60,6 @@ TUNE_SHARE = 0.1
 TUNE_SAMPLES = 4096
 #: A batched plan must be this much faster per point than one point per call.
 MARGIN = 1.1
-#: Relative agreement a batched way must reach with the one-point path on the probe.
-PROBE_RTOL = 1e-4
 
 
 @dataclass(frozen=True)
@@ -161,100 +156,6 @@ def has_conv2d(network: nn.Module) -> bool:
     return any(isinstance(m, nn.Conv2d) for m in network.modules())
 
 
-def _probe_points(k: int) -> np.ndarray:
-    return np.random.default_rng(12345).uniform(-1.0, 1.0, (k, 2)).astype(np.float64)
-
-
-@contextlib.contextmanager
-def _innermost_layer(root: nn.Module) -> Iterator[list[str]]:
-    """The names of the modules whose forward is running (innermost last), kept by hooks while
-    the block runs; after an exception the list still says where it happened."""
-    names = {id(m): name or type(root).__name__ for name, m in root.named_modules()}
-    stack: list[str] = []
-
-    def enter(mod: nn.Module, _args: Any) -> None:
-        stack.append(f"{names.get(id(mod), '?')} ({type(mod).__name__})")
-
-    def leave(_mod: nn.Module, _args: Any, _out: Any) -> None:  # returns None: the output stays the module's
-        if stack:
-            stack.pop()
-
-    handles = []
-    for m in root.modules():
-        handles.append(m.register_forward_pre_hook(enter))
-        handles.append(m.register_forward_hook(leave))
-    try:
-        yield stack
-    finally:
-        for h in handles:
-            h.remove()
-
-
-def _probe_spec(spec: EngineSpec) -> EngineSpec:
-    probe = spec.samples.first(2)
-    two = Samples([probe], [batch_size(probe, spec.task)])
-    return dataclasses.replace(spec, samples=two, metrics={}, points_per_call=1, batching=None, stream=False,
-                               memory_format="contiguous")
-
-
-def _run_probe(spec: EngineSpec, pts: np.ndarray) -> tuple[np.ndarray | None, str | None, list[str]]:
-    """The probe's losses, or None and why (with the layer where it failed); and PyTorch's warnings."""
-    where: list[str] = []
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
-            eng = Engine(spec, "cpu")
-            if eng.p > 1:
-                eng.group_fn()  # a way that does not apply says why here
-            with _innermost_layer(eng.run_modules) as stack:
-                try:
-                    return eng.evaluate(pts)["loss"], None, [str(w.message) for w in caught]
-                except Exception:
-                    where = list(stack)
-                    raise
-        except Exception as exc:
-            at = f" in layer {where[-1]}" if where else ""
-            return None, f"{type(exc).__name__}{at}: {exc}", []
-
-
-def verify_way(spec: EngineSpec, way: str, p: int, reference: np.ndarray | None = None) -> str | None:
-    """Why running groups of ``p`` points ``way`` does not give the one-point values of ``spec``'s
-    network and task on a probe of two samples (None: it does). ``reference``: the one-point
-    losses at the probe's points when already computed."""
-    base = _probe_spec(spec)
-    pts = _probe_points(2 * p)
-    if reference is None:
-        reference, why, _ = _run_probe(base, pts)
-        if reference is None:
-            return f"the one-point path fails on a probe ({why})"
-    got, why, warned = _run_probe(dataclasses.replace(base, points_per_call=p, batching=way), pts)
-    if got is None:
-        return why
-    if not np.allclose(got, reference, rtol=PROBE_RTOL, atol=1e-6, equal_nan=True):
-        err = float(np.max(np.abs(got - reference) / np.maximum(np.abs(reference), 1e-12)))
-        return f"it gives other values than one point per call on a probe (relative difference {err:.2g})"
-    if warned:  # e.g. vmap without a batching rule for an operator: PyTorch runs it point by point
-        return f"PyTorch warns when it runs so: {warned[0].splitlines()[0]}"
-    return None
-
-
-def _first_working_way(spec: EngineSpec, p: int) -> str | None:
-    """The first way, in preference order, that applies and gives the one-point values on the
-    probe (None: none does). The ways after it are not probed: only the first is used."""
-    base = _probe_spec(spec)
-    pts = _probe_points(2 * p)
-    reference, why, _ = _run_probe(base, pts)
-    if reference is None:
-        _log.info("probe of the one-point path failed (%s); one point per call", why)
-        return None
-    for way in BATCHINGS:
-        reason = verify_way(spec, way, p, reference)
-        if reason is None:
-            return way
-        _log.info("batching %r not used: %s", way, reason)
-    return None
-
-
 def _activations(spec: EngineSpec) -> int:
     probe = spec.samples.first(2)
     return activation_elements(spec.network, spec.task, probe, batch_size(probe, spec.task), eval_mode=spec.eval_mode)
@@ -280,7 +181,7 @@ def heuristic_plan(spec: EngineSpec, *, n_points: int, device: str = "cpu") -> P
     batched = spec.bn_statistics != "recompute" and spec.memory != "lean" and \
         all(spec.centre[n].dtype == torch.float32 for n in spec.names)
     p, eval_batch = sizes(n_params, samples.n, act, eval_mode=spec.eval_mode, batched=batched, n_points=n_points)
-    way = _first_working_way(spec, min(p, 4)) if p > 1 else None
+    way = first_working_way(spec, min(p, 4)) if p > 1 else None
     if p > 1 and way is None:
         p, eval_batch = sizes(n_params, samples.n, act, eval_mode=spec.eval_mode, batched=False)
     fmt = "channels_last" if has_conv2d(spec.network) and p == 1 else "contiguous"
@@ -303,9 +204,9 @@ def given_plan(spec: EngineSpec, mode: Mapping[str, Any], *, caller: str = "comp
 
 def _time_per_point(spec: EngineSpec, device: str, points: int) -> float:
     eng = Engine(spec, device)
-    warm = _probe_points(max(1, spec.points_per_call))
+    warm = probe_points(max(1, spec.points_per_call))
     eng.evaluate(warm)  # first call: caches, allocations, kernels
-    pts = _probe_points(points)
+    pts = probe_points(points)
     if torch.device(device).type == "cuda":
         torch.cuda.synchronize(device)
     t0 = time.perf_counter()

@@ -1,15 +1,20 @@
-"""The planner: batched ways verified before use, timings deciding where they matter."""
+"""The planner: batched ways verified before use (on a probe that costs little), timings deciding where they
+matter."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 import pytest
 import torch
 from torch import nn
+from torch.nn.utils import parametrize
 
 import landscape
-from landscape.engine import BATCHINGS, EngineSpec, Samples, _planner, choose_plan
+from landscape.engine import BATCHINGS, Engine, EngineSpec, Samples, _engine, _planner, _probe, choose_plan
 from landscape.examples import MLP
+from landscape.geometry import SeededDirections
 from landscape.tasks import Supervised
 from tests.landscape.engine.test_folded import _naive, _setup
 
@@ -39,7 +44,7 @@ def test_a_way_that_changes_values_is_never_used():
     spec, (names, v, w, centre) = _spec(net, x, y)
     plan = choose_plan(spec, n_points=25)
     assert plan.points_per_call > 1 and plan.batching == "vmap"  # folding would mix the points' samples
-    assert _planner.verify_way(spec, "folded", 4) is not None  # folded was probed and refused
+    assert _probe.verify_way(spec, "folded", 4) is not None  # folded was probed and refused
     ls = landscape.compute_landscape(net, nn.CrossEntropyLoss(), (x, y), directions=(dict(zip(names, v)),
                                      dict(zip(names, w))), normalization="none", size=4, num_samples=40)
     pts = np.stack(np.meshgrid(ls.x, ls.y), -1).reshape(-1, 2)
@@ -192,3 +197,69 @@ def test_tuning_times_both_layouts_of_a_cnn(monkeypatch):
     assert "p=1 batch=20 channels_last" in chosen.timings and "p=1 batch=20" in chosen.timings
 
 
+
+
+class LSTMNet(nn.Module):
+    """``nn.LSTM`` reads its weights through ``_flat_weights``: the engine moves them in place."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rnn, self.fc = nn.LSTM(5, 8, batch_first=True), nn.Linear(8, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(self.rnn(x)[0][:, -1])
+
+
+def _recipe_spec(net, x, y):
+    spec, (names, *_) = _spec(net, x, y)
+    recipe = SeededDirections(3, "filter", "normalize", tuple(names), 2)
+    return dataclasses.replace(spec, v=[], w=[], recipe=recipe)
+
+
+@pytest.mark.parametrize("case", ["mlp", "mlp-recipe", "cnn", "lstm"])
+def test_the_probe_gives_the_values_of_engines_built_for_it(case):
+    from tests.landscape.engine.test_folded import ResidualCNN
+
+    torch.manual_seed(0)
+    net, x, y = {"mlp": (MLP(hidden=16), torch.rand(8, 64), torch.randint(0, 10, (8,))),
+                 "mlp-recipe": (MLP(hidden=16), torch.rand(8, 64), torch.randint(0, 10, (8,))),
+                 "cnn": (ResidualCNN(), torch.randn(8, 3, 8, 8), torch.randint(0, 5, (8,))),
+                 "lstm": (LSTMNet(), torch.randn(8, 6, 5), torch.randint(0, 3, (8,)))}[case]
+    spec = _recipe_spec(net, x, y) if case == "mlp-recipe" else _spec(net, x, y)[0]
+    probe = _probe._reference(spec, 4)
+    # the one-point reference (moved tensors written in place) is a full engine's one-point path, bit for bit
+    one = Engine(_probe._probe_spec(spec)).evaluate(probe.pts)["loss"]
+    assert np.array_equal(probe.reference, one)
+    if case == "lstm":
+        return  # no batched way runs an LSTM
+    # a batched way checked on the reference's network and directions gives a fresh engine's values
+    way = dataclasses.replace(_probe._probe_spec(spec), points_per_call=4, batching="folded")
+    fresh = Engine(way).evaluate(probe.pts)["loss"]
+    lent = Engine(dataclasses.replace(probe.spec, points_per_call=4, batching="folded"), network=probe.lent)
+    assert np.array_equal(lent.evaluate(probe.pts)["loss"], fresh)
+    np.testing.assert_allclose(fresh, one, rtol=_probe.PROBE_RTOL)
+
+
+def test_planning_builds_two_engines_over_one_copy_of_the_network_and_leaves_it_as_it_was(monkeypatch):
+    torch.manual_seed(0)
+    net = MLP(hidden=16)
+    before = {k: (t, t.detach().clone()) for k, t in net.named_parameters()}
+    spec = _recipe_spec(net, torch.rand(64, 64), torch.randint(0, 10, (64,)))
+    built, copies = [], []
+
+    class Counted(Engine):
+        def __init__(self, spec, *args, **kwargs):
+            built.append(spec)
+            super().__init__(spec, *args, **kwargs)
+
+    copy_network = _engine.network_at
+    monkeypatch.setattr(_probe, "Engine", Counted)
+    monkeypatch.setattr(_engine, "network_at", lambda *a, **k: copies.append(1) or copy_network(*a, **k))
+    plan = choose_plan(spec, n_points=400)
+    assert plan.points_per_call > 1 and plan.batching == "folded"
+    # the one-point reference and the first way that applies (sequential does not: no engine for it);
+    # the recipe's directions drawn by the first only, and one copy of the modules for both
+    assert [s.points_per_call for s in built] == [1, 4] and [s.recipe is not None for s in built] == [True, False]
+    assert len(copies) == 1
+    assert not any(parametrize.is_parametrized(m) for m in net.modules())
+    assert all(t is dict(net.named_parameters())[k] and torch.equal(t, old) for k, (t, old) in before.items())

@@ -1,0 +1,200 @@
+"""Whether a batched way gives the one-point values: the planner's probe (private).
+
+A way of running a group of points (:data:`landscape.engine._batching.WAYS`) is used only
+after it gave, on a probe of two samples at ``2 p`` points, the losses of the one-point path
+within :data:`PROBE_RTOL`, and PyTorch did not warn while it ran (a vmap without a batching
+rule runs point by point); where it fails, the reason names the layer.
+
+The probe is made to cost little next to a small landscape: the one-point path runs once per
+plan (:func:`_reference`), on one engine whose network copy, released, is lent to the first
+batched way checked, with the random directions drawn once; a way that does not apply is
+refused from the one-point engine's modules, without an engine of its own. The values are
+those of engines built for the probe from scratch, bit for bit (a test says so).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import warnings
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from torch import nn
+
+from landscape.engine._batching import BATCHINGS, WAYS, inapplicable
+from landscape.engine._data import Samples
+from landscape.engine._engine import Engine, EngineSpec, group_size
+from landscape.tasks import batch_size
+
+__all__ = ["verify_way", "first_working_way", "probe_points", "PROBE_RTOL"]
+_log = logging.getLogger("landscape")
+
+#: Relative agreement a batched way must reach with the one-point path on the probe.
+PROBE_RTOL = 1e-4
+
+
+def probe_points(k: int) -> np.ndarray:
+    """``k`` points ``(a, b)`` in [-1, 1), always the same."""
+    return np.random.default_rng(12345).uniform(-1.0, 1.0, (k, 2)).astype(np.float64)
+
+
+@contextlib.contextmanager
+def _innermost_layer(root: nn.Module) -> Iterator[list[str]]:
+    """The names of the modules whose forward is running (innermost last), kept by hooks while
+    the block runs; after an exception the list still says where it happened."""
+    names = {id(m): name or type(root).__name__ for name, m in root.named_modules()}
+    stack: list[str] = []
+
+    def enter(mod: nn.Module, _args: Any) -> None:
+        stack.append(f"{names.get(id(mod), '?')} ({type(mod).__name__})")
+
+    def leave(_mod: nn.Module, _args: Any, _out: Any) -> None:  # returns None: the output stays the module's
+        if stack:
+            stack.pop()
+
+    handles = []
+    for m in root.modules():
+        handles.append(m.register_forward_pre_hook(enter))
+        handles.append(m.register_forward_hook(leave))
+    try:
+        yield stack
+    finally:
+        for h in handles:
+            h.remove()
+
+
+def _probe_spec(spec: EngineSpec) -> EngineSpec:
+    probe = spec.samples.first(2)
+    two = Samples([probe], [batch_size(probe, spec.task)])
+    return dataclasses.replace(spec, samples=two, metrics={}, points_per_call=1, batching=None, stream=False,
+                               memory_format="contiguous")
+
+
+def _run_probe(make: Callable[[], Engine], pts: np.ndarray
+               ) -> tuple[Engine | None, np.ndarray | None, str | None, list[str]]:
+    """The engine ``make()`` builds and its losses at ``pts``, or None and why (with the layer where
+    it failed); and PyTorch's warnings."""
+    where: list[str] = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            eng = make()
+            if eng.p > 1:
+                eng.group_fn()  # a way that does not apply says why here
+            with _innermost_layer(eng.run_modules) as stack:
+                try:
+                    return eng, eng.evaluate(pts)["loss"], None, [str(w.message) for w in caught]
+                except Exception:
+                    where = list(stack)
+                    raise
+        except Exception as exc:
+            at = f" in layer {where[-1]}" if where else ""
+            return None, None, f"{type(exc).__name__}{at}: {exc}", []
+
+
+@dataclass
+class _Probe:
+    """The one-point path run once on the probe; the batched ways are checked against it (:func:`_check_way`).
+
+    Attributes
+    ----------
+    spec : EngineSpec
+        Two samples, one point per call; the directions held (a recipe's drawn once, by the one-point engine).
+    pts : ndarray
+        The probe's ``2 p`` points.
+    reference : ndarray or None
+        The one-point losses at ``pts``; None: the one-point path failed, and ``why`` says how.
+    why : str or None
+    unavailable : dict
+        Why each way does not apply (:attr:`landscape.engine._batching.Way.unavailable`, None: it
+        may), read on the one-point engine: what a batched engine would raise, without building it.
+        Empty where a batched engine would fail or run one point per call before asking.
+    lent : nn.Module or None
+        The one-point engine's network, released: the next batched way's engine runs on it (a way
+        may fold it in place, so it is lent once; later ways build their own).
+    """
+
+    spec: EngineSpec
+    pts: np.ndarray
+    reference: np.ndarray | None
+    why: str | None = None
+    unavailable: dict[str, str | None] = field(default_factory=dict)
+    lent: nn.Module | None = None
+
+
+def _reference(spec: EngineSpec, p: int) -> _Probe:
+    """The one-point losses at the probe's ``2 p`` points, on one engine over one copy of the network."""
+    base = _probe_spec(spec)
+    pts = probe_points(2 * p)
+
+    def one_point() -> Engine:
+        eng = Engine(base, "cpu")
+        # the moved tensors written at each of the few points: the values the lazy reads give (both are
+        # point_value; where those fail, the engine writes them so too), without parametrizing the network
+        # and running a forward to see how it reads them
+        eng.points.form = "in place"
+        return eng
+
+    eng, reference, why, _ = _run_probe(one_point, pts)
+    if eng is None:
+        return _Probe(base, pts, None, why)
+    eng.points.release()
+    dirs = eng.points.dirs
+    if dirs.lean:  # memory="lean" refuses several points per call when a batched engine is built
+        return _Probe(base, pts, reference)
+    # each direction held whole, or None throughout when it is zero (then given as empty)
+    v, w = ([t for t in held if t is not None] for held in dirs.held)
+    base = dataclasses.replace(base, v=v, w=w, recipe=None)
+    if group_size(dataclasses.replace(base, points_per_call=p)) == 1:
+        # train mode or statistics recomputed at every point: a "batched" engine runs one point per call,
+        # on its own copy (the reference's may hold the last point's batch statistics)
+        return _Probe(base, pts, reference)
+    unavailable = {way: WAYS[way].unavailable(eng) for way in BATCHINGS}
+    return _Probe(base, pts, reference, None, unavailable, eng.net)
+
+
+def _check_way(probe: _Probe, way: str, p: int) -> str | None:
+    """Why running groups of ``p`` points ``way`` does not give the probe's one-point values (None: it does)."""
+    if probe.reference is None:
+        return f"the one-point path fails on a probe ({probe.why})"
+    unavailable = probe.unavailable.get(way)
+    if unavailable is not None:
+        exc = inapplicable(way, [f"{way}: {unavailable}"])
+        return f"{type(exc).__name__}: {exc}"
+    net, probe.lent = probe.lent, None
+    spec = dataclasses.replace(probe.spec, points_per_call=p, batching=way)
+    _, got, why, warned = _run_probe(lambda: Engine(spec, "cpu", network=net), probe.pts)
+    if got is None:
+        return why
+    reference = probe.reference
+    if not np.allclose(got, reference, rtol=PROBE_RTOL, atol=1e-6, equal_nan=True):
+        err = float(np.max(np.abs(got - reference) / np.maximum(np.abs(reference), 1e-12)))
+        return f"it gives other values than one point per call on a probe (relative difference {err:.2g})"
+    if warned:  # e.g. vmap without a batching rule for an operator: PyTorch runs it point by point
+        return f"PyTorch warns when it runs so: {warned[0].splitlines()[0]}"
+    return None
+
+
+def verify_way(spec: EngineSpec, way: str, p: int) -> str | None:
+    """Why running groups of ``p`` points ``way`` does not give the one-point values of ``spec``'s
+    network and task on a probe of two samples (None: it does)."""
+    return _check_way(_reference(spec, p), way, p)
+
+
+def first_working_way(spec: EngineSpec, p: int) -> str | None:
+    """The first way, in preference order, that applies and gives the one-point values on the
+    probe (None: none does). The ways after it are not probed: only the first is used."""
+    probe = _reference(spec, p)
+    if probe.reference is None:
+        _log.info("probe of the one-point path failed (%s); one point per call", probe.why)
+        return None
+    for way in BATCHINGS:
+        reason = _check_way(probe, way, p)
+        if reason is None:
+            return way
+        _log.info("batching %r not used: %s", way, reason)
+    return None
