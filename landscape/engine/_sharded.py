@@ -108,10 +108,11 @@ class ShardedEngine:
         p = self.params[i]
         whole = _full(p)
         out = []
+        local = self.local[i]
         for axis in (0, 1):
             d = self.recipe.tensor(i, axis, whole)
-            local = self.local[i]
             out.append(None if d is None else _slice(d, p).to(local.device, direction_dtype(local.dtype)))
+            del d  # the whole draw freed before the next is made: the centre's tensor and one draw at a time
         return out[0], out[1]
 
     def _directions(self) -> tuple[list[torch.Tensor | None], list[torch.Tensor | None]]:

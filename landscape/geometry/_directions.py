@@ -60,6 +60,9 @@ BIASBN = ("normalize", "li")
 DRAW = "per-tensor"
 #: Elements per block of the float64 products (a block's float64 copy is all the memory they take).
 _BLOCK = 1 << 20
+#: Elements from which a direction's draws are made on several threads: a thread pool costs about
+#: 5 ms, the draw of 4M normals about 30 ms on one core.
+THREADED_DRAW = 1 << 22
 
 
 def _rows(t: torch.Tensor) -> torch.Tensor:
@@ -234,7 +237,8 @@ class SeededDirections:
         applied to each, e.g. a copy to the centre's device): :meth:`tensor` for each, bit for bit.
 
         The standard-normal draws, which run on one core per tensor, are made ahead on
-        :func:`torch.get_num_threads` threads (at most twice as many tensors in flight as threads), the
+        :func:`torch.get_num_threads` threads for a large network (:data:`THREADED_DRAW`; at most
+        twice as many tensors in flight as threads), the
         normalizations here in turn with PyTorch's own threads: each tensor has its own generator, so
         the bits depend on neither."""
         if axis >= self.dims:
@@ -252,7 +256,7 @@ class SeededDirections:
             return t if finish is None else finish(t, c)
 
         n, threads = len(centre), min(max(1, torch.get_num_threads()), len(centre))
-        if threads <= 1:
+        if threads <= 1 or sum(c.numel() for c in centre) < THREADED_DRAW:
             return [finished(i, normal(i)) for i in range(n)]
         out: list[torch.Tensor] = []
         with ThreadPoolExecutor(threads, thread_name_prefix="landscape-draw") as pool:

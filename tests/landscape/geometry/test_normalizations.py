@@ -98,3 +98,26 @@ def test_filter_with_li_bias_convention_end_to_end(trained, data):
     ours = landscape.compute_landscape(net, nn.CrossEntropyLoss(), (x, y), checkpoints=[traj[-1]], dims=1,
                                        x=(-1.0, 1.0, 5), normalization="filter", seed=3, num_samples=96)
     assert not np.allclose(ours.z, ls.z)  # the convention matters: +-|b| is not b
+
+
+@pytest.mark.parametrize("norm,biasbn", [("filter", "normalize"), ("layer", "li"), ("weight", "normalize")])
+def test_directions_drawn_on_threads_are_the_documented_draw(monkeypatch, norm, biasbn):
+    """A large network's directions are drawn on several threads: each tensor is still its own seeded draw,
+    normalized as documented (the same bits as drawing them one by one in this thread)."""
+    from landscape.geometry import _directions
+
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8), nn.Flatten(), nn.Linear(8 * 36, 5))
+    names, _ = moved_names(net, None)
+    params = dict(net.named_parameters())
+    centre = [params[n].detach() for n in names]
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 3)
+    monkeypatch.setattr(_directions, "THREADED_DRAW", 0)  # threads whatever the size
+    recipe = _directions.SeededDirections(7, norm, biasbn, tuple(names))
+    threaded = recipe.draw(centre, 1)
+    for name, c, got in zip(names, centre, threaded):
+        if biasbn == "li" and c.dim() <= 1:
+            want = c.clone()
+        else:
+            want = normalize_directions([seeded_draw(7, 1, name, tuple(c.shape))], [c], norm, biasbn)[0]
+        assert torch.equal(got, want), name
