@@ -163,7 +163,7 @@ def child_naive(model: str, dtype: str, seqs: int, tokens: int, size_: int, devi
 
 
 def child_ours(model: str, dtype: str, seqs: int, tokens: int, size_: int, memory: str,
-               device: str = "cpu") -> dict[str, Any]:
+               device: str = "cpu", plan: Any = "auto") -> dict[str, Any]:
     """``compute_landscape`` with ``memory``; its peak includes defining the landscape."""
     import landscape
     from landscape.tasks import HuggingFace
@@ -173,7 +173,7 @@ def child_ours(model: str, dtype: str, seqs: int, tokens: int, size_: int, memor
     host = _baseline() if device != "cpu" else base
     t0 = time.perf_counter()
     ls = landscape.compute_landscape(net, data=[batch], task=HuggingFace(), size=size_, num_samples=None,
-                                     memory=memory, seed=0)
+                                     memory=memory, seed=0, plan=plan)
     seconds = time.perf_counter() - t0
     peak = _peak_above(base, device)
     with torch.inference_mode():

@@ -73,13 +73,19 @@ def _rows(t: torch.Tensor) -> torch.Tensor:
 def _product_into(d: torch.Tensor, factor: torch.Tensor, out: torch.Tensor) -> None:
     """``out = float32(float64(d) * factor)`` element by element, in blocks of rows: each element is one
     float64 product rounded once, so the blocks give the bits of the whole-tensor product. ``factor`` is a
-    0-d float64 tensor, one per row (``(rows, 1)``) or shaped like ``d``; ``out`` may be ``d``."""
+    0-d float64 tensor, one per row (``(rows, 1)``) or shaped like ``d``; ``out`` may be ``d``. One float64
+    block is allocated and reused (a fresh block per step costs page faults: the draws of a large model
+    were bound by them)."""
     d2, o2 = _rows(d), _rows(out)
     f2 = factor if factor.dim() == 0 else _rows(factor)
     step = max(1, _BLOCK // max(1, d2.shape[1]))
+    scratch = torch.empty(min(d2.shape[0], step) * d2.shape[1], dtype=torch.float64)
     for lo in range(0, d2.shape[0], step):
-        f = f2 if f2.dim() == 0 else f2[lo:lo + step].to(torch.float64)
-        o2[lo:lo + step] = d2[lo:lo + step].to(torch.float64) * f
+        block = d2[lo:lo + step]
+        buf = scratch[:block.numel()].view(block.shape)
+        buf.copy_(block)
+        buf.mul_(f2 if f2.dim() == 0 else f2[lo:lo + step].to(torch.float64))
+        o2[lo:lo + step].copy_(buf)
 
 
 def _norm64(t: torch.Tensor, *, per_filter: bool = False) -> torch.Tensor:
@@ -96,8 +102,12 @@ def _norm64(t: torch.Tensor, *, per_filter: bool = False) -> torch.Tensor:
     if flat.numel() <= _BLOCK:
         return torch.linalg.vector_norm(flat, dtype=torch.float64)
     total = torch.zeros((), dtype=torch.float64)
+    scratch = torch.empty(_BLOCK, dtype=torch.float64)  # reused: see _product_into
     for lo in range(0, flat.numel(), _BLOCK):
-        total += flat[lo:lo + _BLOCK].to(torch.float64).square().sum()
+        block = flat[lo:lo + _BLOCK]
+        buf = scratch[:block.numel()]
+        buf.copy_(block)
+        total += buf.square_().sum()
     return total.sqrt()
 
 
