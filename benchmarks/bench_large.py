@@ -16,10 +16,11 @@ is in memory, so the peak above that baseline is what the section's work costs):
   consecutive steps (the parameters change in place between them, as a training step
   does): peak memory above the model, time the training thread was held, for
   ``--format torch`` or ``safetensors``.
-* ``gpt2``, ``peers``, ``bf16``, ``llama``, ``sharded``: landscapes of GPT-2 124M and the
+* ``gpt2``, ``peers``, ``bf16``, ``llama``, ``sharded``, ``gpu``: landscapes of GPT-2 124M and the
   1.1B Llama-shaped model (see ``_bench_large_landscape.py``): peak memory above the model
   against plain inference and a naive in-place loop, loss-landscapes 3.0.6 beside us, a
-  bfloat16 run, the FSDP2-sharded path over 2 gloo ranks.
+  bfloat16 run, the FSDP2-sharded path over 2 gloo ranks; on a CUDA device GPT-2 and a
+  7B-shaped model in bfloat16.
 
     python benchmarks/bench_large.py --section pca --model tinyllama --checkpoints 10
     python benchmarks/bench_large.py --section collector --model tinyllama --format safetensors
