@@ -248,9 +248,8 @@ class SeededDirections:
 
         The standard-normal draws, which run on one core per tensor, are made ahead on
         :func:`torch.get_num_threads` threads for a large network (:data:`THREADED_DRAW`; at most
-        twice as many tensors in flight as threads), the
-        normalizations here in turn with PyTorch's own threads: each tensor has its own generator, so
-        the bits depend on neither."""
+        twice as many tensors in flight as threads), the normalizations here in turn with PyTorch's
+        own threads: each tensor has its own generator, so the bits depend on neither."""
         if axis >= self.dims:
             raise ValueError(f"axis {axis} of a recipe of {self.dims} direction(s)")
 
