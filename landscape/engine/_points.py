@@ -81,8 +81,7 @@ def choose_memory(setting: str, recipe: SeededDirections | None, centre: Sequenc
     for c in centre:
         dev = c.device if c.device.type != "cpu" else torch.device(device)
         numel = c.to_local().numel() if hasattr(c, "to_local") else c.numel()  # a sharded tensor: this rank's shard
-        itemsize = torch.empty((), dtype=direction_dtype(c.dtype)).element_size()
-        need[dev] = need.get(dev, 0) + numel * itemsize * recipe.dims * workers
+        need[dev] = need.get(dev, 0) + numel * direction_dtype(c.dtype).itemsize * recipe.dims * workers
     for dev, n in need.items():
         free = free_memory(dev)
         if free is not None and n > FAST_SHARE * free:

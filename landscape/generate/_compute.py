@@ -183,11 +183,11 @@ def compute_landscape(
         How random directions are kept while points are evaluated. "fast": held, two model
         sizes (in each tensor's dtype: a bfloat16 model's directions rounded to bfloat16);
         "lean": nothing held, each tensor of a direction drawn again from the seed whenever a
-        layer reads it (one point per call,
-        slower by the draws); "auto": held when they take at most half of the device's free
-        memory, else drawn. The values are the same bit for bit either way. Other directions
-        (PCA, given, Hessian, between models) are data and always held. The network itself is
-        never copied: each moved tensor of a point is computed when a layer reads it.
+        layer reads it (one point per call, slower by the draws); "auto": held when they take
+        at most half of the device's free memory, else drawn. The values are the same bit for
+        bit either way. Other directions (PCA, given, Hessian, between models) are data and
+        always held. The network itself is never copied: each moved tensor of a point is
+        computed when a layer reads it.
 
     Returns
     -------

@@ -188,14 +188,26 @@ def seeded_normal(name: str, shape: Sequence[int], seed: int, axis: int) -> torc
     return torch.randn(tuple(shape), generator=gen, dtype=torch.float32)
 
 
+def _raw_draw(name: str, p: torch.Tensor, seed: int, axis: int, biasbn: str) -> torch.Tensor | None:
+    """The standard-normal draw of a direction's tensor (None: under ``biasbn="li"`` a tensor of at most
+    one dimension is the centre's tensor itself, nothing is drawn)."""
+    if biasbn == "li" and p.dim() <= 1:
+        return None
+    return seeded_normal(name, p.shape, seed, axis)
+
+
+def _normalized(d: torch.Tensor | None, p: torch.Tensor, normalization: str, biasbn: str) -> torch.Tensor:
+    """:func:`_raw_draw`'s result made a direction's tensor against ``p`` (in place of ``d``)."""
+    if d is None:
+        return p.detach().to("cpu", torch.float32).clone()
+    return normalize_tensor(d, p, normalization, biasbn, out=d)
+
+
 def seeded_direction(name: str, p: torch.Tensor, seed: int, axis: int, normalization: str,
                      biasbn: str = "normalize") -> torch.Tensor:
     """One tensor of a random direction: :func:`seeded_normal` normalized against the centre's tensor
     ``p`` (float32, CPU). Held or drawn again at every read, a direction is this tensor for tensor."""
-    if biasbn == "li" and p.dim() <= 1:  # the tensor itself: nothing to draw
-        return p.detach().to("cpu", torch.float32).clone()
-    d = seeded_normal(name, p.shape, seed, axis)
-    return normalize_tensor(d, p, normalization, biasbn, out=d)
+    return _normalized(_raw_draw(name, p, seed, axis, biasbn), p, normalization, biasbn)
 
 
 def random_directions(reference: Sequence[torch.Tensor], seed: int, normalization: str, biasbn: str = "normalize",
@@ -253,16 +265,12 @@ class SeededDirections:
         if axis >= self.dims:
             raise ValueError(f"axis {axis} of a recipe of {self.dims} direction(s)")
 
-        def normal(i: int) -> torch.Tensor | None:
-            if self.biasbn == "li" and centre[i].dim() <= 1:
-                return None  # the tensor itself (seeded_direction): nothing to draw
-            return seeded_normal(self.names[i], centre[i].shape, self.seed, axis)
+        def normal(i: int) -> torch.Tensor | None:  # on a pool thread
+            return _raw_draw(self.names[i], centre[i], self.seed, axis, self.biasbn)
 
         def finished(i: int, d: torch.Tensor | None) -> torch.Tensor:
-            c = centre[i]
-            t = c.detach().to("cpu", torch.float32).clone() if d is None else \
-                normalize_tensor(d, c, self.normalization, self.biasbn, out=d)
-            return t if finish is None else finish(t, c)
+            t = _normalized(d, centre[i], self.normalization, self.biasbn)
+            return t if finish is None else finish(t, centre[i])
 
         n, threads = len(centre), min(max(1, torch.get_num_threads()), len(centre))
         if threads <= 1 or sum(c.numel() for c in centre) < THREADED_DRAW:
