@@ -335,12 +335,25 @@ def _sharded_rank(out: str, memory: str, size_: int, seqs: int, tokens: int) -> 
         fully_shard(block, mesh=mesh)
     fully_shard(net, mesh=mesh)
     shard = sum(p.to_local().nbytes for p in net.parameters())
+    # plain sharded inference first: the forward FSDP runs on this rank's share of the sequences (the
+    # landscape's share), twice, every unit resharded after it -- what FSDP itself needs above the shard
+    rank, world = dist.get_rank(), dist.get_world_size()
+    mine = {k: v[rank * seqs // world:(rank + 1) * seqs // world] for k, v in batch.items()}
+    base = _baseline()
+    t0 = time.perf_counter()
+    with torch.no_grad():
+        for _ in range(2):
+            HuggingFace()(net, mine)
+            for m in net.modules():
+                if hasattr(m, "reshard"):
+                    m.reshard()
+    plain = {"plain_peak_above": _kb("VmHWM") - base, "plain_seconds": (time.perf_counter() - t0) / 2}
     base = _baseline()
     t0 = time.perf_counter()
     ls = landscape.compute_landscape(net, data=[batch], task=HuggingFace(), size=size_, num_samples=None,
                                      memory=memory, seed=0)
-    row = {"rank": dist.get_rank(), "model_bytes": size, "shard_bytes": shard, "rss_sharded": base,
-           "peak_above": _kb("VmHWM") - base, "seconds": time.perf_counter() - t0, "z": ls.z.tolist()}
+    row = {"rank": rank, "model_bytes": size, "shard_bytes": shard, "rss_sharded": base,
+           "peak_above": _kb("VmHWM") - base, "seconds": time.perf_counter() - t0, "z": ls.z.tolist(), **plain}
     rows: list[Any] = [None] * dist.get_world_size()
     dist.all_gather_object(rows, row)
     if dist.get_rank() == 0:
@@ -366,11 +379,14 @@ def section_sharded(args: argparse.Namespace) -> dict[str, Any]:
         for r in rows:
             r["shard_model_sizes"] = r["shard_bytes"] / r["model_bytes"]
             r["peak_above_model_sizes"] = r["peak_above"] / r["model_bytes"]
+            r["plain_peak_above_model_sizes"] = r["plain_peak_above"] / r["model_bytes"]
             r["max_rel_vs_single"] = _rel(r.pop("z"), single["z"])
             print(f"sharded over 2 gloo ranks, memory={memory}: rank {r['rank']} holds {r['shard_model_sizes']:.2f} "
                   f"of the model; peak {r['peak_above_model_sizes']:.2f} model sizes above its sharded model "
-                  f"(activations of its {seqs // 2} sequences included), {r['seconds']:.0f} s; max relative "
-                  f"difference from one process {r['max_rel_vs_single']:.2g}", flush=True)
+                  f"(activations of its {seqs // 2} sequences included; plain sharded inference "
+                  f"{r['plain_peak_above_model_sizes']:.2f}, {r['plain_seconds']:.2f} s per forward), "
+                  f"{r['seconds']:.0f} s; max relative difference from one process {r['max_rel_vs_single']:.2g}",
+                  flush=True)
         out[memory] = rows
     return out
 

@@ -5,25 +5,30 @@ A model that does not fit one device is given as PyTorch's FSDP2 module
 holds a shard (``Shard(0)``) of every parameter. :class:`ShardedEngine` evaluates every point
 on every rank, on that rank's share of the samples (contiguous, :meth:`Samples.share`):
 
-* each rank moves its own shards in place: shard ``(c + b·w) + a·v`` (:func:`point_value`,
-  element by element, so it is the same slice of the same point as one process forms), and
-  FSDP gathers the point's full tensors layer by layer as its forward needs them (every
-  module resharded between points: FSDP keeps the root's tensors gathered after a forward);
-* the directions' shards: each tensor's random direction is drawn whole on the CPU from the
-  recipe (the same bits as one process draws), normalized against the gathered centre tensor,
-  and this rank keeps its slice -- held (``memory="fast"``: two shard sizes, in the shard's dtype)
-  or drawn again at every point, one tensor at a time (``"lean"``);
+* the shards are never written: they stay the centre. FSDP gathers each unit's tensors (the
+  centre) before the unit's forward, and a forward pre-hook of the engine, run right after
+  FSDP's, overwrites the gathered tensors with the point's -- ``(c + b·w) + a·v``
+  (:func:`point_value`, element by element, so the same bits as one process forms) -- once per
+  gather (a unit that FSDP keeps gathered, like the root, is not moved twice). What a rank holds
+  beyond its shard is its share of the directions and the units FSDP has gathered;
+* the directions: each tensor's random direction is drawn whole on the CPU from the recipe (the
+  same bits as one process draws) and normalized against the whole centre tensor. With
+  ``memory="fast"`` each rank keeps its slice of both (two shard sizes, in the shard's dtype) and a
+  point's tensor is formed on the shards and gathered (one all-gather per tensor and point,
+  after FSDP's own gather of the centre); with ``"lean"`` each rank draws the whole tensor again at
+  every point, one tensor at a time, against the gathered centre (no communication of its own);
 * the loss: each rank's sample-weighted sum in float64, summed over the ranks
   (``all_reduce``) and divided by the number of samples. One process sums the same float64
   terms batch by batch, so the values agree to float rounding of the summation (about 1e-7
   relative), and bit for bit when the shares are whole batches of the same size.
 
-The centre's shards are kept (one more shard-size) and written back after every chunk, so the
-caller's module is at its centre again whenever the engine returns.
+A moved parameter that FSDP does not shard (a plain tensor, whole on every rank) is moved in
+place with a copy of it kept as the centre, and written back after every chunk.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -31,7 +36,7 @@ import torch
 import torch.distributed as td
 from torch import nn
 
-from landscape.engine._points import direction_dtype, point_value
+from landscape.engine._points import _work_dtype, direction_dtype, point_value
 from landscape.tasks import to_device
 
 __all__ = ["ShardedEngine", "is_sharded"]
@@ -46,19 +51,23 @@ def is_sharded(network: nn.Module) -> bool:
     return isinstance(network, FSDPModule)
 
 
+def _is_dtensor(p: torch.Tensor) -> bool:
+    return hasattr(p, "device_mesh") and hasattr(p, "_local_tensor")
+
+
 def _local(p: torch.Tensor) -> torch.Tensor:
     """The part of ``p`` this rank holds (a DTensor's local shard; a plain tensor is whole everywhere)."""
-    return p._local_tensor if hasattr(p, "_local_tensor") else p.data
+    return p._local_tensor if _is_dtensor(p) else p.data  # type: ignore[attr-defined]
 
 
 def _full(p: torch.Tensor) -> torch.Tensor:
     """The whole tensor (a DTensor gathered: a collective, every rank calls it in the same order)."""
-    return p.full_tensor() if hasattr(p, "full_tensor") else p.detach()
+    return p.full_tensor() if _is_dtensor(p) else p.detach()  # type: ignore[attr-defined]
 
 
 def _slice(whole: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
     """This rank's slice of ``whole`` (shaped like ``p``), laid out as ``p`` is sharded (no communication)."""
-    if not hasattr(p, "device_mesh"):
+    if not _is_dtensor(p):
         return whole
     from torch.distributed.tensor import distribute_tensor
 
@@ -67,13 +76,83 @@ def _slice(whole: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
     return local.clone() if local.untyped_storage().data_ptr() == whole.untyped_storage().data_ptr() else local
 
 
+def _row_chunks(t: torch.Tensor, p: torch.Tensor) -> tuple[Any, list[int], int, list[torch.Tensor]] | None:
+    """For ``p`` sharded by rows over a 1-D mesh (FSDP2's default ``Shard(0)``): the group, the ranks in
+    chunk order, this rank's place and ``t``'s (the whole tensor's) rows of each rank, as FSDP chunks it;
+    None for another layout."""
+    from torch.distributed.tensor import Shard
+
+    mesh, placements = p.device_mesh, p.placements  # type: ignore[attr-defined]
+    if p.dim() == 0 or mesh.ndim != 1 or len(placements) != 1 or placements[0] != Shard(0):
+        return None
+    ranks, me = [int(r) for r in mesh.mesh.flatten().tolist()], mesh.get_local_rank()
+    chunks = list(torch.chunk(t, len(ranks)))
+    chunks += [t[:0]] * (len(ranks) - len(chunks))  # torch.chunk gives fewer when rows are few
+    if chunks[me].shape != _local(p).shape:
+        return None
+    return mesh.get_group(), ranks, me, chunks
+
+
+def _share_rows(moved: list[tuple[Any, list[int], int, list[torch.Tensor]]]) -> None:
+    """Each rank's rows of the tensors ``moved`` (written by that rank) copied into every rank's: per
+    group and dtype, one broadcast from each rank of its rows of all the tensors, packed (a buffer of one
+    rank's share of the unit at a time)."""
+    order: dict[tuple[int, torch.dtype], list[tuple[Any, list[int], int, list[torch.Tensor]]]] = {}
+    for item in moved:
+        order.setdefault((id(item[0]), item[3][0].dtype), []).append(item)
+    for items in order.values():
+        group, ranks, me = items[0][:3]
+        for k, src in enumerate(ranks):
+            parts = [chunks[k] for *_, chunks in items if chunks[k].numel()]
+            if not parts:
+                continue
+            if k == me:
+                buf = torch.cat([x.reshape(-1) for x in parts])
+            else:
+                buf = torch.empty(sum(x.numel() for x in parts), dtype=parts[0].dtype, device=parts[0].device)
+            td.broadcast(buf, src=src, group=group)
+            if k != me:
+                at = 0
+                for x in parts:
+                    x.copy_(buf[at:at + x.numel()].view(x.shape))
+                    at += x.numel()
+            del buf
+
+
+def _move_into(t: torch.Tensor, c: torch.Tensor, v: torch.Tensor | None, w: torch.Tensor | None, a: float,
+               b: float) -> None:
+    """``t = point_value(c, v, w, a, b)``; in place, without a tensor of its own, where ``t`` holds ``c``'s
+    values in a float dtype the point is computed in (the same roundings: one per term)."""
+    if t.dtype == c.dtype == _work_dtype(c.dtype):
+        if t is not c:
+            t.copy_(c)
+        if w is not None and b:
+            t.add_(w, alpha=b)
+        if v is not None and a:
+            t.add_(v, alpha=a)
+        return
+    t.copy_(point_value(c, v, w, a, b))
+
+
+def _owned(unit: nn.Module, units: set[int]) -> Iterator[tuple[nn.Module, str, torch.Tensor]]:
+    """``(module, name, parameter)`` of every parameter registered in ``unit``'s modules, those of the
+    FSDP units nested in it excepted (FSDP gathers them with their own unit)."""
+    stack = [unit]
+    while stack:
+        m = stack.pop()
+        for name, p in m._parameters.items():
+            if p is not None:
+                yield m, name, p
+        stack.extend(c for c in m._modules.values() if c is not None and id(c) not in units)
+
+
 class ShardedEngine:
-    """Every point on this rank's share of the samples, with an FSDP2 network moved in its own shards.
+    """Every point on this rank's share of the samples, with an FSDP2 network moved as FSDP gathers it.
 
     Parameters
     ----------
     spec : EngineSpec
-        ``network`` is the FSDP2 module (the caller's, moved in place and restored); random
+        ``network`` is the FSDP2 module (the caller's; its shards are read, never written); random
         directions as a ``recipe`` (see the module docstring).
     device : str or torch.device
         Where this rank's batches go (its shard's device).
@@ -88,11 +167,31 @@ class ShardedEngine:
         self.lean = spec.memory == "lean"
         from torch.distributed.fsdp import FSDPModule
 
-        self._fsdp = [m for m in self.net.modules() if isinstance(m, FSDPModule)]
+        self._fsdp: list[Any] = [m for m in self.net.modules() if isinstance(m, FSDPModule)]
         params = dict(self.net.named_parameters())
         self.params = [params[k] for k in spec.names]
         self.local = [_local(p) for p in self.params]
-        self.centre = [t.detach().clone() for t in self.local]
+        index = {id(p): i for i, p in enumerate(self.params)}
+        # each sharded moved tensor with the unit that gathers it: a tensor registered in several units'
+        # modules (tied) is FSDP's first unit's to claim it, and fully_shard is applied innermost first
+        ids = {id(m) for m in self._fsdp}
+        self._units: list[tuple[nn.Module, list[tuple[nn.Module, str, int]]]] = []
+        claimed: set[int] = set()
+        for unit in reversed(self._fsdp):
+            entries = []
+            for m, name, p in _owned(unit, ids):
+                i = index.get(id(p))
+                if i is not None and i not in claimed and _is_dtensor(p):
+                    claimed.add(i)
+                    entries.append((m, name, i))
+            if entries:
+                self._units.append((unit, entries))
+        # moved tensors FSDP does not shard: moved in place, their centre kept
+        self._plain = {i: self.local[i].detach().clone() for i in range(len(self.params)) if i not in claimed
+                       and not _is_dtensor(self.params[i])}
+        unmoved = [spec.names[i] for i in range(len(self.params)) if i not in claimed and i not in self._plain]
+        if unmoved:
+            raise ValueError(f"sharded parameters {unmoved[:3]} are not gathered by an FSDP unit's forward")
         self.v: list[torch.Tensor | None] = []
         self.w: list[torch.Tensor | None] = []
         if not self.lean:
@@ -101,42 +200,115 @@ class ShardedEngine:
         self.batches = [to_device(b, self.device) for b in mine.batches]
         self.sizes, self.n = list(mine.sizes), spec.samples.n
         self.eval_mode = spec.eval_mode
+        self.a = self.b = 0.0
+        self._moved: set[int] = set()  # the units whose gathered tensors hold the current point
 
-    def _pair(self, i: int) -> tuple[torch.Tensor | None, torch.Tensor | None]:
-        """This rank's slices of tensor ``i`` of both directions (the centre tensor gathered: a collective,
-        every rank calls it for the same tensors in the same order)."""
-        p = self.params[i]
-        whole = _full(p)
-        out = []
-        local = self.local[i]
-        for axis in (0, 1):
-            d = self.recipe.tensor(i, axis, whole)
-            out.append(None if d is None else _slice(d, p).to(local.device, direction_dtype(local.dtype)))
-            del d  # the whole draw freed before the next is made: the centre's tensor and one draw at a time
-        return out[0], out[1]
+    # -- directions ---------------------------------------------------------------------------
+    def _draw(self, i: int, axis: int, whole: torch.Tensor, like: torch.Tensor) -> torch.Tensor | None:
+        """Tensor ``i`` of direction ``axis`` drawn whole against the whole centre tensor, on ``like``'s
+        device in :func:`direction_dtype` of its dtype (None: zero)."""
+        d = self.recipe.tensor(i, axis, whole)
+        return None if d is None else d.to(like.device, direction_dtype(like.dtype))
 
     def _directions(self) -> tuple[list[torch.Tensor | None], list[torch.Tensor | None]]:
-        """This rank's slices of both directions, held (``memory="fast"``)."""
-        pairs = [self._pair(i) for i in range(len(self.params))]
-        return [v for v, _ in pairs], [w for _, w in pairs]
+        """This rank's slices of both directions, held (``memory="fast"``). Each centre tensor is gathered
+        (a collective, every rank calls it for the same tensors in the same order), each draw made whole
+        and freed before the next: the centre's tensor and one draw at a time."""
+        v: list[torch.Tensor | None] = []
+        w: list[torch.Tensor | None] = []
+        for i, p in enumerate(self.params):
+            whole = _full(p)
+            for axis, out in ((0, v), (1, w)):
+                d = self.recipe.tensor(i, axis, whole)
+                out.append(None if d is None else
+                           _slice(d, p).to(self.local[i].device, direction_dtype(self.local[i].dtype)))
+                del d
+            del whole
+        return v, w
+
+    # -- moving the gathered tensors ----------------------------------------------------------
+    def _move_lean(self, i: int, t: torch.Tensor) -> None:
+        """Make ``t``, moved tensor ``i`` as FSDP gathered it (the centre, whole), the current point's: both
+        directions drawn whole against the whole centre in the shards' dtype (FSDP may have gathered it
+        cast), one tensor at a time."""
+        a, b, local = self.a, self.b, self.local[i]
+        whole = t if t.dtype == local.dtype else _full(self.params[i])
+        dw = self._draw(i, 1, whole, local) if b else None
+        dv = self._draw(i, 0, whole, local) if a else None
+        _move_into(t, whole, dv, dw, a, b)
+
+    def _move_fast(self, gathered: list[tuple[torch.Tensor, int]]) -> None:
+        """Make the tensors FSDP gathered for a unit the current point's: this rank forms its rows from its
+        shard and held direction slices (the same elements as the whole point), in place, and the ranks'
+        rows are exchanged; a tensor sharded otherwise is formed on the shards and gathered whole."""
+        a, b = self.a, self.b
+        shared = []
+        for t, i in gathered:
+            p, local, v, w = self.params[i], self.local[i], self.v[i], self.w[i]
+            rows = _row_chunks(t, p)
+            if rows is None:
+                from torch.distributed.tensor import DTensor
+
+                mesh, placements = getattr(p, "device_mesh"), getattr(p, "placements")
+                whole = DTensor.from_local(point_value(local, v, w, a, b), mesh, placements, run_check=False,
+                                           shape=p.shape, stride=p.stride()).full_tensor()
+                t.copy_(whole)
+                del whole
+                continue
+            mine = rows[3][rows[2]]
+            _move_into(mine, mine if mine.dtype == local.dtype else local, v, w, a, b)
+            shared.append(rows)
+        _share_rows(shared)
+
+    def _pre_forward(self, unit: nn.Module, entries: list[tuple[nn.Module, str, int]]) -> None:
+        if id(unit) in self._moved:  # gathered and moved already (FSDP kept it gathered)
+            return
+        if self.a or self.b:
+            gathered: list[tuple[torch.Tensor, int]] = []
+            for m, name, i in entries:
+                param = m._parameters[name]
+                if param is None or _is_dtensor(param):
+                    raise RuntimeError(f"FSDP did not gather {type(m).__name__}.{name} before its unit's forward")
+                gathered.append((param.detach(), i))
+            with torch.no_grad():
+                if self.lean:
+                    for t, i in gathered:
+                        self._move_lean(i, t)
+                else:
+                    self._move_fast(gathered)
+        self._moved.add(id(unit))
+
+    def _post_forward(self, unit: nn.Module, entries: list[tuple[nn.Module, str, int]]) -> None:
+        m, name, _ = entries[0]
+        if _is_dtensor(m._parameters[name]):  # type: ignore[arg-type]  # resharded: the next gather is the centre
+            self._moved.discard(id(unit))
+
+    def _hooks(self) -> list[Any]:
+        """The engine's hooks on every unit, after FSDP's own (FSDP's pre-forward hook is prepended)."""
+        handles = []
+        for unit, entries in self._units:
+            handles.append(unit.register_forward_pre_hook(
+                lambda mod, _args, e=entries: self._pre_forward(mod, e)))
+            handles.append(unit.register_forward_hook(
+                lambda mod, _args, _out, e=entries: self._post_forward(mod, e)))
+        return handles
 
     def _reshard(self) -> None:
-        """Every FSDP module's gathered tensors freed: FSDP keeps the root's gathered after a forward (for a
-        backward), which the next point would read instead of gathering its moved shards."""
+        """Every FSDP unit's gathered tensors freed (FSDP keeps the root's gathered after a forward, for a
+        backward): the next forward gathers the centre again."""
         for m in self._fsdp:
             m.reshard()
+        self._moved.clear()
 
     def _set(self, a: float, b: float) -> None:
         self._reshard()
+        self.a, self.b = a, b
         with torch.no_grad():
-            for i, (t, c) in enumerate(zip(self.local, self.centre)):
-                if not self.lean:
-                    dv, dw = self.v[i], self.w[i]
-                elif a or b:  # drawn for this tensor only, freed before the next: one tensor held at a time
-                    dv, dw = self._pair(i)
-                else:
-                    dv = dw = None
-                t.copy_(point_value(c, dv if a else None, dw if b else None, a, b))
+            for i, c in self._plain.items():
+                whole = c
+                dv = (self.v[i] if not self.lean else self._draw(i, 0, whole, c)) if a else None
+                dw = (self.w[i] if not self.lean else self._draw(i, 1, whole, c)) if b else None
+                self.local[i].copy_(point_value(c, dv, dw, a, b))
 
     def _loss(self) -> float:
         """The loss over all ranks' samples: the ranks' float64 sums added, then divided."""
@@ -154,6 +326,7 @@ class ShardedEngine:
         out = np.empty(len(points))
         modes = [(m, m.training) for m in self.net.modules()]
         self.net.train(not self.eval_mode)
+        handles = self._hooks()
         try:
             # no_grad, not inference_mode: FSDP2 over one rank reads the version counters of the tensors it
             # gathers, which inference tensors do not have
@@ -164,10 +337,13 @@ class ShardedEngine:
                     if progress is not None:
                         progress(1)
         finally:
+            for h in handles:
+                h.remove()
             self._reshard()
+            self.a = self.b = 0.0
             with torch.no_grad():
-                for t, c in zip(self.local, self.centre):
-                    t.copy_(c)
+                for i, c in self._plain.items():
+                    self.local[i].copy_(c)
             for m, training in modes:
                 m.training = training
         return {"loss": out}

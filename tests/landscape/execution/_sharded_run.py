@@ -4,7 +4,8 @@ or nccl with one CUDA device per rank when the second argument is ``nccl``).
 ``python -m torch.distributed.run --nproc_per_node=2 -m tests.landscape.execution._sharded_run OUT [BACKEND]``
 writes OUT.json (rank 0): the landscape's values and metadata with ``memory="fast"`` and ``"lean"``,
 whether every rank's network is back at its centre afterwards, and the refusals of what the sharded
-path does not do.
+path does not do; and the cases in :data:`CASES` (several batches per rank, a unit called twice per
+forward kept gathered or not, a parameter FSDP does not shard, mixed precision).
 """
 
 from __future__ import annotations
@@ -26,6 +27,61 @@ def model_and_batch():
     net = transformers.GPT2LMHeadModel(config).eval()
     ids = torch.randint(0, 61, (6, 12), generator=torch.Generator().manual_seed(1))
     return net, {"input_ids": ids, "labels": ids}
+
+
+class Twice(torch.nn.Module):
+    """A block called twice per forward (the same weights), then a head: FSDP gathers the block once
+    or twice per forward as its ``reshard_after_forward`` says."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(2)
+        self.block = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Tanh())
+        self.head = torch.nn.Linear(8, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.block(self.block(x)))
+
+
+def twice_and_data():
+    x = torch.randn(12, 8, generator=torch.Generator().manual_seed(4))
+    y = torch.randint(0, 3, (12,), generator=torch.Generator().manual_seed(5))
+    return Twice().eval(), [(x[k:k + 2], y[k:k + 2]) for k in range(0, 12, 2)]
+
+
+def gpt2_batches():
+    """The tiny GPT-2's batch cut into three of two sequences (each rank evaluates several batches)."""
+    _, batch = model_and_batch()
+    return [{k: v[i:i + 2] for k, v in batch.items()} for i in range(0, 6, 2)]
+
+
+#: Cases beyond the tiny GPT-2 in one batch: name -> what the single-process landscape is computed on.
+CASES = ("gpt2_batches", "twice_resharded", "twice_kept", "twice_ignored_head", "twice_by_columns", "mixed_bf16")
+
+
+def _case(name: str, mesh, device: str):
+    """The sharded network, data and task of case ``name``; and whether its landscape is one process's."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+    from torch.distributed.tensor import Shard
+
+    from landscape.tasks import HuggingFace, Supervised
+
+    if name in ("gpt2_batches", "mixed_bf16"):
+        net, _ = model_and_batch()
+        net = net.to(device)
+        mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16) if name == "mixed_bf16" else MixedPrecisionPolicy()
+        for block in net.transformer.h:
+            fully_shard(block, mesh=mesh, mp_policy=mp)
+        fully_shard(net, mesh=mesh, mp_policy=mp)
+        return net, gpt2_batches(), HuggingFace()
+    net, data = twice_and_data()
+    net = net.to(device)
+    # by columns: matrices sharded Shard(1) (FSDP2's shard_placement_fn), the rest by rows
+    by = (lambda p: Shard(1) if p.dim() == 2 else None) if name == "twice_by_columns" else None
+    fully_shard(net.block, mesh=mesh, reshard_after_forward=name != "twice_kept", shard_placement_fn=by)
+    ignored = {net.head.bias} if name == "twice_ignored_head" else None
+    fully_shard(net, mesh=mesh, ignored_params=ignored, shard_placement_fn=by)
+    return net, data, Supervised(torch.nn.CrossEntropyLoss())
 
 
 def main() -> None:
@@ -57,6 +113,19 @@ def main() -> None:
         after = {k: (v.full_tensor() if hasattr(v, "full_tensor") else v).cpu() for k, v in net.state_dict().items()}
         result[memory] = {"z": ls.z.tolist(), "metadata": ls.metadata,
                           "restored": all(torch.equal(before[k], after[k]) for k in before)}
+    for name in CASES:
+        case_net, data, task = _case(name, mesh, device)
+        states = {k: _full_cpu(v) for k, v in case_net.state_dict().items()}
+        got = {}
+        for memory in ("fast", "lean"):
+            ls = landscape.compute_landscape(case_net, data=data, task=task, size=3, num_samples=None, seed=3,
+                                             memory=memory)
+            got[memory] = ls.z.tolist()
+        with torch.no_grad():  # the sharded network's own loss, each batch weighed by its samples (float64)
+            sizes = [len(b[0]) if isinstance(b, tuple) else len(b["input_ids"]) for b in data]
+            got["own_loss"] = sum(float(task(case_net, b)) * k for b, k in zip(data, sizes)) / sum(sizes)
+        got["restored"] = all(torch.equal(states[k], _full_cpu(v)) for k, v in case_net.state_dict().items())
+        result[name] = got
     for name, kw in (("checkpoints", {"checkpoints": [before]}), ("directions", {"directions": "hessian"}),
                      ("eval_mode", {"eval_mode": False}), ("metrics", {"metrics": {"acc": lambda o, t: 0.0}})):
         try:
@@ -67,6 +136,10 @@ def main() -> None:
         with open(out + ".json", "w") as fh:
             json.dump(result, fh)
     dist.destroy_process_group()
+
+
+def _full_cpu(v: torch.Tensor) -> torch.Tensor:
+    return (v.full_tensor() if hasattr(v, "full_tensor") else v).detach().cpu().clone()
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ import pytest
 
 import landscape
 from landscape.tasks import HuggingFace
-from tests.landscape.execution._sharded_run import model_and_batch
+from tests.landscape.execution._sharded_run import gpt2_batches, model_and_batch, twice_and_data
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
@@ -52,6 +52,40 @@ def test_sharded_landscape_is_the_single_process_one(sharded, memory):
 
 def test_sharded_fast_and_lean_agree_bit_for_bit(sharded):
     np.testing.assert_array_equal(np.asarray(sharded["fast"]["z"]), np.asarray(sharded["lean"]["z"]))
+
+
+@pytest.mark.parametrize("case", ["gpt2_batches", "twice_resharded", "twice_kept", "twice_ignored_head",
+                                  "twice_by_columns"])
+def test_sharded_cases_are_the_single_process_landscape(sharded, case):
+    """Several batches per rank (the root stays gathered between them), a unit called twice per forward
+    (gathered again for its second call, or kept gathered: moved once either way), a parameter FSDP does
+    not shard (moved in place), matrices sharded by columns: each the landscape of the unsharded network in one process."""
+    import torch
+
+    if case == "gpt2_batches":
+        (net, _), data, task = model_and_batch(), gpt2_batches(), HuggingFace()
+    else:
+        (net, data), task = twice_and_data(), landscape.tasks.Supervised(torch.nn.CrossEntropyLoss())
+    single = landscape.compute_landscape(net, data=data, task=task, size=3, num_samples=None, seed=3)
+    got = sharded[case]
+    np.testing.assert_allclose(np.asarray(got["fast"]), single.z, rtol=1e-6)
+    np.testing.assert_array_equal(np.asarray(got["fast"]), np.asarray(got["lean"]))
+    assert got["fast"][1][1] == pytest.approx(got["own_loss"], rel=1e-12)  # the centre: the model's own loss
+    assert got["restored"]
+
+
+def test_sharded_under_mixed_precision_moves_the_float32_shards(sharded):
+    """FSDP's ``param_dtype=bfloat16``: each point is formed in float32 from the float32 shards and cast as
+    FSDP casts its gathers; the centre is the sharded model's own (bfloat16) loss."""
+    got = sharded["mixed_bf16"]
+    np.testing.assert_array_equal(np.asarray(got["fast"]), np.asarray(got["lean"]))
+    # the ranks' shares split a batch: the bfloat16 logits' means are summed in another order (~2e-8)
+    assert got["fast"][1][1] == pytest.approx(got["own_loss"], rel=1e-6)
+    single = landscape.compute_landscape(*model_and_batch()[:1], data=gpt2_batches(), task=HuggingFace(), size=3,
+                                         num_samples=None, seed=3)
+    np.testing.assert_allclose(np.asarray(got["fast"]), single.z, rtol=2e-2)  # bfloat16 compute
+    assert not np.array_equal(np.asarray(got["fast"]), single.z)
+    assert got["restored"]
 
 
 def test_what_the_sharded_path_does_not_do_is_refused(sharded):
