@@ -134,6 +134,17 @@ def _like(t: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
     return torch.empty_like(c, dtype=dtype).copy_(t)
 
 
+def _like_is_itself(c: torch.Tensor) -> bool:
+    """Whether :func:`_like` returns a float32 CPU draw shaped like ``c`` as it is."""
+    if c.device.type != "cpu" or direction_dtype(c.dtype) != torch.float32:
+        return False
+    strides, step = [], 1
+    for size in reversed(c.shape):
+        strides.append(step)
+        step *= size
+    return c.stride() == tuple(reversed(strides))
+
+
 class Directions:
     """The two directions of an engine, tensor by tensor: held, or drawn from a recipe at every read.
 
@@ -154,13 +165,14 @@ class Directions:
         self.held: list[list[torch.Tensor | None]] = [[], []]
         if self.lean:
             return
+        if recipe is not None:  # both axes drawn together (each centre tensor's norms computed once)
+            kept = all(_like_is_itself(c) for c in self.centre)  # the draws are the directions: nothing to finish
+            drawn: list[list[torch.Tensor]] = recipe.draw_axes(self.centre, finish=None if kept else _like)
+            self.held = [list(drawn[axis]) if axis < recipe.dims else [None] * len(self.centre) for axis in (0, 1)]
+            return
         for axis, given in ((0, v), (1, w)):
-            if recipe is not None:
-                self.held[axis] = list(recipe.draw(self.centre, axis, _like)) if axis < recipe.dims else \
-                    [None] * len(self.centre)
-            else:
-                drawn = list(given) if len(given) else [None] * len(self.centre)
-                self.held[axis] = [None if t is None else _like(t, c) for t, c in zip(drawn, self.centre)]
+            held = list(given) if len(given) else [None] * len(self.centre)
+            self.held[axis] = [None if t is None else _like(t, c) for t, c in zip(held, self.centre)]
 
     def get(self, i: int, axis: int) -> torch.Tensor | None:
         """Tensor ``i`` of direction ``axis`` (0: v, 1: w) ready to add to the centre's (None: zero)."""
