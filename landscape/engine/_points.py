@@ -284,8 +284,7 @@ class Points:
             return None
         try:
             self._install()
-        except Exception:
-            self._uninstall()
+        except Exception:  # nothing stays parametrized; choose() says why
             return None
         self.state.reads = set()
         out = None
