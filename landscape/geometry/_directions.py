@@ -194,19 +194,26 @@ def tensor_seed(seed: int, axis: int, name: str) -> int:
     return int.from_bytes(digest[:8], "little") >> 1
 
 
-def seeded_normal(name: str, shape: Sequence[int], seed: int, axis: int) -> torch.Tensor:
-    """Tensor ``name``'s standard-normal draw on ``axis`` (float32, CPU): the same bits wherever and
-    whenever it is drawn."""
+def seeded_normal(name: str, shape: Sequence[int], seed: int, axis: int, *,
+                  out: torch.Tensor | None = None) -> torch.Tensor:
+    """Tensor ``name``'s standard-normal draw on ``axis`` (float32, CPU; written into ``out`` when given, a
+    contiguous float32 tensor of that shape): the same bits wherever and whenever it is drawn."""
     gen = torch.Generator(device="cpu").manual_seed(tensor_seed(seed, axis, name))
+    if out is not None:
+        return torch.randn(tuple(shape), generator=gen, dtype=torch.float32, out=out)
     return torch.randn(tuple(shape), generator=gen, dtype=torch.float32)
 
 
-def _raw_draw(name: str, p: torch.Tensor, seed: int, axis: int, biasbn: str) -> torch.Tensor | None:
-    """The standard-normal draw of a direction's tensor (None: under ``biasbn="li"`` a tensor of at most
-    one dimension is the centre's tensor itself, nothing is drawn)."""
-    if biasbn == "li" and p.dim() <= 1:
-        return None
-    return seeded_normal(name, p.shape, seed, axis)
+def _drawn(p: torch.Tensor, biasbn: str) -> bool:
+    """Whether a direction's tensor against ``p`` is drawn (under ``biasbn="li"`` a tensor of at most one
+    dimension is the centre's tensor itself)."""
+    return not (biasbn == "li" and p.dim() <= 1)
+
+
+def _raw_draw(name: str, p: torch.Tensor, seed: int, axis: int, biasbn: str,
+              out: torch.Tensor | None = None) -> torch.Tensor | None:
+    """The standard-normal draw of a direction's tensor (into ``out`` when given; None: not drawn)."""
+    return seeded_normal(name, p.shape, seed, axis, out=out) if _drawn(p, biasbn) else None
 
 
 def _normalized(d: torch.Tensor | None, p: torch.Tensor, normalization: str, biasbn: str,
@@ -297,8 +304,14 @@ class SeededDirections:
         out: list[list[torch.Tensor]] = [[] for _ in axes]
         norms: list[dict[bool, torch.Tensor]] = [{} for _ in range(n)]  # each centre tensor's, for every axis
 
-        def normal(job: tuple[int, int]) -> torch.Tensor | None:  # on a pool thread
-            return _raw_draw(self.names[job[1]], centre[job[1]], self.seed, axes[job[0]], self.biasbn)
+        def normal(job: tuple[int, int], out: torch.Tensor | None = None) -> torch.Tensor | None:
+            return _raw_draw(self.names[job[1]], centre[job[1]], self.seed, axes[job[0]], self.biasbn, out)
+
+        def buffer(job: tuple[int, int]) -> torch.Tensor | None:
+            # a pool thread's draw goes into memory allocated here: freed (a draw finished into a copy), it
+            # returns to this thread's heap, which later work reuses, not to the pool thread's
+            c = centre[job[1]]
+            return torch.empty(c.shape, dtype=torch.float32) if _drawn(c, self.biasbn) else None
 
         threads = min(max(1, torch.get_num_threads()), n * len(axes))
         pool = ThreadPoolExecutor(threads, thread_name_prefix="landscape-draw") \
@@ -307,7 +320,8 @@ class SeededDirections:
             [(k, i) for i in range(n) for k in range(len(axes))]
         try:
             for window in _windows(jobs, [c.numel() for c in centre], None if finish is None else 2 * threads):
-                raw = list(pool.map(normal, window)) if pool is not None else [normal(j) for j in window]
+                raw = list(pool.map(normal, window, [buffer(j) for j in window])) if pool is not None else \
+                    [normal(j) for j in window]
                 for j, (k, i) in enumerate(window):
                     d, raw[j] = raw[j], None  # the window holds no draw once it is finished
                     t = _normalized(d, centre[i], self.normalization, self.biasbn, norms[i])
