@@ -9,12 +9,13 @@ network sharded over a process group (:class:`ShardedEngine`, :func:`is_sharded`
 processes the library owns. Tasks live in :mod:`landscape.tasks`.
 """
 
+from landscape.engine._activations import activation_elements
 from landscape.engine._batching import BATCHINGS
 from landscape.engine._data import Samples, collate, collect
 from landscape.engine._engine import MEMORY_FORMATS, Engine, EngineSpec, Progress, is_batch_metric, is_point_metric
 from landscape.engine._malloc import tune_malloc
 from landscape.engine._placement import keeps_placement, network_at
-from landscape.engine._planner import PLAN_MODES, Plan, activation_elements, choose_plan, plan_key
+from landscape.engine._planner import PLAN_MODES, Plan, choose_plan, plan_key
 from landscape.engine._points import MEMORY_SETTINGS, choose_memory, point_value
 from landscape.engine._probe import verify_way
 from landscape.engine._sharded import ShardedEngine, is_sharded

@@ -316,6 +316,17 @@ class Engine:
                 m.momentum = momentum
                 m.train(training)
 
+    def _point(self, a: float, b: float, index: int) -> tuple[torch.Tensor, list[Any], dict[str, float]]:
+        """:meth:`_forward_point` at ``(a, b)`` (a failed point leaves train mode's buffers as they were)."""
+        with torch.inference_mode():
+            try:
+                self._set_point(a, b)
+                return self._forward_point(index)
+            except Exception:
+                if self.buffers:
+                    torch._foreach_copy_(self.buffers, self.buffers0)
+                raise
+
     def _forward_point(self, index: int) -> tuple[torch.Tensor, list[Any], dict[str, float]]:
         """The loss as a 0-d tensor, left on the device: reading it back (a sync and a
         Python float per point) is done once per chunk by ``evaluate``."""
@@ -409,14 +420,20 @@ class Engine:
         for name in (*self.metrics, *self.batch_metrics, *self.point_metrics):
             res[name] = np.empty(m)
         one_point = self.p == 1 or bool(self.batch_metrics)
+        first = None
         if one_point and m:
-            self.points.choose(self._probe_loss)
+            # the first point decides the way when every moved tensor is read through its attribute (no probe's
+            # forward); a batch metric reads the network too, so its reads would not be the task's
+            if not self.batch_metrics:
+                first = self.points.first_point(lambda: self._point(float(points[0][0]), float(points[0][1]), start))
+            if self.points.choose(self._probe_loss) != "jit":
+                first = None  # computed on the parametrized network: not what "in place" gives
         with torch.inference_mode():
             if one_point:
                 losses = []
                 for i, (a, b) in enumerate(points):
-                    self._set_point(float(a), float(b))
-                    loss, outs, extra = self._forward_point(start + i)
+                    loss, outs, extra = first if i == 0 and first is not None else \
+                        self._point(float(a), float(b), start + i)
                     losses.append(loss)
                     if outs:
                         self._metrics_into(res, i, torch.cat(outs))

@@ -32,12 +32,13 @@ import torch
 from torch import nn
 
 from collector.common import InvalidParameterError
+from landscape.engine._activations import activation_elements
 from landscape.engine._data import Samples
 from landscape.engine._engine import Engine, EngineSpec
 from landscape.engine._probe import first_working_way, probe_points, verify_way
-from landscape.tasks import batch_size, slice_batch, to_device
+from landscape.tasks import batch_size, slice_batch
 
-__all__ = ["Plan", "choose_plan", "heuristic_plan", "tune_plan", "sizes", "activation_elements", "PLAN_MODES",
+__all__ = ["Plan", "choose_plan", "heuristic_plan", "tune_plan", "sizes", "PLAN_MODES",
            "plan_key"]
 _log = logging.getLogger("landscape")
 
@@ -101,35 +102,6 @@ class Plan:
         """The plan as a ``plan=`` dict (what reproduces it)."""
         return {"points_per_call": self.points_per_call, "batching": self.batching, "eval_batch": self.eval_batch,
                 "memory_format": self.memory_format}
-
-
-def activation_elements(network: nn.Module, task: Any, batch: Any, n: int, *, eval_mode: bool = True) -> int:
-    """Elements of all leaf-module outputs per sample, measured by running the task on
-    ``batch`` (``n`` samples) with the network itself (no copy: its weights do not matter, and
-    its modes are restored afterwards)."""
-    total = [0]
-
-    def hook(_m: nn.Module, _i: Any, out: Any) -> None:
-        if isinstance(out, torch.Tensor):
-            total[0] += out.numel()
-
-    modes = [(m, m.training) for m in network.modules()]
-    handles = [m.register_forward_hook(hook) for m in network.modules() if not list(m.children())]
-    first = next(network.parameters(), None)
-    try:
-        network.train(not eval_mode)
-        if not eval_mode:  # batch statistics would move the running ones: a probe must leave no trace
-            for m in network.modules():
-                if isinstance(m, nn.modules.batchnorm._BatchNorm):
-                    m.eval()
-        with torch.inference_mode():
-            task(network, to_device(batch, first.device) if first is not None else batch)
-    finally:
-        for h in handles:
-            h.remove()
-        for m, training in modes:
-            m.training = training
-    return max(1, total[0] // max(1, n))
 
 
 def sizes(n_params: int, n_samples: int, act_per_sample: int, *, eval_mode: bool, batched: bool,

@@ -17,9 +17,11 @@ give a module the point's tensors (:class:`Points`):
   the directions: the tensors one operation reads.
 * ``"in place"``: the network's moved tensors get storage of their own, written at every
   point (one more model size). Used where reading through the attribute cannot be trusted:
-  a first probe reads every moved tensor through its parametrization, and a tensor not read
-  so is set to NaN for a second probe; a NaN loss then means some code holds the tensor
-  itself (``nn.LSTM``'s ``_flat_weights``), and the engine moves the tensors in place.
+  the first point is evaluated parametrized, watching which moved tensors are read through
+  their attribute (all of them: "jit", decided without a probe's forward); otherwise a probe
+  on two samples reads them again, and a tensor not read so is set to NaN for a second
+  probe; a NaN loss then means some code holds the tensor itself (a reference kept at
+  construction), and the engine moves the tensors in place.
 
 The directions are held (on each tensor's device and in its layout, in its dtype: float32 for a
 float32 network, bfloat16 for a bfloat16 one -- rounded once from the float32 draw --, so two
@@ -33,6 +35,7 @@ import contextlib
 import logging
 import math
 from collections.abc import Callable, Iterator, Sequence
+from typing import TypeVar
 
 import torch
 from torch import nn
@@ -43,6 +46,7 @@ from landscape.geometry import SeededDirections
 __all__ = ["point_value", "direction_dtype", "Directions", "Points", "MEMORY_SETTINGS", "choose_memory", "free_memory",
            "FAST_SHARE"]
 _log = logging.getLogger("landscape")
+T = TypeVar("T")
 
 #: How the directions are kept (the ``memory=`` option; "auto" picks one per landscape).
 MEMORY_SETTINGS = ("auto", "fast", "lean")
@@ -130,6 +134,17 @@ def _like(t: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
     return torch.empty_like(c, dtype=dtype).copy_(t)
 
 
+def _like_is_itself(c: torch.Tensor) -> bool:
+    """Whether :func:`_like` returns a float32 CPU draw shaped like ``c`` as it is."""
+    if c.device.type != "cpu" or direction_dtype(c.dtype) != torch.float32:
+        return False
+    strides, step = [], 1
+    for size in reversed(c.shape):
+        strides.append(step)
+        step *= size
+    return c.stride() == tuple(reversed(strides))
+
+
 class Directions:
     """The two directions of an engine, tensor by tensor: held, or drawn from a recipe at every read.
 
@@ -150,13 +165,14 @@ class Directions:
         self.held: list[list[torch.Tensor | None]] = [[], []]
         if self.lean:
             return
+        if recipe is not None:  # both axes drawn together (each centre tensor's norms computed once)
+            kept = all(_like_is_itself(c) for c in self.centre)  # the draws are the directions: nothing to finish
+            drawn: list[list[torch.Tensor]] = recipe.draw_axes(self.centre, finish=None if kept else _like)
+            self.held = [list(drawn[axis]) if axis < recipe.dims else [None] * len(self.centre) for axis in (0, 1)]
+            return
         for axis, given in ((0, v), (1, w)):
-            if recipe is not None:
-                self.held[axis] = list(recipe.draw(self.centre, axis, _like)) if axis < recipe.dims else \
-                    [None] * len(self.centre)
-            else:
-                drawn = list(given) if len(given) else [None] * len(self.centre)
-                self.held[axis] = [None if t is None else _like(t, c) for t, c in zip(drawn, self.centre)]
+            held = list(given) if len(given) else [None] * len(self.centre)
+            self.held[axis] = [None if t is None else _like(t, c) for t, c in zip(held, self.centre)]
 
     def get(self, i: int, axis: int) -> torch.Tensor | None:
         """Tensor ``i`` of direction ``axis`` (0: v, 1: w) ready to add to the centre's (None: zero)."""
@@ -258,6 +274,32 @@ class Points:
             _log.info("moved tensors set in place (one more model size): %s", why)
             self.form = "in place"
         return self.form
+
+    def first_point(self, run: Callable[[], T]) -> T | None:
+        """``run()`` (the engine's first point) on the parametrized network, watching the reads: when every
+        moved tensor was read through its attribute, the way is "jit" -- what :meth:`choose`'s first probe
+        would decide, without its forward. Otherwise nothing is decided and nothing stays parametrized
+        (:meth:`choose` probes). ``run()``'s result is what the "jit" way gives (None: it failed)."""
+        if self.form is not None:
+            return None
+        try:
+            self._install()
+        except Exception:  # nothing stays parametrized; choose() says why
+            return None
+        self.state.reads = set()
+        out = None
+        try:
+            out = run()
+        except Exception:
+            pass
+        finally:
+            complete = out is not None and len(self.state.reads) == len(self.tensors)
+            self.state.reads = None
+        if complete:
+            self.form = "jit"
+        else:
+            self._uninstall()
+        return out
 
     def _jit_fails(self, probe: Callable[[], float]) -> str | None:
         try:

@@ -40,7 +40,6 @@ al.'s convention is ``biasbn="li"``: such a tensor's direction is the tensor its
 
 from __future__ import annotations
 
-import collections
 import hashlib
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -63,6 +62,8 @@ _BLOCK = 1 << 20
 #: Elements from which a direction's draws are made on several threads: a thread pool costs about
 #: 5 ms, the draw of 4M normals about 30 ms on one core.
 THREADED_DRAW = 1 << 22
+#: Elements drawn on the threads before the normalizations run (a window of :meth:`SeededDirections.draw_axes`).
+WINDOW = 1 << 24
 
 
 def _rows(t: torch.Tensor) -> torch.Tensor:
@@ -111,26 +112,37 @@ def _norm64(t: torch.Tensor, *, per_filter: bool = False) -> torch.Tensor:
     return total.sqrt()
 
 
-def _scale(d: torch.Tensor, p: torch.Tensor | None, *, per_filter: bool) -> torch.Tensor:
+def _scale(d: torch.Tensor, p: torch.Tensor | None, *, per_filter: bool,
+           norms: dict[bool, torch.Tensor] | None = None) -> torch.Tensor:
     """``||p|| / ||d||`` (``p`` None: ``1 / ||d||``) per tensor, or per first-dimension slice as ``(rows, 1)``,
-    in float64; 0 where ``d``'s norm is 0."""
+    in float64; 0 where ``d``'s norm is 0. ``norms`` keeps ``p``'s norms (by ``per_filter``) for the next
+    direction's tensor against the same ``p``: the same bits, computed once."""
+    def top_norm(filters: bool) -> torch.Tensor:
+        assert p is not None
+        if norms is None:
+            return _norm64(p, per_filter=filters)
+        if filters not in norms:
+            norms[filters] = _norm64(p, per_filter=filters)
+        return norms[filters]
+
     if per_filter and d.dim() >= 1:
         dn = _norm64(d, per_filter=True)
-        top = torch.ones_like(dn) if p is None else _norm64(p, per_filter=True)
+        top = torch.ones_like(dn) if p is None else top_norm(True)
         return torch.where(dn > 0, top / torch.where(dn > 0, dn, 1.0), 0.0)
     dn = _norm64(d)
-    top1 = torch.ones((), dtype=torch.float64) if p is None else _norm64(p)
+    top1 = torch.ones((), dtype=torch.float64) if p is None else top_norm(False)
     return (top1 / dn) if dn > 0 else torch.zeros((), dtype=torch.float64)
 
 
 def normalize_tensor(d: torch.Tensor, p: torch.Tensor, normalization: str, biasbn: str = "normalize", *,
-                     out: torch.Tensor | None = None) -> torch.Tensor:
+                     out: torch.Tensor | None = None, norms: dict[bool, torch.Tensor] | None = None) -> torch.Tensor:
     """One tensor of a direction normalized against the centre's tensor ``p`` (see the module docstring).
 
     ``d`` is a contiguous float32 CPU tensor; the result is float32 on the CPU, written into ``out`` when
     given (``out`` may be ``d`` itself: no memory beyond blocks of float64 then). ``p`` may be of any
     floating dtype, layout and device (it is read on the CPU, contiguous, so the result does not depend
-    on where the network lives or how its kernels are laid out).
+    on where the network lives or how its kernels are laid out). ``norms``: a cache of ``p``'s norms shared by
+    the calls normalizing against the same ``p`` (see :func:`_scale`).
     """
     p = p.detach()
     if biasbn == "li" and d.dim() <= 1:
@@ -144,9 +156,10 @@ def normalize_tensor(d: torch.Tensor, p: torch.Tensor, normalization: str, biasb
     if normalization == "weight":
         _product_into(d, p.reshape(d.shape), out)
     elif normalization in ("layer", "dlayer") or d.dim() == 0:
-        _product_into(d, _scale(d, None if normalization in ("dlayer", "dfilter") else p, per_filter=False), out)
+        _product_into(d, _scale(d, None if normalization in ("dlayer", "dfilter") else p, per_filter=False,
+                                norms=norms), out)
     elif normalization in ("filter", "dfilter"):
-        _product_into(d, _scale(d, None if normalization == "dfilter" else p, per_filter=True), out)
+        _product_into(d, _scale(d, None if normalization == "dfilter" else p, per_filter=True, norms=norms), out)
     else:
         raise ValueError(f"unknown normalization {normalization!r}")
     return out
@@ -181,26 +194,34 @@ def tensor_seed(seed: int, axis: int, name: str) -> int:
     return int.from_bytes(digest[:8], "little") >> 1
 
 
-def seeded_normal(name: str, shape: Sequence[int], seed: int, axis: int) -> torch.Tensor:
-    """Tensor ``name``'s standard-normal draw on ``axis`` (float32, CPU): the same bits wherever and
-    whenever it is drawn."""
+def seeded_normal(name: str, shape: Sequence[int], seed: int, axis: int, *,
+                  out: torch.Tensor | None = None) -> torch.Tensor:
+    """Tensor ``name``'s standard-normal draw on ``axis`` (float32, CPU; written into ``out`` when given, a
+    contiguous float32 tensor of that shape): the same bits wherever and whenever it is drawn."""
     gen = torch.Generator(device="cpu").manual_seed(tensor_seed(seed, axis, name))
+    if out is not None:
+        return torch.randn(tuple(shape), generator=gen, dtype=torch.float32, out=out)
     return torch.randn(tuple(shape), generator=gen, dtype=torch.float32)
 
 
-def _raw_draw(name: str, p: torch.Tensor, seed: int, axis: int, biasbn: str) -> torch.Tensor | None:
-    """The standard-normal draw of a direction's tensor (None: under ``biasbn="li"`` a tensor of at most
-    one dimension is the centre's tensor itself, nothing is drawn)."""
-    if biasbn == "li" and p.dim() <= 1:
-        return None
-    return seeded_normal(name, p.shape, seed, axis)
+def _drawn(p: torch.Tensor, biasbn: str) -> bool:
+    """Whether a direction's tensor against ``p`` is drawn (under ``biasbn="li"`` a tensor of at most one
+    dimension is the centre's tensor itself)."""
+    return not (biasbn == "li" and p.dim() <= 1)
 
 
-def _normalized(d: torch.Tensor | None, p: torch.Tensor, normalization: str, biasbn: str) -> torch.Tensor:
+def _raw_draw(name: str, p: torch.Tensor, seed: int, axis: int, biasbn: str,
+              out: torch.Tensor | None = None) -> torch.Tensor | None:
+    """The standard-normal draw of a direction's tensor (into ``out`` when given; None: not drawn)."""
+    return seeded_normal(name, p.shape, seed, axis, out=out) if _drawn(p, biasbn) else None
+
+
+def _normalized(d: torch.Tensor | None, p: torch.Tensor, normalization: str, biasbn: str,
+                norms: dict[bool, torch.Tensor] | None = None) -> torch.Tensor:
     """:func:`_raw_draw`'s result made a direction's tensor against ``p`` (in place of ``d``)."""
     if d is None:
         return p.detach().to("cpu", torch.float32).clone()
-    return normalize_tensor(d, p, normalization, biasbn, out=d)
+    return normalize_tensor(d, p, normalization, biasbn, out=d, norms=norms)
 
 
 def seeded_direction(name: str, p: torch.Tensor, seed: int, axis: int, normalization: str,
@@ -219,7 +240,7 @@ def random_directions(reference: Sequence[torch.Tensor], seed: int, normalizatio
     along the first axis of the random plane of the same seed.
     """
     recipe = SeededDirections(seed, normalization, biasbn, tuple(names), dims=count)
-    return [recipe.draw(reference, k) for k in range(count)]
+    return recipe.draw_axes(reference)
 
 
 @dataclass(frozen=True)
@@ -256,42 +277,85 @@ class SeededDirections:
     def draw(self, centre: Sequence[torch.Tensor], axis: int,
              finish: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None) -> list[torch.Tensor]:
         """Every tensor of axis ``axis`` against ``centre`` (float32, CPU; ``finish(tensor, centre's tensor)``
-        applied to each, e.g. a copy to the centre's device): :meth:`tensor` for each, bit for bit.
+        applied to each, e.g. a copy to the centre's device): :meth:`tensor` for each, bit for bit
+        (:meth:`draw_axes` of one axis)."""
+        return self.draw_axes(centre, (axis,), finish)[0]
 
-        The standard-normal draws, which run on one core per tensor, are made ahead on
-        :func:`torch.get_num_threads` threads for a large network (:data:`THREADED_DRAW`; at most
-        twice as many tensors in flight as threads), the normalizations here in turn with PyTorch's
-        own threads: each tensor has its own generator, so the bits depend on neither."""
-        if axis >= self.dims:
-            raise ValueError(f"axis {axis} of a recipe of {self.dims} direction(s)")
+    def draw_axes(self, centre: Sequence[torch.Tensor], axes: Sequence[int] | None = None,
+                  finish: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None
+                  ) -> list[list[torch.Tensor]]:
+        """Every tensor of each axis of ``axes`` (default: all the recipe's) against ``centre``, as
+        :meth:`draw`, bit for bit :meth:`tensor`; each centre tensor's norms are computed once for all axes.
 
-        def normal(i: int) -> torch.Tensor | None:  # on a pool thread
-            return _raw_draw(self.names[i], centre[i], self.seed, axis, self.biasbn)
+        The standard-normal draws, which run on one core per tensor, are made on
+        :func:`torch.get_num_threads` threads for a large network (:data:`THREADED_DRAW`), a window of
+        draws at a time, and the window's normalizations then run here with PyTorch's own threads
+        while the pool waits: the two never compete for the cores (when they did, each of PyTorch's
+        parallel operations waited for a core). A window closes past :data:`WINDOW` elements; every
+        axis of a tensor is in the same window, unless ``finish`` is given: then each raw draw in a
+        window is memory beyond the directions, so the axes are drawn one after the other and a window
+        holds at most twice as many draws as threads. Each tensor has its own generator, so the bits
+        depend on neither."""
+        axes = tuple(range(self.dims)) if axes is None else tuple(axes)
+        for axis in axes:
+            if axis >= self.dims:
+                raise ValueError(f"axis {axis} of a recipe of {self.dims} direction(s)")
+        n = len(centre)
+        out: list[list[torch.Tensor]] = [[] for _ in axes]
+        norms: list[dict[bool, torch.Tensor]] = [{} for _ in range(n)]  # each centre tensor's, for every axis
 
-        def finished(i: int, d: torch.Tensor | None) -> torch.Tensor:
-            t = _normalized(d, centre[i], self.normalization, self.biasbn)
-            return t if finish is None else finish(t, centre[i])
+        def normal(job: tuple[int, int], out: torch.Tensor | None = None) -> torch.Tensor | None:
+            return _raw_draw(self.names[job[1]], centre[job[1]], self.seed, axes[job[0]], self.biasbn, out)
 
-        n, threads = len(centre), min(max(1, torch.get_num_threads()), len(centre))
-        if threads <= 1 or sum(c.numel() for c in centre) < THREADED_DRAW:
-            return [finished(i, normal(i)) for i in range(n)]
-        out: list[torch.Tensor] = []
-        with ThreadPoolExecutor(threads, thread_name_prefix="landscape-draw") as pool:
-            ahead = collections.deque(pool.submit(normal, i) for i in range(min(n, 2 * threads)))
-            for i in range(n):
-                d = ahead.popleft().result()
-                if i + len(ahead) + 1 < n:
-                    ahead.append(pool.submit(normal, i + len(ahead) + 1))
-                out.append(finished(i, d))
+        def buffer(job: tuple[int, int]) -> torch.Tensor | None:
+            # a pool thread's draw goes into memory allocated here: freed (a draw finished into a copy), it
+            # returns to this thread's heap, which later work reuses, not to the pool thread's
+            c = centre[job[1]]
+            return torch.empty(c.shape, dtype=torch.float32) if _drawn(c, self.biasbn) else None
+
+        threads = min(max(1, torch.get_num_threads()), n * len(axes))
+        pool = ThreadPoolExecutor(threads, thread_name_prefix="landscape-draw") \
+            if threads > 1 and sum(c.numel() for c in centre) * len(axes) >= THREADED_DRAW else None
+        jobs = [(k, i) for k in range(len(axes)) for i in range(n)] if finish is not None else \
+            [(k, i) for i in range(n) for k in range(len(axes))]
+        try:
+            for window in _windows(jobs, [c.numel() for c in centre], None if finish is None else 2 * threads):
+                raw = list(pool.map(normal, window, [buffer(j) for j in window])) if pool is not None else \
+                    [normal(j) for j in window]
+                for j, (k, i) in enumerate(window):
+                    d, raw[j] = raw[j], None  # the window holds no draw once it is finished
+                    t = _normalized(d, centre[i], self.normalization, self.biasbn, norms[i])
+                    del d
+                    out[k].append(t if finish is None else finish(t, centre[i]))
+        finally:
+            if pool is not None:
+                pool.shutdown()
         return out
 
     def drawn(self, centre: Sequence[torch.Tensor]) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         """Both axes drawn whole against ``centre`` (the engine's tensors, bit for bit): ``w`` empty
         for a line. For work that needs them held (projecting runs on the plane), not for evaluation."""
-        return self.draw(centre, 0), self.draw(centre, 1) if self.dims == 2 else []
+        drawn = self.draw_axes(centre)
+        return drawn[0], drawn[1] if self.dims == 2 else []
 
     def metadata(self) -> dict[str, object]:
         return {"seed": int(self.seed), "normalization": self.normalization, "direction_draw": DRAW}
+
+
+def _windows(jobs: list[tuple[int, int]], sizes: Sequence[int], most: int | None) -> list[list[tuple[int, int]]]:
+    """``jobs`` (axis, tensor) cut into consecutive windows of at least :data:`WINDOW` elements (``sizes``:
+    each tensor's), a window of ``most`` jobs at most (None: any number), the last what remains; a job's
+    axes (consecutive when the jobs go tensor by tensor) are not parted."""
+    out: list[list[tuple[int, int]]] = [[]]
+    have = 0
+    for j, (k, i) in enumerate(jobs):
+        out[-1].append((k, i))
+        have += sizes[i]
+        last_axis = j + 1 == len(jobs) or jobs[j + 1][1] != i
+        if (have >= WINDOW and last_axis) or (most is not None and len(out[-1]) >= most):
+            out.append([])
+            have = 0
+    return [w for w in out if w]
 
 
 def _dot(a: Sequence[torch.Tensor], b: Sequence[torch.Tensor]) -> float:

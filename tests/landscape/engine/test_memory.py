@@ -198,3 +198,53 @@ def test_point_value_is_the_centre_at_the_origin_and_rounds_once():
     assert got.dtype == torch.bfloat16
     assert torch.equal(got, torch.add(torch.add(c.float(), w, alpha=-0.7), v, alpha=0.3).to(torch.bfloat16))
     assert math.isclose(float(point_value(torch.tensor([-1.0]), None, torch.tensor([2.0]), 0, 1.0, clamp=True)), 1.0)
+
+
+
+class _Calls(list):
+    """Batch sizes of the forwards, shared by the network's copies (the engine runs a copy of the modules)."""
+
+    def __deepcopy__(self, memo: dict) -> _Calls:
+        return self
+
+
+class _Counted(nn.Module):
+    """An MLP counting its forwards; ``unused`` adds a head the forward never runs."""
+
+    def __init__(self, unused: bool = False) -> None:
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 3))
+        self.head = nn.Linear(3, 2) if unused else None
+        self.calls = _Calls()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.calls.append(len(x))
+        return self.body(x)
+
+
+@pytest.mark.parametrize("unused", [False, True])
+def test_the_first_point_decides_how_tensors_are_read(unused):
+    """Every moved tensor read through its attribute at the first point: the way is decided there, with no
+    probe's forward; a tensor not read (an unused head) is probed as before, and the first point is kept."""
+    torch.manual_seed(0)
+    net = _Counted(unused).eval()
+    x, y = torch.randn(10, 6), torch.randint(0, 3, (10,))
+    names, _ = moved_names(net, None)
+    centre = {k: t.detach() for k, t in net.state_dict().items()}
+    recipe = SeededDirections(0, "layer", "normalize", tuple(names))
+    spec = EngineSpec(net, Supervised(nn.CrossEntropyLoss()), {}, Samples([(x, y)], [10]), names, centre, [], [],
+                      recipe=recipe)
+    pts = np.array([[0.5, -0.25], [0.0, 0.0], [-1.0, 1.0]])
+    eng = Engine(spec)
+    got = eng.evaluate(pts)["loss"]
+    assert eng.points.form == "jit"
+    # one forward per point, and the probe's two on two samples (reads watched, then the unread tensors set
+    # to NaN) only when a tensor was not read
+    assert net.calls == ([10, 2, 2] if unused else [10]) + [10, 10]
+    probed = Engine(spec)
+    probed.points.choose(probed._probe_loss)  # the way decided by the probe first, as before
+    np.testing.assert_array_equal(probed.evaluate(pts)["loss"], got)
+    v, w = recipe.drawn([centre[k] for k in names])
+    loss_fn = nn.CrossEntropyLoss()
+    want = [naive_in_place(net, names, v, w, [a], [b], lambda m: loss_fn(m(x), y))[0, 0] for a, b in pts]
+    np.testing.assert_array_equal(got, want)

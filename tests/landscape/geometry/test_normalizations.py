@@ -121,3 +121,46 @@ def test_directions_drawn_on_threads_are_the_documented_draw(monkeypatch, norm, 
         else:
             want = normalize_directions([seeded_draw(7, 1, name, tuple(c.shape))], [c], norm, biasbn)[0]
         assert torch.equal(got, want), name
+
+
+@pytest.mark.parametrize("threaded, finished", [(False, False), (True, False), (True, True)])
+def test_both_axes_drawn_in_windows_are_the_documented_draw(monkeypatch, threaded, finished):
+    """Both axes drawn together, a window of draws at a time (on threads or not): each tensor of each axis
+    is its own seeded draw normalized as documented, and each centre tensor's norms are computed once. With
+    a ``finish`` (a copy), at most twice as many raw draws as threads are held at a time."""
+    from landscape.geometry import _directions
+
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8), nn.Flatten(), nn.Linear(8 * 36, 5))
+    names, _ = moved_names(net, None)
+    params = dict(net.named_parameters())
+    centre = [params[n].detach() for n in names]
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
+    monkeypatch.setattr(_directions, "THREADED_DRAW", 0 if threaded else 1 << 40)
+    monkeypatch.setattr(_directions, "WINDOW", 1 << 40 if finished else 500)  # windows by count, or several
+    jobs = [(k, i) for i in range(len(centre)) for k in (0, 1)]
+    assert finished or len(_directions._windows(jobs, [c.numel() for c in centre], None)) > 1
+    normed: list[int] = []
+    norm64, raw_draw = _directions._norm64, _directions._raw_draw
+    monkeypatch.setattr(_directions, "_norm64", lambda t, **kw: (normed.append(t.data_ptr()), norm64(t, **kw))[1])
+    held = [0, 0]  # raw draws not finished yet, and the most at a time
+
+    def counted(*args):
+        held[0] += 1
+        held[1] = max(held)
+        return raw_draw(*args)
+
+    def finish(t, c):
+        held[0] -= 1
+        return t.clone()
+
+    monkeypatch.setattr(_directions, "_raw_draw", counted)
+    recipe = _directions.SeededDirections(7, "filter", "normalize", tuple(names))
+    v, w = recipe.draw_axes(centre, finish=finish if finished else None)
+    assert all(normed.count(c.data_ptr()) == 1 for c in centre)  # the centre's norms: once for both axes
+    if finished:
+        assert held == [0, 4]
+    for axis, got in ((0, v), (1, w)):
+        for name, c, t in zip(names, centre, got):
+            want = normalize_directions([seeded_draw(7, axis, name, tuple(c.shape))], [c], "filter")[0]
+            assert torch.equal(t, want), (axis, name)
