@@ -158,8 +158,9 @@ def compute_landscape(
         is one, True requires one, False computes everything here. Every rank returns the
         whole landscape. A ``network`` sharded over the group with FSDP2
         (``torch.distributed.fsdp.fully_shard``) is split the other way: every rank
-        evaluates every point on its share of the samples, moving its own shards (random
-        directions around the network's own state, the loss only, eval mode).
+        evaluates every point on its share of the samples, each unit's tensors moved as
+        FSDP gathers them, the shards left at the centre (random directions around the
+        network's own state, the loss only, eval mode).
     plan : {"auto", "tune"} or dict, default="auto"
         How points are evaluated: points per call, how a group runs (``"sequential"``,
         ``"folded"``, ``"vmap"``), samples per batch and the layout of convolution kernels

@@ -1,5 +1,6 @@
 """A network sharded with FSDP2 over two gloo ranks (torchrun): every rank evaluates every point on its
-share of the samples, moving its own shards; the landscape is one process's."""
+share of the samples, the gathered tensors moved (the shards stay the centre); the landscape is one
+process's."""
 
 from __future__ import annotations
 
