@@ -249,7 +249,7 @@ class ShardedEngine:
             if rows is None:
                 from torch.distributed.tensor import DTensor
 
-                mesh, placements = getattr(p, "device_mesh"), getattr(p, "placements")
+                mesh, placements = p.device_mesh, p.placements
                 whole = DTensor.from_local(point_value(local, v, w, a, b), mesh, placements, run_check=False,
                                            shape=p.shape, stride=p.stride()).full_tensor()
                 t.copy_(whole)
