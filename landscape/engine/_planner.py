@@ -73,7 +73,8 @@ class Plan:
     batching : str or None
         "sequential", "folded" or "vmap" when ``points_per_call > 1``.
     eval_batch : int
-        Samples per evaluation batch (when the samples are one mergeable block).
+        Samples per evaluation batch: chosen when the samples are one mergeable block, else the
+        caller's batches run as they are and this is the largest of them.
     how : {"heuristic", "tuned", "given"}
         What made it: ``plan="auto"``, ``plan="tune"`` or a dict.
     timings : dict
@@ -123,6 +124,13 @@ def sizes(n_params: int, n_samples: int, act_per_sample: int, *, eval_mode: bool
     return p, eval_batch
 
 
+def _batch_run(samples: Samples, eval_batch: int) -> int:
+    """The samples per evaluation batch that run: ``eval_batch`` for one mergeable block of samples; the
+    caller's own batches otherwise (their largest), which are never cut (a batch's loss is the task's over
+    it, e.g. a mean over its tokens), so that is what a plan records."""
+    return eval_batch if samples.merged and samples._whole is not None else max(samples.sizes, default=eval_batch)
+
+
 def has_conv2d(network: nn.Module) -> bool:
     """Whether the network has 2-D convolutions, whose kernels the plan may lay out channels-last."""
     return any(isinstance(m, nn.Conv2d) for m in network.modules())
@@ -157,7 +165,7 @@ def heuristic_plan(spec: EngineSpec, *, n_points: int, device: str = "cpu") -> P
     if p > 1 and way is None:
         p, eval_batch = sizes(n_params, samples.n, act, eval_mode=spec.eval_mode, batched=False)
     fmt = "channels_last" if has_conv2d(spec.network) and p == 1 else "contiguous"
-    return Plan(p, way if p > 1 else None, eval_batch, memory_format=fmt)
+    return Plan(p, way if p > 1 else None, _batch_run(samples, eval_batch), memory_format=fmt)
 
 
 def given_plan(spec: EngineSpec, mode: Mapping[str, Any], *, caller: str = "compute_landscape") -> Plan:
@@ -203,6 +211,7 @@ def tune_plan(spec: EngineSpec, *, n_points: int, device: str = "cpu") -> Plan:
     conv = has_conv2d(spec.network)
     n_params = sum(t.numel() for t in spec.network.parameters())
     _, eval_batch = sizes(n_params, samples.n, _activations(spec), eval_mode=spec.eval_mode, batched=False)
+    eval_batch = _batch_run(samples, eval_batch)
     fmt = "channels_last" if conv else "contiguous"
     one = dataclasses.replace(spec, samples=timed.rebatch(eval_batch), points_per_call=1, batching=None,
                               memory_format=fmt)

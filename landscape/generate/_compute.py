@@ -163,7 +163,8 @@ def compute_landscape(
         network's own state, the loss only, eval mode).
     plan : {"auto", "tune"} or dict, default="auto"
         How points are evaluated: points per call, how a group runs (``"sequential"``,
-        ``"folded"``, ``"vmap"``), samples per batch and the layout of convolution kernels
+        ``"folded"``, ``"vmap"``), samples per batch (for ``data`` given as one block of
+        tensors; a list of batches runs as given) and the layout of convolution kernels
         (``"memory_format"``: ``"channels_last"`` by default for networks with ``Conv2d``
         at one point per call, ``"contiguous"`` otherwise). "auto" sizes it from the
         model, the data's shapes and the device's kind, never by timing, so the same call

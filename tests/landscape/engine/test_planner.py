@@ -263,3 +263,20 @@ def test_planning_builds_two_engines_over_one_copy_of_the_network_and_leaves_it_
     assert len(copies) == 1
     assert not any(parametrize.is_parametrized(m) for m in net.modules())
     assert all(t is dict(net.named_parameters())[k] and torch.equal(t, old) for k, (t, old) in before.items())
+
+
+def test_a_plan_records_the_batches_that_run_over_the_callers_own_batches(monkeypatch):
+    """The caller's batches (a list, not one mergeable block) run as they are: their loss is the task's over
+    each batch, so they are never cut, and the plan records the largest of them, not a size it cannot apply;
+    one mergeable block is cut into the plan's batches."""
+    torch.manual_seed(0)
+    net, x, y = MixesSamples(), torch.randn(48, 6), torch.randint(0, 3, (48,))
+    spec, _ = _spec(net, x, y)
+    own = dataclasses.replace(spec, samples=Samples([(x[:30], y[:30]), (x[30:], y[30:])], [30, 18]))
+    monkeypatch.setattr(_planner, "MEMORY_BUDGET", 4 * 15 * 12)  # 15 activations a sample: 12 samples a batch
+    assert choose_plan(spec, n_points=1).eval_batch == 12  # one block: cut to the budget
+    assert choose_plan(own, n_points=1).eval_batch == 30
+    assert choose_plan(own, n_points=1, mode="tune").eval_batch == 30
+    ls = landscape.compute_landscape(net, nn.CrossEntropyLoss(), [(x[:30], y[:30]), (x[30:], y[30:])], size=3,
+                                     num_samples=None)
+    assert ls.metadata["eval_batch"] == 30
