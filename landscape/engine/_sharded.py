@@ -112,10 +112,8 @@ def _share_rows(moved: list[tuple[Any, list[int], int, list[torch.Tensor]]]) -> 
                 buf = torch.empty(sum(x.numel() for x in parts), dtype=parts[0].dtype, device=parts[0].device)
             td.broadcast(buf, src=src, group=group)
             if k != me:
-                at = 0
-                for x in parts:
-                    x.copy_(buf[at:at + x.numel()].view(x.shape))
-                    at += x.numel()
+                for x, got in zip(parts, buf.split([x.numel() for x in parts])):
+                    x.copy_(got.view(x.shape))
             del buf
 
 

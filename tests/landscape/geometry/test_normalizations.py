@@ -100,17 +100,22 @@ def test_filter_with_li_bias_convention_end_to_end(trained, data):
     assert not np.allclose(ours.z, ls.z)  # the convention matters: +-|b| is not b
 
 
+def _small_cnn_centre() -> tuple[list[str], list[torch.Tensor]]:
+    """A small CNN's moved tensors (convolution, batch norm, linear): their names and the centre's tensors."""
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8), nn.Flatten(), nn.Linear(8 * 36, 5))
+    names, _ = moved_names(net, None)
+    params = dict(net.named_parameters())
+    return names, [params[n].detach() for n in names]
+
+
 @pytest.mark.parametrize("norm,biasbn", [("filter", "normalize"), ("layer", "li"), ("weight", "normalize")])
 def test_directions_drawn_on_threads_are_the_documented_draw(monkeypatch, norm, biasbn):
     """A large network's directions are drawn on several threads: each tensor is still its own seeded draw,
     normalized as documented (the same bits as drawing them one by one in this thread)."""
     from landscape.geometry import _directions
 
-    torch.manual_seed(0)
-    net = nn.Sequential(nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8), nn.Flatten(), nn.Linear(8 * 36, 5))
-    names, _ = moved_names(net, None)
-    params = dict(net.named_parameters())
-    centre = [params[n].detach() for n in names]
+    names, centre = _small_cnn_centre()
     monkeypatch.setattr(torch, "get_num_threads", lambda: 3)
     monkeypatch.setattr(_directions, "THREADED_DRAW", 0)  # threads whatever the size
     recipe = _directions.SeededDirections(7, norm, biasbn, tuple(names))
@@ -130,11 +135,7 @@ def test_both_axes_drawn_in_windows_are_the_documented_draw(monkeypatch, threade
     a ``finish`` (a copy), at most twice as many raw draws as threads are held at a time."""
     from landscape.geometry import _directions
 
-    torch.manual_seed(0)
-    net = nn.Sequential(nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8), nn.Flatten(), nn.Linear(8 * 36, 5))
-    names, _ = moved_names(net, None)
-    params = dict(net.named_parameters())
-    centre = [params[n].detach() for n in names]
+    names, centre = _small_cnn_centre()
     monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
     monkeypatch.setattr(_directions, "THREADED_DRAW", 0 if threaded else 1 << 40)
     monkeypatch.setattr(_directions, "WINDOW", 1 << 40 if finished else 500)  # windows by count, or several
