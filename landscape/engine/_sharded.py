@@ -13,10 +13,11 @@ on every rank, on that rank's share of the samples (contiguous, :meth:`Samples.s
   beyond its shard is its share of the directions and the units FSDP has gathered;
 * the directions: each tensor's random direction is drawn whole on the CPU from the recipe (the
   same bits as one process draws) and normalized against the whole centre tensor. With
-  ``memory="fast"`` each rank keeps its slice of both (two shard sizes, in the shard's dtype) and a
-  point's tensor is formed on the shards and gathered (one all-gather per tensor and point,
-  after FSDP's own gather of the centre); with ``"lean"`` each rank draws the whole tensor again at
-  every point, one tensor at a time, against the gathered centre (no communication of its own);
+  ``memory="fast"`` each rank keeps its slice of both (two shard sizes, in the shard's dtype),
+  forms its own chunk of each gathered tensor in place, and the ranks' chunks are exchanged (one
+  broadcast per rank, unit and dtype, after FSDP's own gather of the centre); with ``"lean"``
+  each rank draws the whole tensor again at every point, one tensor at a time, against the
+  gathered centre (no communication of its own);
 * the loss: each rank's sample-weighted sum in float64, summed over the ranks
   (``all_reduce``) and divided by the number of samples. One process sums the same float64
   terms batch by batch, so the values agree to float rounding of the summation (about 1e-7
@@ -61,8 +62,21 @@ def _local(p: torch.Tensor) -> torch.Tensor:
 
 
 def _full(p: torch.Tensor) -> torch.Tensor:
-    """The whole tensor (a DTensor gathered: a collective, every rank calls it in the same order)."""
-    return p.full_tensor() if _is_dtensor(p) else p.detach()  # type: ignore[attr-defined]
+    """The whole tensor (a DTensor gathered: a collective, every rank calls it in the same order).
+
+    A tensor sharded on one dimension over a 1-D mesh (FSDP2's layouts) is gathered as the moved
+    tensors' chunks are exchanged (:func:`_share_chunks`); another mesh (HSDP's two dimensions)
+    through DTensor's ``full_tensor``."""
+    if not _is_dtensor(p):
+        return p.detach()
+    local = _local(p)
+    whole = torch.empty(p.shape, dtype=local.dtype, device=local.device)
+    chunks = _shard_chunks(whole, p)
+    if chunks is None:
+        return p.full_tensor()  # type: ignore[attr-defined]
+    chunks[3][chunks[2]].copy_(local)
+    _share_chunks([chunks])
+    return whole
 
 
 def _slice(whole: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
@@ -76,27 +90,29 @@ def _slice(whole: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
     return local.clone() if local.untyped_storage().data_ptr() == whole.untyped_storage().data_ptr() else local
 
 
-def _row_chunks(t: torch.Tensor, p: torch.Tensor) -> tuple[Any, list[int], int, list[torch.Tensor]] | None:
-    """For ``p`` sharded by rows over a 1-D mesh (FSDP2's default ``Shard(0)``): the group, the ranks in
-    chunk order, this rank's place and ``t``'s (the whole tensor's) rows of each rank, as FSDP chunks it;
-    None for another layout."""
+def _shard_chunks(t: torch.Tensor, p: torch.Tensor) -> tuple[Any, list[int], int, list[torch.Tensor]] | None:
+    """For ``p`` sharded on one dimension over a 1-D mesh (FSDP2's ``Shard(0)``, or another dimension by its
+    ``shard_placement_fn``): the group, the ranks in chunk order, this rank's place and ``t``'s (the whole
+    tensor's) chunks of each rank along that dimension, as DTensor chunks it (views); None for another
+    layout."""
     from torch.distributed.tensor import Shard
 
     mesh, placements = p.device_mesh, p.placements  # type: ignore[attr-defined]
-    if p.dim() == 0 or mesh.ndim != 1 or len(placements) != 1 or placements[0] != Shard(0):
+    if p.dim() == 0 or mesh.ndim != 1 or len(placements) != 1 or not isinstance(placements[0], Shard):
         return None
+    dim = placements[0].dim % p.dim()
     ranks, me = [int(r) for r in mesh.mesh.flatten().tolist()], mesh.get_local_rank()
-    chunks = list(torch.chunk(t, len(ranks)))
-    chunks += [t[:0]] * (len(ranks) - len(chunks))  # torch.chunk gives fewer when rows are few
+    chunks = list(torch.chunk(t, len(ranks), dim=dim))
+    chunks += [t.narrow(dim, 0, 0)] * (len(ranks) - len(chunks))  # torch.chunk gives fewer when rows are few
     if chunks[me].shape != _local(p).shape:
         return None
     return mesh.get_group(), ranks, me, chunks
 
 
-def _share_rows(moved: list[tuple[Any, list[int], int, list[torch.Tensor]]]) -> None:
-    """Each rank's rows of the tensors ``moved`` (written by that rank) copied into every rank's: per
-    group and dtype, one broadcast from each rank of its rows of all the tensors, packed (a buffer of one
-    rank's share of the unit at a time)."""
+def _share_chunks(moved: list[tuple[Any, list[int], int, list[torch.Tensor]]]) -> None:
+    """Each rank's chunks of the tensors ``moved`` (written by that rank) copied into every rank's: per
+    group and dtype, one broadcast from each rank of its chunks of all the tensors, packed (a buffer of one
+    rank's share of them at a time)."""
     order: dict[tuple[int, torch.dtype], list[tuple[Any, list[int], int, list[torch.Tensor]]]] = {}
     for item in moved:
         order.setdefault((id(item[0]), item[3][0].dtype), []).append(item)
@@ -163,9 +179,14 @@ class ShardedEngine:
         self.device = torch.device(device)
         self.rank, self.world = td.get_rank(), td.get_world_size()
         self.lean = spec.memory == "lean"
+        self.a = self.b = 0.0
+        self._moved: set[int] = set()  # the units whose gathered tensors hold the current point
         from torch.distributed.fsdp import FSDPModule
 
         self._fsdp: list[Any] = [m for m in self.net.modules() if isinstance(m, FSDPModule)]
+        # after a forward FSDP keeps the root's tensors gathered (for a backward) and registers them in
+        # place of the shards: read the shards, never tensors whose storage FSDP frees at its next reshard
+        self._reshard()
         params = dict(self.net.named_parameters())
         self.params = [params[k] for k in spec.names]
         self.local = [_local(p) for p in self.params]
@@ -198,8 +219,6 @@ class ShardedEngine:
         self.batches = [to_device(b, self.device) for b in mine.batches]
         self.sizes, self.n = list(mine.sizes), spec.samples.n
         self.eval_mode = spec.eval_mode
-        self.a = self.b = 0.0
-        self._moved: set[int] = set()  # the units whose gathered tensors hold the current point
 
     # -- directions ---------------------------------------------------------------------------
     def _draw(self, i: int, axis: int, whole: torch.Tensor, like: torch.Tensor) -> torch.Tensor | None:
@@ -236,15 +255,16 @@ class ShardedEngine:
         _move_into(t, whole, dv, dw, a, b)
 
     def _move_fast(self, gathered: list[tuple[torch.Tensor, int]]) -> None:
-        """Make the tensors FSDP gathered for a unit the current point's: this rank forms its rows from its
+        """Make the tensors FSDP gathered for a unit the current point's: this rank forms its chunk from its
         shard and held direction slices (the same elements as the whole point), in place, and the ranks'
-        rows are exchanged; a tensor sharded otherwise is formed on the shards and gathered whole."""
+        chunks are exchanged; a tensor over another mesh (HSDP) is formed on the shards and gathered whole
+        by DTensor."""
         a, b = self.a, self.b
         shared = []
         for t, i in gathered:
             p, local, v, w = self.params[i], self.local[i], self.v[i], self.w[i]
-            rows = _row_chunks(t, p)
-            if rows is None:
+            chunks = _shard_chunks(t, p)
+            if chunks is None:
                 from torch.distributed.tensor import DTensor
 
                 mesh, placements = p.device_mesh, p.placements
@@ -253,10 +273,10 @@ class ShardedEngine:
                 t.copy_(whole)
                 del whole
                 continue
-            mine = rows[3][rows[2]]
+            mine = chunks[3][chunks[2]]
             _move_into(mine, mine if mine.dtype == local.dtype else local, v, w, a, b)
-            shared.append(rows)
-        _share_rows(shared)
+            shared.append(chunks)
+        _share_chunks(shared)
 
     def _pre_forward(self, unit: nn.Module, entries: list[tuple[nn.Module, str, int]]) -> None:
         if id(unit) in self._moved:  # gathered and moved already (FSDP kept it gathered)

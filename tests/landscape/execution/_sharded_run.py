@@ -56,7 +56,8 @@ def gpt2_batches():
 
 
 #: Cases beyond the tiny GPT-2 in one batch: name -> what the single-process landscape is computed on.
-CASES = ("gpt2_batches", "twice_resharded", "twice_kept", "twice_ignored_head", "twice_by_columns", "mixed_bf16")
+CASES = ("gpt2_batches", "twice_resharded", "twice_kept", "twice_ignored_head", "twice_by_columns", "twice_hsdp",
+         "mixed_bf16")
 
 
 def _case(name: str, mesh, device: str):
@@ -76,6 +77,10 @@ def _case(name: str, mesh, device: str):
         return net, gpt2_batches(), HuggingFace()
     net, data = twice_and_data()
     net = net.to(device)
+    if name == "twice_hsdp":  # a 2-D mesh (replicated over 1, sharded over the ranks): HSDP's layout
+        from torch.distributed.device_mesh import init_device_mesh
+
+        mesh = init_device_mesh(torch.device(device).type, (1, dist.get_world_size()), mesh_dim_names=("replicate", "shard"))
     # by columns: matrices sharded Shard(1) (FSDP2's shard_placement_fn), the rest by rows
     by = (lambda p: Shard(1) if p.dim() == 2 else None) if name == "twice_by_columns" else None
     fully_shard(net.block, mesh=mesh, reshard_after_forward=name != "twice_kept", shard_placement_fn=by)
@@ -85,13 +90,6 @@ def _case(name: str, mesh, device: str):
 
 
 def main() -> None:
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.fsdp import fully_shard
-
-    import landscape
-    from collector import InvalidParameterError
-    from landscape.tasks import HuggingFace
-
     out = sys.argv[1]
     backend = sys.argv[2] if len(sys.argv) > 2 else "gloo"
     device = "cpu"
@@ -99,6 +97,30 @@ def main() -> None:
         device = f"cuda:{int(os.environ.get('LOCAL_RANK', '0'))}"
         torch.cuda.set_device(device)
     dist.init_process_group(backend)
+    result = _landscapes(device)
+    if dist.get_rank() == 0:
+        with open(out + ".json", "w") as fh:
+            json.dump(result, fh)
+    dist.destroy_process_group()
+    # Out without the interpreter's finalization: PyTorch 2.13 keeps every device mesh that fully_shard
+    # used in DTensor's sharding-propagation cache (a module-level lru_cache), so the gloo group outlives
+    # destroy_process_group, and its worker threads cancelled during finalization abort the process
+    # ("terminate called without an active exception") in about one exit of two -- with or without
+    # this library (fully_shard and one forward are enough).
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+def _landscapes(device: str) -> dict:
+    """Every landscape of the test, on ``device``."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    import landscape
+    from collector import InvalidParameterError
+    from landscape.tasks import HuggingFace
+
     mesh = init_device_mesh(torch.device(device).type, (dist.get_world_size(),))
     net, batch = model_and_batch()
     net = net.to(device)
@@ -106,25 +128,27 @@ def main() -> None:
     for block in net.transformer.h:
         fully_shard(block, mesh=mesh)
     fully_shard(net, mesh=mesh)
+    shards = _shards(net)
     result: dict = {"world": dist.get_world_size(), "refusals": {}}
     for memory in ("fast", "lean"):
         ls = landscape.compute_landscape(net, data=[batch], task=HuggingFace(), size=3, num_samples=None, seed=3,
                                          memory=memory)
-        after = {k: (v.full_tensor() if hasattr(v, "full_tensor") else v).cpu() for k, v in net.state_dict().items()}
         result[memory] = {"z": ls.z.tolist(), "metadata": ls.metadata,
-                          "restored": all(torch.equal(before[k], after[k]) for k in before)}
+                          "restored": _same_everywhere(shards, _shards(net))}
     for name in CASES:
         case_net, data, task = _case(name, mesh, device)
-        states = {k: _full_cpu(v) for k, v in case_net.state_dict().items()}
+        states = _shards(case_net)
         got = {}
+        # the sharded network's own loss first, each batch weighed by its samples (float64): FSDP keeps the
+        # root's tensors gathered after it, as a user's forward before the landscape leaves them
+        with torch.no_grad():
+            sizes = [len(b[0]) if isinstance(b, tuple) else len(b["input_ids"]) for b in data]
+            got["own_loss"] = sum(float(task(case_net, b)) * k for b, k in zip(data, sizes)) / sum(sizes)
         for memory in ("fast", "lean"):
             ls = landscape.compute_landscape(case_net, data=data, task=task, size=3, num_samples=None, seed=3,
                                              memory=memory)
             got[memory] = ls.z.tolist()
-        with torch.no_grad():  # the sharded network's own loss, each batch weighed by its samples (float64)
-            sizes = [len(b[0]) if isinstance(b, tuple) else len(b["input_ids"]) for b in data]
-            got["own_loss"] = sum(float(task(case_net, b)) * k for b, k in zip(data, sizes)) / sum(sizes)
-        got["restored"] = all(torch.equal(states[k], _full_cpu(v)) for k, v in case_net.state_dict().items())
+        got["restored"] = _same_everywhere(states, _shards(case_net))
         result[name] = got
     for name, kw in (("checkpoints", {"checkpoints": [before]}), ("directions", {"directions": "hessian"}),
                      ("eval_mode", {"eval_mode": False}), ("metrics", {"metrics": {"acc": lambda o, t: 0.0}})):
@@ -132,14 +156,22 @@ def main() -> None:
             landscape.compute_landscape(net, data=[batch], task=HuggingFace(), size=3, **kw)
         except InvalidParameterError as exc:
             result["refusals"][name] = str(exc)
-    if dist.get_rank() == 0:
-        with open(out + ".json", "w") as fh:
-            json.dump(result, fh)
-    dist.destroy_process_group()
+    return result
 
 
-def _full_cpu(v: torch.Tensor) -> torch.Tensor:
-    return (v.full_tensor() if hasattr(v, "full_tensor") else v).detach().cpu().clone()
+def _shards(net: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """A copy of this rank's shards of ``net``'s state (DTensor's ``to_local``: no collective, no gather that
+    DTensor would cache with the mesh)."""
+    return {k: (v.to_local() if hasattr(v, "to_local") else v).detach().cpu().clone()
+            for k, v in net.state_dict().items()}
+
+
+def _same_everywhere(before: dict[str, torch.Tensor], after: dict[str, torch.Tensor]) -> bool:
+    """Whether every rank's shards are bit for bit as they were."""
+    same = torch.tensor([int(before.keys() == after.keys() and all(torch.equal(before[k], after[k]) for k in before))],
+                        device="cuda" if dist.get_backend() == "nccl" else "cpu")
+    dist.all_reduce(same, op=dist.ReduceOp.MIN)
+    return bool(same.item())
 
 
 if __name__ == "__main__":

@@ -56,11 +56,12 @@ def test_sharded_fast_and_lean_agree_bit_for_bit(sharded):
 
 
 @pytest.mark.parametrize("case", ["gpt2_batches", "twice_resharded", "twice_kept", "twice_ignored_head",
-                                  "twice_by_columns"])
+                                  "twice_by_columns", "twice_hsdp"])
 def test_sharded_cases_are_the_single_process_landscape(sharded, case):
     """Several batches per rank (the root stays gathered between them), a unit called twice per forward
     (gathered again for its second call, or kept gathered: moved once either way), a parameter FSDP does
-    not shard (moved in place), matrices sharded by columns: each the landscape of the unsharded network in one process."""
+    not shard (moved in place), matrices sharded by columns, a 2-D (HSDP) mesh: each the landscape of the unsharded
+    network in one process."""
     import torch
 
     if case == "gpt2_batches":
