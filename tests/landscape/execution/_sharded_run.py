@@ -160,8 +160,7 @@ def _landscapes(device: str) -> dict:
 
 
 def _shards(net: torch.nn.Module) -> dict[str, torch.Tensor]:
-    """A copy of this rank's shards of ``net``'s state (DTensor's ``to_local``: no collective, no gather that
-    DTensor would cache with the mesh)."""
+    """A copy of this rank's shards of ``net``'s state (DTensor's ``to_local``: no collective)."""
     return {k: (v.to_local() if hasattr(v, "to_local") else v).detach().cpu().clone()
             for k, v in net.state_dict().items()}
 
