@@ -136,13 +136,8 @@ def _like(t: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
 
 def _like_is_itself(c: torch.Tensor) -> bool:
     """Whether :func:`_like` returns a float32 CPU draw shaped like ``c`` as it is."""
-    if c.device.type != "cpu" or direction_dtype(c.dtype) != torch.float32:
-        return False
-    strides, step = [], 1
-    for size in reversed(c.shape):
-        strides.append(step)
-        step *= size
-    return c.stride() == tuple(reversed(strides))
+    return c.device.type == "cpu" and direction_dtype(c.dtype) == torch.float32 and \
+        c.stride() == torch.empty(c.shape, device="meta").stride()  # a draw's strides: contiguous
 
 
 class Directions:

@@ -199,9 +199,7 @@ def seeded_normal(name: str, shape: Sequence[int], seed: int, axis: int, *,
     """Tensor ``name``'s standard-normal draw on ``axis`` (float32, CPU; written into ``out`` when given, a
     contiguous float32 tensor of that shape): the same bits wherever and whenever it is drawn."""
     gen = torch.Generator(device="cpu").manual_seed(tensor_seed(seed, axis, name))
-    if out is not None:
-        return torch.randn(tuple(shape), generator=gen, dtype=torch.float32, out=out)
-    return torch.randn(tuple(shape), generator=gen, dtype=torch.float32)
+    return torch.randn(tuple(shape), generator=gen, dtype=torch.float32, out=out)
 
 
 def _drawn(p: torch.Tensor, biasbn: str) -> bool:
