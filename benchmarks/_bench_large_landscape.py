@@ -217,7 +217,9 @@ CHILDREN: dict[str, Callable[..., dict[str, Any]]] = {
 def _child(name: str, **kw: Any) -> dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
     out = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", name, json.dumps(kw)], env=env,
-                         check=True, capture_output=True, text=True)
+                         capture_output=True, text=True)
+    if out.returncode != 0:  # the child's own error, not only its exit status
+        raise RuntimeError(f"child {name} {kw} exited with {out.returncode}:\n{out.stderr[-4000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 

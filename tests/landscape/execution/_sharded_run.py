@@ -119,7 +119,7 @@ def _landscapes(device: str) -> dict:
 
     import landscape
     from collector import InvalidParameterError
-    from landscape.tasks import HuggingFace
+    from landscape.tasks import HuggingFace, to_device
 
     mesh = init_device_mesh(torch.device(device).type, (dist.get_world_size(),))
     net, batch = model_and_batch()
@@ -140,10 +140,12 @@ def _landscapes(device: str) -> dict:
         states = _shards(case_net)
         got = {}
         # the sharded network's own loss first, each batch weighed by its samples (float64): FSDP keeps the
-        # root's tensors gathered after it, as a user's forward before the landscape leaves them
+        # root's tensors gathered after it, as a user's forward before the landscape leaves them. The batch
+        # goes to the device first: FSDP's root moves the model's inputs, not the loss's targets
         with torch.no_grad():
             sizes = [len(b[0]) if isinstance(b, tuple) else len(b["input_ids"]) for b in data]
-            got["own_loss"] = sum(float(task(case_net, b)) * k for b, k in zip(data, sizes)) / sum(sizes)
+            got["own_loss"] = sum(float(task(case_net, to_device(b, device))) * k
+                                  for b, k in zip(data, sizes)) / sum(sizes)
         for memory in ("fast", "lean"):
             ls = landscape.compute_landscape(case_net, data=data, task=task, size=3, num_samples=None, seed=3,
                                              memory=memory)
