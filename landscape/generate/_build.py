@@ -23,7 +23,7 @@ from landscape.engine import EngineSpec, choose_memory, choose_plan, is_sharded,
 from landscape.execution import Executor
 from landscape.generate._jobs import LandscapeJob, Problem
 from landscape.geometry import (
-    DRAW,
+    DRAWS,
     SeededDirections,
     ViewInputs,
     centre_state,
@@ -141,10 +141,12 @@ def _shareable(centre: Mapping[str, torch.Tensor], ex: Executor) -> Mapping[str,
 
 def _recipe(md: Mapping[str, Any], names: Sequence[str]) -> SeededDirections | None:
     """The random directions' recipe a landscape's metadata records (None: its directions are stored)."""
-    if md.get("direction_draw") != DRAW:
+    draw = md.get("direction_draw")
+    if draw not in DRAWS:
         return None
+    # a landscape begun before the per-block draw keeps its per-tensor draw (a resume gives the same bits)
     return SeededDirections(int(md["seed"]), str(md["normalization"]), str(md.get("biasbn", "normalize")),
-                            tuple(names), int(md.get("dims", 2)))
+                            tuple(names), int(md.get("dims", 2)), str(draw))
 
 
 def _engine_spec(problem: Problem, job: LandscapeJob, part: Partial, centre: Mapping[str, torch.Tensor],

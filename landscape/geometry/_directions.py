@@ -2,13 +2,22 @@
 
 Directions are lists of float32 CPU tensors aligned with a list of parameter names.
 
-A random direction is drawn tensor by tensor: tensor ``name``'s standard-normal draw on axis
-``k`` (0 for the first direction, 1 for the second) comes from its own generator, seeded by
-the SHA-256 of ``(seed, k, name)`` (:func:`tensor_seed`), and is then normalized against the
-centre's tensor. Every tensor of a direction can so be drawn again alone, at any time and in
-any process, with the same bits: the engine may hold the directions or draw each tensor when
-it is read (:class:`SeededDirections`), and both give the same landscape. (Before this draw,
-one generator ran over all tensors of ``v`` then of ``w``; a seed's directions changed with it.)
+A random direction is drawn tensor by tensor, and a tensor block by block: tensor ``name``'s
+standard-normal draw on axis ``k`` (0 for the first direction, 1 for the second) is its elements
+in order (C order) cut into blocks of :data:`BLOCK` elements, block ``j`` drawn by its own CPU
+generator, seeded by the SHA-256 of ``(seed, k, name)`` for the first block (:func:`tensor_seed`)
+and of ``(seed, k, name, j)`` for the others (:func:`block_seed`); it is then normalized against
+the centre's tensor. Every tensor of a direction can so be drawn again alone, at any time and in
+any process, with the same bits: the engine may hold the directions or draw each tensor when it
+is read (:class:`SeededDirections`), and both give the same landscape. The blocks of a large
+tensor are drawn on several threads (a generator's stream is sequential: one generator per
+tensor kept a 7B model's draw on one core); a tensor of at most one block is drawn as before.
+
+The metadata names the draw (``direction_draw``): ``"per-block"`` (:data:`DRAW`), or
+``"per-tensor"`` for landscapes written before the blocks (one generator per tensor, whatever its
+size), which are still drawn their way (a resume, a rerun). The two differ only on tensors of
+more than :data:`BLOCK` elements. (Before the per-tensor draw, one generator ran over all tensors
+of ``v`` then of ``w``.)
 
 Normalizations, for a direction tensor ``d`` and the centre's tensor ``p`` (Li et al.,
 ``net_plotter.normalize_direction``, and MindSpore's layer normalization), computed in
@@ -48,21 +57,29 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-__all__ = ["NORMALIZATIONS", "BIASBN", "DRAW", "normalize_directions", "normalize_tensor", "random_directions",
-           "seeded_direction", "seeded_normal", "tensor_seed", "SeededDirections", "path_coordinates", "grid_axes",
-           "axis_values"]
+__all__ = ["NORMALIZATIONS", "BIASBN", "DRAW", "DRAWS", "BLOCK", "normalize_directions", "normalize_tensor",
+           "random_directions", "seeded_direction", "seeded_normal", "tensor_seed", "block_seed", "SeededDirections",
+           "path_coordinates", "grid_axes", "axis_values"]
 
 NORMALIZATIONS = ("layer", "filter", "dfilter", "dlayer", "weight", "none")
 BIASBN = ("normalize", "li")
-#: How random directions are drawn, as the metadata records it (``direction_draw``): each moved
-#: tensor from its own generator, seeded by the seed, the axis and the tensor's name.
-DRAW = "per-tensor"
+#: How random directions are drawn, as the metadata records it (``direction_draw``): each block of
+#: :data:`BLOCK` elements of each moved tensor from its own generator, seeded by the seed, the axis,
+#: the tensor's name and the block's index.
+DRAW = "per-block"
+#: The draws this module makes: :data:`DRAW`, and ``"per-tensor"`` (one generator per tensor, whatever
+#: its size), what landscapes written before the blocks record.
+DRAWS = ("per-block", "per-tensor")
+#: Elements per block of a draw (16 MiB of float32): a tensor of at most this many is one block. Part of
+#: the draw's definition: changing it changes the directions.
+BLOCK = 1 << 22
 #: Elements per block of the float64 products (a block's float64 copy is all the memory they take).
 _BLOCK = 1 << 20
 #: Elements from which a direction's draws are made on several threads: a thread pool costs about
 #: 5 ms, the draw of 4M normals about 30 ms on one core.
 THREADED_DRAW = 1 << 22
-#: Elements drawn on the threads before the normalizations run (a window of :meth:`SeededDirections.draw_axes`).
+#: Elements drawn on the threads before the normalizations run (a window of :meth:`SeededDirections.draw_axes`),
+#: at least; a window also holds a block for each thread.
 WINDOW = 1 << 24
 
 
@@ -112,17 +129,24 @@ def _norm64(t: torch.Tensor, *, per_filter: bool = False) -> torch.Tensor:
     return total.sqrt()
 
 
+def _host(p: torch.Tensor) -> torch.Tensor:
+    """``p`` on the CPU, contiguous: the norms' order of summation depends neither on the device nor on the
+    layout (channels-last kernels)."""
+    return p.to("cpu").contiguous()
+
+
 def _scale(d: torch.Tensor, p: torch.Tensor | None, *, per_filter: bool,
            norms: dict[bool, torch.Tensor] | None = None) -> torch.Tensor:
     """``||p|| / ||d||`` (``p`` None: ``1 / ||d||``) per tensor, or per first-dimension slice as ``(rows, 1)``,
-    in float64; 0 where ``d``'s norm is 0. ``norms`` keeps ``p``'s norms (by ``per_filter``) for the next
-    direction's tensor against the same ``p``: the same bits, computed once."""
+    in float64; 0 where ``d``'s norm is 0. ``p``'s norms are computed on a contiguous host copy of it
+    (:func:`_host`), made only when they are not in ``norms``, which keeps them (by ``per_filter``) for the
+    next direction's tensor against the same ``p``: the same bits, computed and copied once."""
     def top_norm(filters: bool) -> torch.Tensor:
         assert p is not None
         if norms is None:
-            return _norm64(p, per_filter=filters)
+            return _norm64(_host(p), per_filter=filters)
         if filters not in norms:
-            norms[filters] = _norm64(p, per_filter=filters)
+            norms[filters] = _norm64(_host(p), per_filter=filters)
         return norms[filters]
 
     if per_filter and d.dim() >= 1:
@@ -152,9 +176,8 @@ def normalize_tensor(d: torch.Tensor, p: torch.Tensor, normalization: str, biasb
         out = torch.empty_like(d, dtype=torch.float32, memory_format=torch.contiguous_format)
     if normalization == "none" or d.numel() == 0:
         return out.copy_(d)
-    p = p.to("cpu").contiguous()  # the norms' order of summation must not depend on the layout
     if normalization == "weight":
-        _product_into(d, p.reshape(d.shape), out)
+        _product_into(d, _host(p).reshape(d.shape), out)
     elif normalization in ("layer", "dlayer") or d.dim() == 0:
         _product_into(d, _scale(d, None if normalization in ("dlayer", "dfilter") else p, per_filter=False,
                                 norms=norms), out)
@@ -188,18 +211,55 @@ def normalize_directions(direction: Sequence[torch.Tensor], reference: Sequence[
 
 
 def tensor_seed(seed: int, axis: int, name: str) -> int:
-    """The seed of tensor ``name``'s draw on ``axis`` (0: the first direction, 1: the second): 63 bits
-    of the SHA-256 of the three, so every tensor has its own stream, which depends on nothing else."""
+    """The seed of tensor ``name``'s draw on ``axis`` (0: the first direction, 1: the second), and of its
+    first block: 63 bits of the SHA-256 of the three, so every tensor has its own stream, which depends
+    on nothing else."""
     digest = hashlib.sha256(f"{int(seed)}/{int(axis)}/{name}".encode()).digest()
     return int.from_bytes(digest[:8], "little") >> 1
 
 
+def block_seed(seed: int, axis: int, name: str, block: int) -> int:
+    """The seed of block ``block`` of tensor ``name``'s draw on ``axis``: :func:`tensor_seed` for the first,
+    else 63 bits of the SHA-256 of ``"{seed}/{axis}/{name}\\0{block}"`` (a NUL, which no module or
+    parameter name holds, parts the name from the index)."""
+    if block == 0:
+        return tensor_seed(seed, axis, name)
+    digest = hashlib.sha256(f"{int(seed)}/{int(axis)}/{name}\0{int(block)}".encode()).digest()
+    return int.from_bytes(digest[:8], "little") >> 1
+
+
+def _blocks(numel: int, draw: str) -> list[tuple[int, int]]:
+    """The ``(start, stop)`` element ranges of a draw of ``numel`` elements, one per generator."""
+    if draw == "per-tensor" or numel <= BLOCK:
+        return [(0, numel)]
+    return [(lo, min(lo + BLOCK, numel)) for lo in range(0, numel, BLOCK)]
+
+
+def _check_draw(draw: str) -> str:
+    if draw not in DRAWS:
+        raise ValueError(f"direction_draw must be one of {DRAWS}, got {draw!r}")
+    return draw
+
+
+def _fill_block(out: torch.Tensor, name: str, seed: int, axis: int, block: int, lo: int, hi: int, draw: str) -> None:
+    """Block ``block`` (elements ``lo:hi`` of the flat contiguous float32 ``out``) of ``name``'s draw."""
+    s = tensor_seed(seed, axis, name) if draw == "per-tensor" else block_seed(seed, axis, name, block)
+    gen = torch.Generator(device="cpu").manual_seed(s)
+    torch.randn(hi - lo, generator=gen, dtype=torch.float32, out=out.view(-1)[lo:hi])
+
+
 def seeded_normal(name: str, shape: Sequence[int], seed: int, axis: int, *,
-                  out: torch.Tensor | None = None) -> torch.Tensor:
+                  out: torch.Tensor | None = None, draw: str = DRAW) -> torch.Tensor:
     """Tensor ``name``'s standard-normal draw on ``axis`` (float32, CPU; written into ``out`` when given, a
-    contiguous float32 tensor of that shape): the same bits wherever and whenever it is drawn."""
-    gen = torch.Generator(device="cpu").manual_seed(tensor_seed(seed, axis, name))
-    return torch.randn(tuple(shape), generator=gen, dtype=torch.float32, out=out)
+    contiguous float32 tensor of that shape): the same bits wherever and whenever it is drawn, block after
+    block here (:meth:`SeededDirections.draw_axes` draws the blocks on threads, to the same bits)."""
+    _check_draw(draw)
+    shape = tuple(shape)
+    if out is None:
+        out = torch.empty(shape, dtype=torch.float32)
+    for j, (lo, hi) in enumerate(_blocks(out.numel(), draw)):
+        _fill_block(out, name, seed, axis, j, lo, hi, draw)
+    return out
 
 
 def _drawn(p: torch.Tensor, biasbn: str) -> bool:
@@ -209,9 +269,9 @@ def _drawn(p: torch.Tensor, biasbn: str) -> bool:
 
 
 def _raw_draw(name: str, p: torch.Tensor, seed: int, axis: int, biasbn: str,
-              out: torch.Tensor | None = None) -> torch.Tensor | None:
+              out: torch.Tensor | None = None, draw: str = DRAW) -> torch.Tensor | None:
     """The standard-normal draw of a direction's tensor (into ``out`` when given; None: not drawn)."""
-    return seeded_normal(name, p.shape, seed, axis, out=out) if _drawn(p, biasbn) else None
+    return seeded_normal(name, p.shape, seed, axis, out=out, draw=draw) if _drawn(p, biasbn) else None
 
 
 def _normalized(d: torch.Tensor | None, p: torch.Tensor, normalization: str, biasbn: str,
@@ -223,10 +283,10 @@ def _normalized(d: torch.Tensor | None, p: torch.Tensor, normalization: str, bia
 
 
 def seeded_direction(name: str, p: torch.Tensor, seed: int, axis: int, normalization: str,
-                     biasbn: str = "normalize") -> torch.Tensor:
+                     biasbn: str = "normalize", draw: str = DRAW) -> torch.Tensor:
     """One tensor of a random direction: :func:`seeded_normal` normalized against the centre's tensor
     ``p`` (float32, CPU). Held or drawn again at every read, a direction is this tensor for tensor."""
-    return _normalized(_raw_draw(name, p, seed, axis, biasbn), p, normalization, biasbn)
+    return _normalized(_raw_draw(name, p, seed, axis, biasbn, draw=draw), p, normalization, biasbn)
 
 
 def random_directions(reference: Sequence[torch.Tensor], seed: int, normalization: str, biasbn: str = "normalize",
@@ -258,6 +318,8 @@ class SeededDirections:
         The moved tensors, in order.
     dims : {1, 2}
         Axes drawn: a line's second direction is zero.
+    direction_draw : {"per-block", "per-tensor"}
+        How the standard normals are drawn (:data:`DRAWS`; the metadata's ``direction_draw``).
     """
 
     seed: int
@@ -265,12 +327,17 @@ class SeededDirections:
     biasbn: str
     names: tuple[str, ...]
     dims: int = 2
+    direction_draw: str = DRAW
+
+    def __post_init__(self) -> None:
+        _check_draw(self.direction_draw)
 
     def tensor(self, i: int, axis: int, centre: torch.Tensor) -> torch.Tensor | None:
-        """Tensor ``i`` of axis ``axis`` against the centre's tensor ``centre`` (None: zero)."""
+        """Tensor ``i`` of axis ``axis`` against the centre's tensor ``centre`` (None: zero): its blocks drawn
+        on threads when it is large (:meth:`draw_axes` of this tensor alone), :func:`seeded_direction`'s bits."""
         if axis >= self.dims:
             return None
-        return seeded_direction(self.names[i], centre, self.seed, axis, self.normalization, self.biasbn)
+        return self._draw([centre], [self.names[i]], (axis,), None)[0][0]
 
     def draw(self, centre: Sequence[torch.Tensor], axis: int,
              finish: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None) -> list[torch.Tensor]:
@@ -285,41 +352,57 @@ class SeededDirections:
         """Every tensor of each axis of ``axes`` (default: all the recipe's) against ``centre``, as
         :meth:`draw`, bit for bit :meth:`tensor`; each centre tensor's norms are computed once for all axes.
 
-        The standard-normal draws, which run on one core per tensor, are made on
+        The standard-normal draws, which run on one core per block, are made on
         :func:`torch.get_num_threads` threads for a large network (:data:`THREADED_DRAW`), a window of
         draws at a time, and the window's normalizations then run here with PyTorch's own threads
         while the pool waits: the two never compete for the cores (when they did, each of PyTorch's
-        parallel operations waited for a core). A window closes past :data:`WINDOW` elements; every
-        axis of a tensor is in the same window, unless ``finish`` is given: then each raw draw in a
-        window is memory beyond the directions, so the axes are drawn one after the other and a window
-        holds at most twice as many draws as threads. Each tensor has its own generator, so the bits
-        depend on neither."""
+        parallel operations waited for a core). A window closes past :data:`WINDOW` elements and a
+        block for each thread; every axis of a tensor is in the same window, unless ``finish`` is
+        given: then each raw draw in a window is memory beyond the directions, so the axes are drawn
+        one after the other and a window holds at most twice as many draws as threads. Each block has
+        its own generator, so the bits depend on neither."""
         axes = tuple(range(self.dims)) if axes is None else tuple(axes)
         for axis in axes:
             if axis >= self.dims:
                 raise ValueError(f"axis {axis} of a recipe of {self.dims} direction(s)")
+        return self._draw(centre, self.names, axes, finish)
+
+    def _draw(self, centre: Sequence[torch.Tensor], names: Sequence[str], axes: tuple[int, ...],
+              finish: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None) -> list[list[torch.Tensor]]:
+        """:meth:`draw_axes` of the tensors ``names`` (aligned with ``centre``)."""
         n = len(centre)
         out: list[list[torch.Tensor]] = [[] for _ in axes]
         norms: list[dict[bool, torch.Tensor]] = [{} for _ in range(n)]  # each centre tensor's, for every axis
 
-        def normal(job: tuple[int, int], out: torch.Tensor | None = None) -> torch.Tensor | None:
-            return _raw_draw(self.names[job[1]], centre[job[1]], self.seed, axes[job[0]], self.biasbn, out)
+        # a pool thread writes into buffers made here: under this thread's inference mode (an engine's read
+        # under lean) they are inference tensors, which only a thread in that mode may write
+        inference = torch.is_inference_mode_enabled()
 
-        def buffer(job: tuple[int, int]) -> torch.Tensor | None:
-            # a pool thread's draw goes into memory allocated here: freed (a draw finished into a copy), it
-            # returns to this thread's heap, which later work reuses, not to the pool thread's
-            c = centre[job[1]]
-            return torch.empty(c.shape, dtype=torch.float32) if _drawn(c, self.biasbn) else None
+        def fill(task: tuple[torch.Tensor, int, int, int, int, int]) -> None:
+            buf, k, i, block, lo, hi = task
+            with torch.inference_mode(inference):
+                _fill_block(buf, names[i], self.seed, axes[k], block, lo, hi, self.direction_draw)
 
-        threads = min(max(1, torch.get_num_threads()), n * len(axes))
+        blocks = [_blocks(c.numel(), self.direction_draw) if _drawn(c, self.biasbn) else [] for c in centre]
+        threads = min(max(1, torch.get_num_threads()), len(axes) * sum(len(b) for b in blocks))
         pool = ThreadPoolExecutor(threads, thread_name_prefix="landscape-draw") \
             if threads > 1 and sum(c.numel() for c in centre) * len(axes) >= THREADED_DRAW else None
         jobs = [(k, i) for k in range(len(axes)) for i in range(n)] if finish is not None else \
             [(k, i) for i in range(n) for k in range(len(axes))]
         try:
-            for window in _windows(jobs, [c.numel() for c in centre], None if finish is None else 2 * threads):
-                raw = list(pool.map(normal, window, [buffer(j) for j in window])) if pool is not None else \
-                    [normal(j) for j in window]
+            for window in _windows(jobs, [c.numel() for c in centre], None if finish is None else 2 * threads,
+                                   max(WINDOW, threads * BLOCK)):
+                # a pool thread's draw goes into memory allocated here: freed (a draw finished into a copy), it
+                # returns to this thread's heap, which later work reuses, not to the pool thread's
+                raw = [_draw_buffer(centre[i], self.biasbn) for _, i in window]
+                tasks = [(d, k, i, block, lo, hi) for d, (k, i) in zip(raw, window) if d is not None
+                         for block, (lo, hi) in enumerate(blocks[i])]
+                if pool is not None:
+                    list(pool.map(fill, tasks))
+                else:
+                    for task in tasks:
+                        fill(task)
+                del tasks
                 for j, (k, i) in enumerate(window):
                     d, raw[j] = raw[j], None  # the window holds no draw once it is finished
                     t = _normalized(d, centre[i], self.normalization, self.biasbn, norms[i])
@@ -337,20 +420,27 @@ class SeededDirections:
         return drawn[0], drawn[1] if self.dims == 2 else []
 
     def metadata(self) -> dict[str, object]:
-        return {"seed": int(self.seed), "normalization": self.normalization, "direction_draw": DRAW}
+        return {"seed": int(self.seed), "normalization": self.normalization, "direction_draw": self.direction_draw}
 
 
-def _windows(jobs: list[tuple[int, int]], sizes: Sequence[int], most: int | None) -> list[list[tuple[int, int]]]:
-    """``jobs`` (axis, tensor) cut into consecutive windows of at least :data:`WINDOW` elements (``sizes``:
-    each tensor's), a window of ``most`` jobs at most (None: any number), the last what remains; a job's
-    axes (consecutive when the jobs go tensor by tensor) are not parted."""
+def _draw_buffer(c: torch.Tensor, biasbn: str) -> torch.Tensor | None:
+    """Memory for the raw draw of a direction's tensor against ``c`` (None: not drawn)."""
+    return torch.empty(c.shape, dtype=torch.float32) if _drawn(c, biasbn) else None
+
+
+def _windows(jobs: list[tuple[int, int]], sizes: Sequence[int], most: int | None,
+             least: int | None = None) -> list[list[tuple[int, int]]]:
+    """``jobs`` (axis, tensor) cut into consecutive windows of at least ``least`` elements (default
+    :data:`WINDOW`; ``sizes``: each tensor's), a window of ``most`` jobs at most (None: any number), the last
+    what remains; a job's axes (consecutive when the jobs go tensor by tensor) are not parted."""
+    least = WINDOW if least is None else least
     out: list[list[tuple[int, int]]] = [[]]
     have = 0
     for j, (k, i) in enumerate(jobs):
         out[-1].append((k, i))
         have += sizes[i]
         last_axis = j + 1 == len(jobs) or jobs[j + 1][1] != i
-        if (have >= WINDOW and last_axis) or (most is not None and len(out[-1]) >= most):
+        if (have >= least and last_axis) or (most is not None and len(out[-1]) >= most):
             out.append([])
             have = 0
     return [w for w in out if w]

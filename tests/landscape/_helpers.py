@@ -22,12 +22,25 @@ class TinyMLP(nn.Module):
         return self.fc2(torch.relu(self.bn(self.fc1(x))))
 
 
-def seeded_draw(seed: int, axis: int, name: str, shape: tuple[int, ...]) -> torch.Tensor:
+def seeded_draw(seed: int, axis: int, name: str, shape: tuple[int, ...], *, block: int = 1 << 22,
+                per_tensor: bool = False) -> torch.Tensor:
     """The documented draw of a random direction's tensor (axis 0: the first direction, 1: the second):
-    a CPU generator seeded by the first 63 bits (little-endian) of SHA-256("{seed}/{axis}/{name}"), one
-    standard-normal float32 tensor."""
-    seed63 = int.from_bytes(hashlib.sha256(f"{seed}/{axis}/{name}".encode()).digest()[:8], "little") >> 1
-    return torch.randn(tuple(shape), generator=torch.Generator().manual_seed(seed63), dtype=torch.float32)
+    its elements in C order cut into blocks of ``block`` (4,194,304) elements, block ``j`` standard normals
+    (float32) from a CPU generator seeded by the first 63 bits (little-endian) of SHA-256("{seed}/{axis}/{name}")
+    for ``j = 0``, of SHA-256("{seed}/{axis}/{name}\\0{j}") (a NUL between the name and the index) after it.
+    ``per_tensor``: the draw of landscapes written before the blocks, one generator (the first) for it all."""
+    def seed63(key: str) -> int:
+        return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "little") >> 1
+
+    numel = int(np.prod(shape, dtype=np.int64))
+    if per_tensor or numel <= block:
+        gen = torch.Generator().manual_seed(seed63(f"{seed}/{axis}/{name}"))
+        return torch.randn(tuple(shape), generator=gen, dtype=torch.float32)
+    parts = []
+    for j, lo in enumerate(range(0, numel, block)):
+        key = f"{seed}/{axis}/{name}" if j == 0 else f"{seed}/{axis}/{name}\0{j}"
+        parts.append(torch.randn(min(block, numel - lo), generator=torch.Generator().manual_seed(seed63(key))))
+    return torch.cat(parts).reshape(shape)
 
 
 def make_data(n: int = 96, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:

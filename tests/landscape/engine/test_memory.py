@@ -46,7 +46,7 @@ def test_tied_gpt2_equals_the_naive_loop_and_is_left_untouched(memory):
     ls = landscape.compute_landscape(net, data=[batch], task=HuggingFace(), size=3, num_samples=None, seed=2,
                                      memory=memory)
     names, _ = moved_names(net, None)
-    assert "lm_head.weight" not in names and ls.metadata["direction_draw"] == "per-tensor"
+    assert "lm_head.weight" not in names and ls.metadata["direction_draw"] == "per-block"
     ref = [p.detach() for n, p in net.named_parameters() if n in names]
     v, w = random_directions(ref, 2, "layer", names=names)
     want = naive_in_place(net, names, v, w, ls.x, ls.y, lambda m: m(**batch).loss)
@@ -59,7 +59,16 @@ def test_tied_gpt2_equals_the_naive_loop_and_is_left_untouched(memory):
     assert net.lm_head.weight is net.transformer.wte.weight
 
 
-def test_fast_and_lean_give_the_same_bits():
+@pytest.mark.parametrize("blocks", [False, True])
+def test_fast_and_lean_give_the_same_bits(monkeypatch, blocks):
+    """With tensors of several blocks drawn on threads too (lean draws them at every read, in the
+    engine's inference mode)."""
+    if blocks:
+        from landscape.geometry import _directions
+
+        monkeypatch.setattr(_directions, "BLOCK", 200)
+        monkeypatch.setattr(_directions, "THREADED_DRAW", 0)
+        monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
     net, batch = _tiny_gpt2()
     runs = [landscape.compute_landscape(net, data=[batch], task=HuggingFace(), size=4, num_samples=None, seed=5,
                                         normalization=norm, memory=memory)

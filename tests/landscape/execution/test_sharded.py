@@ -43,7 +43,7 @@ def test_sharded_landscape_is_the_single_process_one(sharded, memory):
     single = landscape.compute_landscape(net, data=[batch], task=HuggingFace(), size=3, num_samples=None, seed=3)
     got = sharded[memory]
     assert sharded["world"] == 2 and got["metadata"]["sample_shares"] == 2
-    assert got["metadata"]["direction_draw"] == "per-tensor" and got["metadata"]["points_per_call"] == 1
+    assert got["metadata"]["direction_draw"] == "per-block" and got["metadata"]["points_per_call"] == 1
     # Hugging Face's loss is a float32 mean over a batch's tokens: each rank means its 3 sequences, and the
     # ranks' sums are added in float64, one process means all 6 at once. The same points' parameters (each
     # rank's shard is the slice of the same point), another order of float32 additions: ~1e-7 relative.

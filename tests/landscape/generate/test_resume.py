@@ -294,3 +294,26 @@ def test_flush_interval_from_the_environment_is_validated(tmp_path, monkeypatch)
     monkeypatch.setenv("LANDSCAPE_FLUSH_SECONDS", "-1")
     with pytest.raises(ValueError, match="LANDSCAPE_FLUSH_SECONDS must be a number of seconds >= 0"):
         Store(tmp_path / "b.h5")
+
+
+def test_a_landscape_begun_with_the_per_tensor_draw_is_resumed_with_it(monkeypatch):
+    """A landscape whose stored metadata says ``direction_draw="per-tensor"`` (written before the blocks) is
+    resumed drawing each tensor from one generator, and keeps saying so; ``"per-block"`` draws the blocks;
+    a landscape without a recorded draw has its directions stored (no recipe)."""
+    from landscape.generate._build import _recipe
+    from landscape.geometry import _directions
+    from landscape.geometry._directions import normalize_directions
+    from tests.landscape._helpers import seeded_draw
+
+    monkeypatch.setattr(_directions, "BLOCK", 10)
+    torch.manual_seed(0)
+    centre = [torch.randn(4, 6), torch.randn(6)]
+    names = ["fc.weight", "fc.bias"]
+    for draw in ("per-tensor", "per-block"):
+        recipe = _recipe({"direction_draw": draw, "seed": 3, "normalization": "layer"}, names)
+        assert recipe is not None and recipe.metadata() == {"seed": 3, "normalization": "layer", "direction_draw": draw}
+        for axis in (0, 1):
+            for name, c, got in zip(names, centre, recipe.draw(centre, axis)):
+                raw = seeded_draw(3, axis, name, tuple(c.shape), block=10, per_tensor=draw == "per-tensor")
+                assert torch.equal(got, normalize_directions([raw], [c], "layer")[0]), (draw, axis, name)
+    assert _recipe({"seed": 3, "normalization": "layer"}, names) is None

@@ -142,20 +142,20 @@ def test_both_axes_drawn_in_windows_are_the_documented_draw(monkeypatch, threade
     jobs = [(k, i) for i in range(len(centre)) for k in (0, 1)]
     assert finished or len(_directions._windows(jobs, [c.numel() for c in centre], None)) > 1
     normed: list[int] = []
-    norm64, raw_draw = _directions._norm64, _directions._raw_draw
+    norm64, draw_buffer = _directions._norm64, _directions._draw_buffer
     monkeypatch.setattr(_directions, "_norm64", lambda t, **kw: (normed.append(t.data_ptr()), norm64(t, **kw))[1])
     held = [0, 0]  # raw draws not finished yet, and the most at a time
 
     def counted(*args):
         held[0] += 1
         held[1] = max(held)
-        return raw_draw(*args)
+        return draw_buffer(*args)
 
     def finish(t, c):
         held[0] -= 1
         return t.clone()
 
-    monkeypatch.setattr(_directions, "_raw_draw", counted)
+    monkeypatch.setattr(_directions, "_draw_buffer", counted)
     recipe = _directions.SeededDirections(7, "filter", "normalize", tuple(names))
     v, w = recipe.draw_axes(centre, finish=finish if finished else None)
     assert all(normed.count(c.data_ptr()) == 1 for c in centre)  # the centre's norms: once for both axes
@@ -165,3 +165,65 @@ def test_both_axes_drawn_in_windows_are_the_documented_draw(monkeypatch, threade
         for name, c, t in zip(names, centre, got):
             want = normalize_directions([seeded_draw(7, axis, name, tuple(c.shape))], [c], "filter")[0]
             assert torch.equal(t, want), (axis, name)
+
+
+@pytest.mark.parametrize("threaded", [False, True])
+@pytest.mark.parametrize("finished", [False, True])
+def test_a_tensor_of_several_blocks_is_the_documented_block_draw(monkeypatch, threaded, finished):
+    """A tensor larger than a block is drawn block by block (each block its own seeded generator), on
+    threads or not, held or finished into a copy, and drawn alone at a read (``tensor``): the documented
+    block draw, normalized as documented; a tensor of one block is the per-tensor draw."""
+    from landscape.geometry import _directions
+
+    names, centre = _small_cnn_centre()  # 216, 8, 8 and 1440 + 5 elements
+    monkeypatch.setattr(_directions, "BLOCK", 100)
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 3)
+    monkeypatch.setattr(_directions, "THREADED_DRAW", 0 if threaded else 1 << 40)
+    recipe = _directions.SeededDirections(5, "layer", "normalize", tuple(names))
+    v, w = recipe.draw_axes(centre, finish=(lambda t, c: t.clone()) if finished else None)
+    for axis, got in ((0, v), (1, w)):
+        for i, (name, c, t) in enumerate(zip(names, centre, got)):
+            raw = seeded_draw(5, axis, name, tuple(c.shape), block=100)
+            want = normalize_directions([raw], [c], "layer")[0]
+            assert torch.equal(t, want), (axis, name)
+            assert torch.equal(recipe.tensor(i, axis, c), want), (axis, name)
+            with torch.inference_mode():  # how lean's engine reads it, the blocks on threads
+                assert torch.equal(recipe.tensor(i, axis, c), want), (axis, name)
+    assert not torch.equal(seeded_draw(5, 0, names[0], (216,), block=100),
+                           seeded_draw(5, 0, names[0], (216,), per_tensor=True))
+
+
+def test_the_block_draw_of_a_large_tensor_is_the_documented_one():
+    """At the real block size (4,194,304 elements): a tensor of two blocks and a bit, drawn whole or alone,
+    is the documented block draw; its first block is what one generator draws first."""
+    from landscape.geometry._directions import BLOCK, SeededDirections
+
+    assert BLOCK == 1 << 22
+    shape = (2 * BLOCK // 1024 + 3, 1024)
+    centre = torch.ones(shape)
+    recipe = SeededDirections(11, "none", "normalize", ("big.weight",))
+    want = seeded_draw(11, 1, "big.weight", shape)
+    assert torch.equal(recipe.draw(centre=[centre], axis=1)[0], want)
+    assert torch.equal(recipe.tensor(0, 1, centre), want)
+    assert recipe.metadata()["direction_draw"] == "per-block"
+    whole = seeded_draw(11, 1, "big.weight", shape, per_tensor=True)
+    assert torch.equal(want.reshape(-1)[:BLOCK], whole.reshape(-1)[:BLOCK])
+    assert not torch.equal(want, whole)
+
+
+def test_a_per_tensor_recipe_draws_each_tensor_from_one_generator(monkeypatch):
+    """``direction_draw="per-tensor"`` (landscapes written before the blocks): every tensor from one
+    generator whatever its size, threaded or not; an unknown draw is refused, naming the accepted ones."""
+    from landscape.geometry import _directions
+
+    names, centre = _small_cnn_centre()
+    monkeypatch.setattr(_directions, "BLOCK", 100)
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
+    monkeypatch.setattr(_directions, "THREADED_DRAW", 0)
+    recipe = _directions.SeededDirections(5, "filter", "normalize", tuple(names), 2, "per-tensor")
+    assert recipe.metadata()["direction_draw"] == "per-tensor"
+    for name, c, t in zip(names, centre, recipe.draw(centre, 0)):
+        want = normalize_directions([seeded_draw(5, 0, name, tuple(c.shape), per_tensor=True)], [c], "filter")[0]
+        assert torch.equal(t, want), name
+    with pytest.raises(ValueError, match=r"direction_draw must be one of \('per-block', 'per-tensor'\), got 'x'"):
+        _directions.SeededDirections(5, "filter", "normalize", tuple(names), 2, "x")
