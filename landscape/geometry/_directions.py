@@ -58,7 +58,7 @@ import numpy as np
 import torch
 
 __all__ = ["NORMALIZATIONS", "BIASBN", "DRAW", "DRAWS", "BLOCK", "normalize_directions", "normalize_tensor",
-           "random_directions", "seeded_direction", "seeded_normal", "tensor_seed", "block_seed", "SeededDirections",
+           "random_directions", "seeded_normal", "tensor_seed", "block_seed", "SeededDirections",
            "path_coordinates", "grid_axes", "axis_values"]
 
 NORMALIZATIONS = ("layer", "filter", "dfilter", "dlayer", "weight", "none")
@@ -268,25 +268,13 @@ def _drawn(p: torch.Tensor, biasbn: str) -> bool:
     return not (biasbn == "li" and p.dim() <= 1)
 
 
-def _raw_draw(name: str, p: torch.Tensor, seed: int, axis: int, biasbn: str,
-              out: torch.Tensor | None = None, draw: str = DRAW) -> torch.Tensor | None:
-    """The standard-normal draw of a direction's tensor (into ``out`` when given; None: not drawn)."""
-    return seeded_normal(name, p.shape, seed, axis, out=out, draw=draw) if _drawn(p, biasbn) else None
-
-
 def _normalized(d: torch.Tensor | None, p: torch.Tensor, normalization: str, biasbn: str,
                 norms: dict[bool, torch.Tensor] | None = None) -> torch.Tensor:
-    """:func:`_raw_draw`'s result made a direction's tensor against ``p`` (in place of ``d``)."""
+    """A raw draw (:func:`seeded_normal`; None: not drawn, see :func:`_drawn`) made a direction's tensor against
+    ``p`` (in place of ``d``)."""
     if d is None:
         return p.detach().to("cpu", torch.float32).clone()
     return normalize_tensor(d, p, normalization, biasbn, out=d, norms=norms)
-
-
-def seeded_direction(name: str, p: torch.Tensor, seed: int, axis: int, normalization: str,
-                     biasbn: str = "normalize", draw: str = DRAW) -> torch.Tensor:
-    """One tensor of a random direction: :func:`seeded_normal` normalized against the centre's tensor
-    ``p`` (float32, CPU). Held or drawn again at every read, a direction is this tensor for tensor."""
-    return _normalized(_raw_draw(name, p, seed, axis, biasbn, draw=draw), p, normalization, biasbn)
 
 
 def random_directions(reference: Sequence[torch.Tensor], seed: int, normalization: str, biasbn: str = "normalize",
@@ -305,9 +293,10 @@ def random_directions(reference: Sequence[torch.Tensor], seed: int, normalizatio
 class SeededDirections:
     """Random directions as a recipe: the seed, the normalization and the moved tensors' names.
 
-    Nothing is held: tensor ``i`` of axis ``k`` is :func:`seeded_direction` of ``names[i]`` against the
-    centre's tensor, drawn when the engine needs it (once, or at every read). What ``landscapes.h5``
-    records for such a landscape is this recipe (its metadata), not the tensors.
+    Nothing is held: tensor ``i`` of axis ``k`` is :func:`seeded_normal` of ``names[i]`` normalized against
+    the centre's tensor (:func:`normalize_tensor`), drawn when the engine needs it (once, or at every
+    read). What ``landscapes.h5`` records for such a landscape is this recipe (its metadata), not the
+    tensors.
 
     Attributes
     ----------
@@ -334,7 +323,7 @@ class SeededDirections:
 
     def tensor(self, i: int, axis: int, centre: torch.Tensor) -> torch.Tensor | None:
         """Tensor ``i`` of axis ``axis`` against the centre's tensor ``centre`` (None: zero): its blocks drawn
-        on threads when it is large (:meth:`draw_axes` of this tensor alone), :func:`seeded_direction`'s bits."""
+        on threads when it is large (:meth:`draw_axes` of this tensor alone): the same bits as drawn with the others."""
         if axis >= self.dims:
             return None
         return self._draw([centre], [self.names[i]], (axis,), None)[0][0]
