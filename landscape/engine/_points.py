@@ -171,11 +171,21 @@ class Directions:
 
     def get(self, i: int, axis: int) -> torch.Tensor | None:
         """Tensor ``i`` of direction ``axis`` (0: v, 1: w) ready to add to the centre's (None: zero)."""
+        return self.pair(i, axis == 0, axis == 1)[axis]
+
+    def pair(self, i: int, v: bool, w: bool) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        """Tensor ``i`` of ``v`` and of ``w``, each where asked (else None), ready to add to the centre's;
+        drawn together under ``lean`` (the centre's norms once, the blocks of both on threads)."""
         if not self.lean:
-            return self.held[axis][i]
+            return self.held[0][i] if v else None, self.held[1][i] if w else None
         assert self.recipe is not None
-        t = self.recipe.tensor(i, axis, self.centre[i])
-        return None if t is None else _like(t, self.centre[i])
+        axes = [k for k, asked in ((0, v), (1, w)) if asked]
+        got = dict(zip(axes, self.recipe.tensors(i, axes, self.centre[i]))) if axes else {}
+
+        def ready(t: torch.Tensor | None) -> torch.Tensor | None:
+            return None if t is None else _like(t, self.centre[i])
+
+        return ready(got.get(0)), ready(got.get(1))
 
     def lists(self) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         """Both directions as lists of tensors (zeros for a zero one): what the batched ways build from."""
@@ -198,8 +208,8 @@ class _PointState:
         if self.reads is not None:
             self.reads.add(i)
         a, b = self.a, self.b
-        return point_value(c, self.dirs.get(i, 0) if a else None, self.dirs.get(i, 1) if b else None, a, b,
-                           i in self.clamp)
+        v, w = self.dirs.pair(i, bool(a), bool(b))
+        return point_value(c, v, w, a, b, i in self.clamp)
 
 
 class _AtPoint(nn.Module):

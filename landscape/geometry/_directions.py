@@ -70,14 +70,14 @@ DRAW = "per-block"
 #: The draws this module makes: :data:`DRAW`, and ``"per-tensor"`` (one generator per tensor, whatever
 #: its size), what landscapes written before the blocks record.
 DRAWS = ("per-block", "per-tensor")
-#: Elements per block of a draw (16 MiB of float32): a tensor of at most this many is one block. Part of
-#: the draw's definition: changing it changes the directions.
-BLOCK = 1 << 22
+#: Elements per block of a draw (4 MiB of float32, about 4 ms on one core): a tensor of at most this many
+#: is one block. Part of the draw's definition: changing it changes the directions.
+BLOCK = 1 << 20
 #: Elements per block of the float64 products (a block's float64 copy is all the memory they take).
 _BLOCK = 1 << 20
-#: Elements from which a direction's draws are made on several threads: a thread pool costs about
-#: 5 ms, the draw of 4M normals about 30 ms on one core.
-THREADED_DRAW = 1 << 22
+#: Elements from which draws are made on several threads (two blocks): a thread pool costs about
+#: 0.3 ms to start and stop, a block's draw about 4 ms on one core.
+THREADED_DRAW = 2 * BLOCK
 #: Elements drawn on the threads before the normalizations run (a window of :meth:`SeededDirections.draw_axes`),
 #: at least; a window also holds a block for each thread.
 WINDOW = 1 << 24
@@ -322,11 +322,18 @@ class SeededDirections:
         _check_draw(self.direction_draw)
 
     def tensor(self, i: int, axis: int, centre: torch.Tensor) -> torch.Tensor | None:
-        """Tensor ``i`` of axis ``axis`` against the centre's tensor ``centre`` (None: zero): its blocks drawn
-        on threads when it is large (:meth:`draw_axes` of this tensor alone): the same bits as drawn with the others."""
-        if axis >= self.dims:
-            return None
-        return self._draw([centre], [self.names[i]], (axis,), None)[0][0]
+        """Tensor ``i`` of axis ``axis`` against the centre's tensor ``centre`` (None: zero): the same bits as
+        drawn with the others (:meth:`tensors` of one axis)."""
+        return self.tensors(i, (axis,), centre)[0]
+
+    def tensors(self, i: int, axes: Sequence[int], centre: torch.Tensor) -> list[torch.Tensor | None]:
+        """Tensor ``i`` of each axis of ``axes`` against the centre's tensor ``centre`` (None: zero, an axis
+        beyond the recipe's): :meth:`draw_axes` of this tensor alone, the centre's norms computed once for
+        the axes and their blocks drawn on threads when large -- what a read at every point (``lean``) draws."""
+        drawn = [k for k in axes if k < self.dims]
+        got = dict(zip(drawn, (t[0] for t in self._draw([centre], [self.names[i]], tuple(drawn), None)))) \
+            if drawn else {}
+        return [got.get(k) for k in axes]
 
     def draw(self, centre: Sequence[torch.Tensor], axis: int,
              finish: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None) -> list[torch.Tensor]:

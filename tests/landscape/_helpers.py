@@ -22,10 +22,10 @@ class TinyMLP(nn.Module):
         return self.fc2(torch.relu(self.bn(self.fc1(x))))
 
 
-def seeded_draw(seed: int, axis: int, name: str, shape: tuple[int, ...], *, block: int = 1 << 22,
+def seeded_draw(seed: int, axis: int, name: str, shape: tuple[int, ...], *, block: int = 1 << 20,
                 per_tensor: bool = False) -> torch.Tensor:
     """The documented draw of a random direction's tensor (axis 0: the first direction, 1: the second):
-    its elements in C order cut into blocks of ``block`` (4,194,304) elements, block ``j`` standard normals
+    its elements in C order cut into blocks of ``block`` (1,048,576) elements, block ``j`` standard normals
     (float32) from a CPU generator seeded by the first 63 bits (little-endian) of SHA-256("{seed}/{axis}/{name}")
     for ``j = 0``, of SHA-256("{seed}/{axis}/{name}\\0{j}") (a NUL between the name and the index) after it.
     ``per_tensor``: the draw of landscapes written before the blocks, one generator (the first) for it all."""

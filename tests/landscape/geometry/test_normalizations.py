@@ -189,16 +189,18 @@ def test_a_tensor_of_several_blocks_is_the_documented_block_draw(monkeypatch, th
             assert torch.equal(recipe.tensor(i, axis, c), want), (axis, name)
             with torch.inference_mode():  # how lean's engine reads it, the blocks on threads
                 assert torch.equal(recipe.tensor(i, axis, c), want), (axis, name)
+                both = recipe.tensors(i, (0, 1, 2), c)  # both axes together; a third is zero
+                assert torch.equal(both[axis], want) and both[2] is None, (axis, name)
     assert not torch.equal(seeded_draw(5, 0, names[0], (216,), block=100),
                            seeded_draw(5, 0, names[0], (216,), per_tensor=True))
 
 
 def test_the_block_draw_of_a_large_tensor_is_the_documented_one():
-    """At the real block size (4,194,304 elements): a tensor of two blocks and a bit, drawn whole or alone,
+    """At the real block size (1,048,576 elements): a tensor of two blocks and a bit, drawn whole or alone,
     is the documented block draw; its first block is what one generator draws first."""
     from landscape.geometry._directions import BLOCK, SeededDirections
 
-    assert BLOCK == 1 << 22
+    assert BLOCK == 1 << 20
     shape = (2 * BLOCK // 1024 + 3, 1024)
     centre = torch.ones(shape)
     recipe = SeededDirections(11, "none", "normalize", ("big.weight",))
