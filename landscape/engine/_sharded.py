@@ -221,11 +221,18 @@ class ShardedEngine:
         self.eval_mode = spec.eval_mode
 
     # -- directions ---------------------------------------------------------------------------
-    def _draw(self, i: int, axis: int, whole: torch.Tensor, like: torch.Tensor) -> torch.Tensor | None:
-        """Tensor ``i`` of direction ``axis`` drawn whole against the whole centre tensor, on ``like``'s
-        device in :func:`direction_dtype` of its dtype (None: zero)."""
-        d = self.recipe.tensor(i, axis, whole)
-        return None if d is None else d.to(like.device, direction_dtype(like.dtype))
+    def _draws(self, i: int, a: float, b: float, whole: torch.Tensor, like: torch.Tensor
+               ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        """Tensor ``i`` of ``v`` (where ``a``) and of ``w`` (where ``b``) drawn whole against the whole centre
+        tensor, together (the centre's norms once, their blocks on threads), on ``like``'s device in
+        :func:`direction_dtype` of its dtype (None: not asked, or zero)."""
+        axes = [k for k, asked in ((0, a), (1, b)) if asked]
+        got = dict(zip(axes, self.recipe.tensors(i, axes, whole))) if axes else {}
+
+        def ready(d: torch.Tensor | None) -> torch.Tensor | None:
+            return None if d is None else d.to(like.device, direction_dtype(like.dtype))
+
+        return ready(got.get(0)), ready(got.get(1))
 
     def _directions(self) -> tuple[list[torch.Tensor | None], list[torch.Tensor | None]]:
         """This rank's slices of both directions, held (``memory="fast"``). Each centre tensor is gathered
@@ -250,8 +257,7 @@ class ShardedEngine:
         cast), one tensor at a time."""
         a, b, local = self.a, self.b, self.local[i]
         whole = t if t.dtype == local.dtype else _full(self.params[i])
-        dw = self._draw(i, 1, whole, local) if b else None
-        dv = self._draw(i, 0, whole, local) if a else None
+        dv, dw = self._draws(i, a, b, whole, local)
         _move_into(t, whole, dv, dw, a, b)
 
     def _move_fast(self, gathered: list[tuple[torch.Tensor, int]]) -> None:
@@ -324,8 +330,8 @@ class ShardedEngine:
         with torch.no_grad():
             for i, c in self._plain.items():
                 whole = c
-                dv = (self.v[i] if not self.lean else self._draw(i, 0, whole, c)) if a else None
-                dw = (self.w[i] if not self.lean else self._draw(i, 1, whole, c)) if b else None
+                dv, dw = self._draws(i, a, b, whole, c) if self.lean else \
+                    (self.v[i] if a else None, self.w[i] if b else None)
                 self.local[i].copy_(point_value(c, dv, dw, a, b))
 
     def _loss(self) -> float:
