@@ -179,13 +179,9 @@ class Directions:
         if not self.lean:
             return self.held[0][i] if v else None, self.held[1][i] if w else None
         assert self.recipe is not None
-        axes = [k for k, asked in ((0, v), (1, w)) if asked]
-        got = dict(zip(axes, self.recipe.tensors(i, axes, self.centre[i]))) if axes else {}
-
-        def ready(t: torch.Tensor | None) -> torch.Tensor | None:
-            return None if t is None else _like(t, self.centre[i])
-
-        return ready(got.get(0)), ready(got.get(1))
+        c = self.centre[i]
+        dv, dw = self.recipe.pair(i, c, v, w)
+        return None if dv is None else _like(dv, c), None if dw is None else _like(dw, c)
 
     def lists(self) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         """Both directions as lists of tensors (zeros for a zero one): what the batched ways build from."""

@@ -226,13 +226,9 @@ class ShardedEngine:
         """Tensor ``i`` of ``v`` (where ``a``) and of ``w`` (where ``b``) drawn whole against the whole centre
         tensor, together (the centre's norms once, their blocks on threads), on ``like``'s device in
         :func:`direction_dtype` of its dtype (None: not asked, or zero)."""
-        axes = [k for k, asked in ((0, a), (1, b)) if asked]
-        got = dict(zip(axes, self.recipe.tensors(i, axes, whole))) if axes else {}
-
-        def ready(d: torch.Tensor | None) -> torch.Tensor | None:
-            return None if d is None else d.to(like.device, direction_dtype(like.dtype))
-
-        return ready(got.get(0)), ready(got.get(1))
+        dv, dw = self.recipe.pair(i, whole, bool(a), bool(b))
+        dtype = direction_dtype(like.dtype)
+        return None if dv is None else dv.to(like.device, dtype), None if dw is None else dw.to(like.device, dtype)
 
     def _directions(self) -> tuple[list[torch.Tensor | None], list[torch.Tensor | None]]:
         """This rank's slices of both directions, held (``memory="fast"``). Each centre tensor is gathered

@@ -335,6 +335,14 @@ class SeededDirections:
             if drawn else {}
         return [got.get(k) for k in axes]
 
+    def pair(self, i: int, centre: torch.Tensor, v: bool = True, w: bool = True
+             ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        """Tensor ``i`` of ``v`` and of ``w`` against ``centre``, each where asked (else None; None too where
+        the axis is zero): :meth:`tensors` of the asked axes, drawn together."""
+        axes = [k for k, asked in ((0, v), (1, w)) if asked]
+        got = dict(zip(axes, self.tensors(i, axes, centre)))
+        return got.get(0), got.get(1)
+
     def draw(self, centre: Sequence[torch.Tensor], axis: int,
              finish: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None) -> list[torch.Tensor]:
         """Every tensor of axis ``axis`` against ``centre`` (float32, CPU; ``finish(tensor, centre's tensor)``
