@@ -93,9 +93,15 @@ class Samples:
         """A batch of the first ``k`` samples (for probing the model: shapes, vmap)."""
         return slice_batch(self.batches[0], min(k, self.sizes[0]), size=batch_size(self.batches[0]))
 
+    @property
+    def rebatchable(self) -> bool:
+        """Whether :meth:`rebatch` re-cuts the samples (one block of tensors); else the caller's batches run as
+        they are."""
+        return self.merged and self._whole is not None
+
     def rebatch(self, size: int) -> Samples:
         """The same samples in batches of ``size`` (the last smaller), when merged; else as they are."""
-        if not self.merged or self._whole is None:
+        if not self.rebatchable:
             return self
         n = self.n
         if len(self.batches) == 1 and size >= n:

@@ -128,7 +128,7 @@ def _batch_run(samples: Samples, eval_batch: int) -> int:
     """The samples per evaluation batch that run: ``eval_batch`` for one mergeable block of samples; the
     caller's own batches otherwise (their largest), which are never cut (a batch's loss is the task's over
     it, e.g. a mean over its tokens), so that is what a plan records."""
-    return eval_batch if samples.merged and samples._whole is not None else max(samples.sizes, default=eval_batch)
+    return eval_batch if samples.rebatchable else max(samples.sizes, default=eval_batch)
 
 
 def has_conv2d(network: nn.Module) -> bool:
@@ -293,7 +293,7 @@ def _head(samples: Samples, k: int) -> Samples:
     """The first ``k`` samples (all when there are fewer): views of a merged block, else whole batches."""
     if samples.n <= k:
         return samples
-    if samples.merged and samples._whole is not None:
+    if samples.rebatchable:
         whole = slice_batch(samples._whole, k, size=samples.n)
         return Samples([whole], [k], merged=True, _whole=whole)
     batches, sizes_, have = [], [], 0

@@ -169,13 +169,10 @@ class Directions:
             held = list(given) if len(given) else [None] * len(self.centre)
             self.held[axis] = [None if t is None else _like(t, c) for t, c in zip(held, self.centre)]
 
-    def get(self, i: int, axis: int) -> torch.Tensor | None:
-        """Tensor ``i`` of direction ``axis`` (0: v, 1: w) ready to add to the centre's (None: zero)."""
-        return self.pair(i, axis == 0, axis == 1)[axis]
-
     def pair(self, i: int, v: bool, w: bool) -> tuple[torch.Tensor | None, torch.Tensor | None]:
-        """Tensor ``i`` of ``v`` and of ``w``, each where asked (else None), ready to add to the centre's;
-        drawn together under ``lean`` (the centre's norms once, the blocks of both on threads)."""
+        """Tensor ``i`` of ``v`` and of ``w``, each where asked (else None; None too for a zero direction),
+        ready to add to the centre's; drawn together under ``lean`` (the centre's norms once, the blocks of
+        both on threads)."""
         if not self.lean:
             return self.held[0][i] if v else None, self.held[1][i] if w else None
         assert self.recipe is not None

@@ -58,7 +58,7 @@ import numpy as np
 import torch
 
 __all__ = ["NORMALIZATIONS", "BIASBN", "DRAW", "DRAWS", "BLOCK", "normalize_directions", "normalize_tensor",
-           "random_directions", "seeded_normal", "tensor_seed", "block_seed", "SeededDirections",
+           "random_directions", "tensor_seed", "block_seed", "SeededDirections",
            "path_coordinates", "grid_axes", "axis_values"]
 
 NORMALIZATIONS = ("layer", "filter", "dfilter", "dlayer", "weight", "none")
@@ -235,31 +235,13 @@ def _blocks(numel: int, draw: str) -> list[tuple[int, int]]:
     return [(lo, min(lo + BLOCK, numel)) for lo in range(0, numel, BLOCK)]
 
 
-def _check_draw(draw: str) -> str:
-    if draw not in DRAWS:
-        raise ValueError(f"direction_draw must be one of {DRAWS}, got {draw!r}")
-    return draw
-
-
 def _fill_block(out: torch.Tensor, name: str, seed: int, axis: int, block: int, lo: int, hi: int, draw: str) -> None:
-    """Block ``block`` (elements ``lo:hi`` of the flat contiguous float32 ``out``) of ``name``'s draw."""
+    """Block ``block`` (elements ``lo:hi`` of the flat contiguous float32 ``out``) of tensor ``name``'s
+    standard-normal draw on ``axis`` (see the module docstring): the same bits wherever, whenever and on
+    whichever thread it is drawn."""
     s = tensor_seed(seed, axis, name) if draw == "per-tensor" else block_seed(seed, axis, name, block)
     gen = torch.Generator(device="cpu").manual_seed(s)
     torch.randn(hi - lo, generator=gen, dtype=torch.float32, out=out.view(-1)[lo:hi])
-
-
-def seeded_normal(name: str, shape: Sequence[int], seed: int, axis: int, *,
-                  out: torch.Tensor | None = None, draw: str = DRAW) -> torch.Tensor:
-    """Tensor ``name``'s standard-normal draw on ``axis`` (float32, CPU; written into ``out`` when given, a
-    contiguous float32 tensor of that shape): the same bits wherever and whenever it is drawn, block after
-    block here (:meth:`SeededDirections.draw_axes` draws the blocks on threads, to the same bits)."""
-    _check_draw(draw)
-    shape = tuple(shape)
-    if out is None:
-        out = torch.empty(shape, dtype=torch.float32)
-    for j, (lo, hi) in enumerate(_blocks(out.numel(), draw)):
-        _fill_block(out, name, seed, axis, j, lo, hi, draw)
-    return out
 
 
 def _drawn(p: torch.Tensor, biasbn: str) -> bool:
@@ -270,8 +252,8 @@ def _drawn(p: torch.Tensor, biasbn: str) -> bool:
 
 def _normalized(d: torch.Tensor | None, p: torch.Tensor, normalization: str, biasbn: str,
                 norms: dict[bool, torch.Tensor] | None = None) -> torch.Tensor:
-    """A raw draw (:func:`seeded_normal`; None: not drawn, see :func:`_drawn`) made a direction's tensor against
-    ``p`` (in place of ``d``)."""
+    """A raw draw (its blocks by :func:`_fill_block`; None: not drawn, see :func:`_drawn`) made a direction's
+    tensor against ``p`` (in place of ``d``)."""
     if d is None:
         return p.detach().to("cpu", torch.float32).clone()
     return normalize_tensor(d, p, normalization, biasbn, out=d, norms=norms)
@@ -281,7 +263,7 @@ def random_directions(reference: Sequence[torch.Tensor], seed: int, normalizatio
                       count: int = 2, *, names: Sequence[str]) -> list[list[torch.Tensor]]:
     """``count`` seeded standard-normal directions (axis 0 is ``v``, axis 1 ``w``), normalized.
 
-    Each tensor is drawn from its own generator (:func:`seeded_normal`, by its name in ``names``), so
+    Each tensor is drawn from its own generators (by its name in ``names``: the module docstring), so
     a direction does not depend on which other tensors move, and a random line (``count=1``) runs
     along the first axis of the random plane of the same seed.
     """
@@ -293,10 +275,10 @@ def random_directions(reference: Sequence[torch.Tensor], seed: int, normalizatio
 class SeededDirections:
     """Random directions as a recipe: the seed, the normalization and the moved tensors' names.
 
-    Nothing is held: tensor ``i`` of axis ``k`` is :func:`seeded_normal` of ``names[i]`` normalized against
-    the centre's tensor (:func:`normalize_tensor`), drawn when the engine needs it (once, or at every
-    read). What ``landscapes.h5`` records for such a landscape is this recipe (its metadata), not the
-    tensors.
+    Nothing is held: tensor ``i`` of axis ``k`` is the standard-normal draw of ``names[i]`` (the module
+    docstring) normalized against the centre's tensor (:func:`normalize_tensor`), drawn when the engine
+    needs it (once, or at every read). What ``landscapes.h5`` records for such a landscape is this recipe
+    (its metadata), not the tensors.
 
     Attributes
     ----------
@@ -319,7 +301,8 @@ class SeededDirections:
     direction_draw: str = DRAW
 
     def __post_init__(self) -> None:
-        _check_draw(self.direction_draw)
+        if self.direction_draw not in DRAWS:
+            raise ValueError(f"direction_draw must be one of {DRAWS}, got {self.direction_draw!r}")
 
     def tensor(self, i: int, axis: int, centre: torch.Tensor) -> torch.Tensor | None:
         """Tensor ``i`` of axis ``axis`` against the centre's tensor ``centre`` (None: zero): the same bits as
