@@ -3,10 +3,10 @@
 What the other subpackages use: :class:`Engine` and its :class:`EngineSpec`, the samples
 (:class:`Samples`, :func:`collect`), the evaluation plan (:class:`Plan`, :func:`choose_plan`)
 and the ways a group of points runs (``BATCHINGS``), how the directions are kept
-(``MEMORY_SETTINGS``, :func:`choose_memory`) and a point's tensors formed (:func:`point_value`),
-the engine's copy of a network's modules (:func:`network_at`), the engine of an FSDP2
-network sharded over a process group (:class:`ShardedEngine`, :func:`is_sharded`), and :func:`tune_malloc` for the
-processes the library owns. Tasks live in :mod:`landscape.tasks`.
+(``MEMORY_SETTINGS``, :func:`choose_memory`) and a point's tensors formed (:func:`point_value`;
+all at once, :func:`point_values`), the engine's copy of a network's modules (:func:`network_at`),
+the engine of an FSDP2 network sharded over a process group (:class:`ShardedEngine`,
+:func:`is_sharded`), and :func:`tune_malloc` for the processes the library owns. Tasks live in :mod:`landscape.tasks`.
 """
 
 from landscape.engine._activations import activation_elements
@@ -16,11 +16,11 @@ from landscape.engine._engine import MEMORY_FORMATS, Engine, EngineSpec, Progres
 from landscape.engine._malloc import tune_malloc
 from landscape.engine._placement import keeps_placement, network_at
 from landscape.engine._planner import PLAN_MODES, Plan, choose_plan, plan_key
-from landscape.engine._points import MEMORY_SETTINGS, choose_memory, point_value
+from landscape.engine._points import MEMORY_SETTINGS, choose_memory, point_value, point_values
 from landscape.engine._probe import verify_way
 from landscape.engine._sharded import ShardedEngine, is_sharded
 
 __all__ = ["Engine", "EngineSpec", "Progress", "Plan", "choose_plan", "plan_key", "verify_way", "PLAN_MODES",
            "BATCHINGS", "MEMORY_FORMATS", "activation_elements", "is_batch_metric", "is_point_metric", "Samples",
-           "collect", "collate", "tune_malloc", "MEMORY_SETTINGS", "choose_memory", "point_value", "network_at",
-           "keeps_placement", "ShardedEngine", "is_sharded"]
+           "collect", "collate", "tune_malloc", "MEMORY_SETTINGS", "choose_memory", "point_value", "point_values",
+           "network_at", "keeps_placement", "ShardedEngine", "is_sharded"]

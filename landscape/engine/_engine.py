@@ -246,7 +246,9 @@ class Engine:
         self._targets: Any = None
         # one point per call in eval mode: convolution + batch norm pairs run as one convolution, its
         # kernels rebuilt from the moved parameters at every point (the loss only: metrics see the network)
-        self.fused = fuse_conv_bn(net) if spec.eval_mode and self.p == 1 else None
+        # (a batch norm's running statistics keep their values unless moved or estimated again at every point)
+        self.fused = fuse_conv_bn(net, lambda bn: not recompute and id(bn.running_mean) not in moved
+                                  and id(bn.running_var) not in moved) if spec.eval_mode and self.p == 1 else None
         self.run_net: Any = self.fused if self.fused is not None else net
         #: the modules a call runs (a probe watches them to name a failing layer)
         self.run_modules: nn.Module = self.fused.module if self.fused is not None else net

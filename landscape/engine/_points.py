@@ -16,7 +16,10 @@ give a module the point's tensors (:class:`Points`):
   then; it is freed once the operation that read it is done. Memory beyond the centre and
   the directions: the tensors one operation reads.
 * ``"in place"``: the network's moved tensors get storage of their own, written at every
-  point (one more model size). Used where reading through the attribute cannot be trusted:
+  point (one more model size), all of a point's at once (:func:`point_values`: a few multi-tensor
+  operations, not two per tensor at each read). Used for a small network (moved tensors of at
+  most :data:`SMALL_NETWORK_BYTES`: one more model size is nothing there, and on a GPU its point is
+  bound by the host's launches, not by the device), and where reading through the attribute cannot be trusted:
   the first point is evaluated parametrized, watching which moved tensors are read through
   their attribute (all of them: "jit", decided without a probe's forward); otherwise a probe
   on two samples reads them again, and a tensor not read so is set to NaN for a second
@@ -34,8 +37,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-from collections.abc import Callable, Iterator, Sequence
-from typing import TypeVar
+from collections.abc import Callable, Collection, Iterator, Sequence
+from typing import TypeVar, cast
 
 import torch
 from torch import nn
@@ -43,7 +46,8 @@ from torch.nn.utils import parametrize
 
 from landscape.geometry import SeededDirections
 
-__all__ = ["point_value", "direction_dtype", "Directions", "Points", "MEMORY_SETTINGS", "choose_memory", "free_memory",
+__all__ = ["point_value", "point_values", "SMALL_NETWORK_BYTES", "direction_dtype", "Directions", "Points",
+           "MEMORY_SETTINGS", "choose_memory", "free_memory",
            "FAST_SHARE"]
 _log = logging.getLogger("landscape")
 T = TypeVar("T")
@@ -53,6 +57,10 @@ MEMORY_SETTINGS = ("auto", "fast", "lean")
 #: Under ``memory="auto"`` the held directions may take this part of a device's free memory (the
 #: rest is for the evaluation's activations); past it, random directions are drawn at every read.
 FAST_SHARE = 0.5
+#: A network whose moved tensors take at most this many bytes holds a whole point at once (the
+#: ``"in place"`` way, one more model size: 64 MiB at most), formed once per point by multi-tensor
+#: operations; a larger one forms each tensor when a layer reads it and frees it after.
+SMALL_NETWORK_BYTES = 64 << 20
 
 
 def free_memory(device: torch.device | str) -> int | None:
@@ -116,6 +124,33 @@ def point_value(c: torch.Tensor, v: torch.Tensor | None, w: torch.Tensor | None,
     if clamp:
         out.clamp_min_(0.0)
     return out if out.dtype == c.dtype else out.to(c.dtype)
+
+
+def point_values(centre: Sequence[torch.Tensor], v: Sequence[torch.Tensor | None], w: Sequence[torch.Tensor | None],
+                 a: float, b: float, clamp: Collection[int] = ()) -> list[torch.Tensor]:
+    """:func:`point_value` of every tensor, bit for bit: the float32 and float64 tensors (not clamped) whose
+    terms are alike in one ``torch._foreach_add`` per term (on a GPU a few kernels for all of them, not two per
+    tensor; on the CPU PyTorch adds them one by one, with the same kernel), the others one by one."""
+    out: list[torch.Tensor | None] = [None] * len(centre)
+    groups: dict[tuple[bool, bool], list[int]] = {}
+    for i, c in enumerate(centre):
+        terms = (w[i] is not None and b != 0.0, v[i] is not None and a != 0.0)
+        if not any(terms):
+            out[i] = c
+        elif i in clamp or c.dtype != _work_dtype(c.dtype):
+            out[i] = point_value(c, v[i], w[i], a, b, i in clamp)
+        else:
+            groups.setdefault(terms, []).append(i)
+    for (with_w, with_v), idx in groups.items():
+        # the order of point_value: the first term added to the centre (one rounding), then the second
+        steps = [(w, b)] * with_w + [(v, a)] * with_v
+        (d, k), rest = steps[0], steps[1:]
+        got = torch._foreach_add([centre[i] for i in idx], [d[i] for i in idx], alpha=k)  # type: ignore[misc]
+        for d, k in rest:
+            torch._foreach_add_(got, [d[i] for i in idx], alpha=k)  # type: ignore[misc]
+        for i, t in zip(idx, got):
+            out[i] = t
+    return cast("list[torch.Tensor]", out)  # every entry set above
 
 
 def direction_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -239,7 +274,10 @@ class Points:
         self.centre = [t.detach() for t in self.tensors]  # the centre's storage: never written
         self.dirs = Directions(self.centre, v, w, recipe, lean=lean)
         self.state = _PointState(self.dirs, clamp)
-        self.form: str | None = None  # "jit" or "in place", decided on the first probe
+        #: "jit" or "in place": a small network's whole point at once (held directions); else decided on the
+        #: first point (or a probe)
+        self.form: str | None = "in place" if not self.dirs.lean and sum(
+            c.numel() * c.element_size() for c in self.centre) <= SMALL_NETWORK_BYTES else None
         self._registered: list[tuple[nn.Module, str]] = []
 
     # -- the way -------------------------------------------------------------------------
@@ -346,8 +384,17 @@ class Points:
         """The network at ``(a, b)``: read lazily ("jit") or written now ("in place")."""
         self.state.a, self.state.b = float(a), float(b)
         if self.form == "in place":
-            for i, t in enumerate(self.tensors):
-                t.data = self.state.value(i, self.centre[i])
+            for t, c in zip(self.tensors, self.centre):  # the last point's tensors freed before these are made
+                t.data = c
+            for t, value in zip(self.tensors, self._values()):
+                t.data = value
+
+    def _values(self) -> list[torch.Tensor]:
+        """Every moved tensor at the current point (:func:`point_values`; drawn tensor by tensor under lean)."""
+        if self.dirs.lean:
+            return [self.state.value(i, c) for i, c in enumerate(self.centre)]
+        v, w = self.dirs.held
+        return point_values(self.centre, v, w, self.state.a, self.state.b, self.state.clamp)
 
     @contextlib.contextmanager
     def materialized(self, a: float, b: float) -> Iterator[None]:

@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 import landscape
+from landscape.engine import _points as points_module
 from landscape.geometry._directions import random_directions
 from landscape.geometry._state import moved_names
 from landscape.tasks import HuggingFace
@@ -74,23 +75,44 @@ def test_fast_and_lean_on_cuda_give_the_same_bits_and_the_cpu_values_to_rounding
     np.testing.assert_allclose(runs["fast"].z, want, rtol=1e-4)
 
 
-def test_directions_on_cuda_cost_their_memory_and_lean_none():
-    """Peak CUDA memory above the model: fast holds two float32 directions, lean draws one tensor at a time."""
+def test_directions_on_cuda_cost_their_memory_and_lean_none(monkeypatch):
+    """Peak CUDA memory above the model: fast holds two float32 directions (and, the network being small, its
+    whole point: one more model size), or reads each tensor as a layer does; lean draws one tensor at a time."""
     torch.manual_seed(0)
     net = nn.Sequential(*[nn.Linear(1024, 1024) for _ in range(8)]).cuda().eval()
     x, y = torch.randn(4, 1024), torch.randn(4, 1024)
     size = sum(p.numel() * p.element_size() for p in net.parameters())
+    assert size <= points_module.SMALL_NETWORK_BYTES
     peaks = {}
-    for memory in ("fast", "lean"):
+    for label, memory, limit in (("fast", "fast", 0), ("lean", "lean", 0),
+                                 ("fast, small", "fast", points_module.SMALL_NETWORK_BYTES)):
+        monkeypatch.setattr(points_module, "SMALL_NETWORK_BYTES", limit)
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
         base = torch.cuda.memory_allocated()
-        landscape.compute_landscape(net, nn.MSELoss(), (x, y), size=3, num_samples=None, memory=memory, seed=0)
+        landscape.compute_landscape(net, nn.MSELoss(), (x, y), size=3, num_samples=None, memory=memory, seed=0,
+                                    plan={"points_per_call": 1})
         torch.cuda.synchronize()
-        peaks[memory] = (torch.cuda.max_memory_allocated() - base) / size
+        peaks[label] = (torch.cuda.max_memory_allocated() - base) / size
     print(f"CUDA peak above the model, in model sizes: {peaks}")
     assert 1.9 <= peaks["fast"] <= 2.6  # two directions, a point's tensor and activations
     assert peaks["lean"] <= 0.6
+    assert 2.9 <= peaks["fast, small"] <= 3.6  # and the whole point
+
+
+def test_a_point_formed_whole_on_cuda_is_each_tensor_formed_alone_bit_for_bit():
+    """point_values' multi-tensor additions (CUDA's fused kernels over many tensors) against point_value."""
+    from landscape.engine import point_value, point_values
+
+    g = torch.Generator().manual_seed(0)
+    shapes = [(3, 3, 3, 16), (16,), (1000, 70), (5,), (70_001,), (64, 64)]
+    centre = [torch.randn(s, generator=g).cuda() for s in shapes]
+    v = [torch.randn(s, generator=g).cuda() for s in shapes]
+    w = [torch.randn(s, generator=g).cuda() for s in shapes]
+    for a, b in [(0.3, -0.7), (0.0, 0.5), (-0.123456789, 0.0), (0.987654321, 0.333333333)]:
+        got = point_values(centre, v, w, a, b)
+        for i, c in enumerate(centre):
+            assert torch.equal(got[i], point_value(c, v[i], w[i], a, b)), (a, b, shapes[i])
 
 
 def test_a_network_over_cuda_and_cpu_is_evaluated_where_it_is():

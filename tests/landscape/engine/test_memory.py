@@ -156,6 +156,14 @@ class _Recurrent(nn.Module):
         return self.head(self.rnn(x)[0][:, -1])
 
 
+@pytest.fixture
+def read_by_layers(monkeypatch):
+    """Small networks read each moved tensor when a layer reads it, as networks over
+    ``SMALL_NETWORK_BYTES`` do (the small ones here stand in for them)."""
+    monkeypatch.setattr(points_module, "SMALL_NETWORK_BYTES", 0)
+
+
+@pytest.mark.usefixtures("read_by_layers")
 @pytest.mark.parametrize("make, shape", [(_Cached, (30, 5)), (_Recurrent, (30, 4, 5)),
                                          (lambda: nn.TransformerEncoder(nn.TransformerEncoderLayer(
                                              5, 1, 8, dropout=0.0, batch_first=True), 1, enable_nested_tensor=False),
@@ -197,6 +205,57 @@ def test_memory_option_is_validated(trained, data):
                                     plan={"points_per_call": 4, "batching": "vmap"})
 
 
+def test_point_values_are_point_value_bit_for_bit():
+    """All of a point's tensors at once (multi-tensor additions) give each tensor's point_value exactly."""
+    from landscape.engine import point_value, point_values
+
+    g = torch.Generator().manual_seed(0)
+
+    def rnd(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        return torch.randn(*shape, generator=g).to(dtype)
+
+    centre = [rnd(7, 3), rnd(5), rnd(4, dtype=torch.bfloat16), rnd(6, dtype=torch.float64), rnd(3), rnd(2, 2), rnd(9)]
+    v = [rnd(7, 3), rnd(5), rnd(4), rnd(6, dtype=torch.float64), rnd(3), None, rnd(9)]
+    w = [rnd(7, 3), None, rnd(4), rnd(6, dtype=torch.float64), rnd(3), rnd(2, 2), None]
+    clamp = {4}
+    for a, b in [(0.3, -0.7), (0.0, 0.5), (0.25, 0.0), (-1.0, 1.0), (0.0, 0.0)]:
+        got = point_values(centre, v, w, a, b, clamp)
+        for i, c in enumerate(centre):
+            want = point_value(c, v[i], w[i], a, b, i in clamp)
+            assert got[i].dtype == want.dtype and torch.equal(got[i], want), (a, b, i)
+            if want is c:  # no term: the centre itself, not a copy
+                assert got[i] is c
+
+
+def test_small_networks_hold_the_whole_point_with_the_same_bits(monkeypatch):
+    """A network of at most SMALL_NETWORK_BYTES holds a whole point at once ("in place"); the values are those
+    of the tensors formed as each layer reads them, bit for bit (a CNN whose convolutions and batch norms run
+    fused, and GPT-2's tied embedding read twice per forward)."""
+    from tests.landscape.engine.test_folded import ResidualCNN
+    from tests.landscape.engine.test_fuse import _randomise_statistics
+
+    torch.manual_seed(0)
+    cnn = _randomise_statistics(ResidualCNN(), 1)
+    x, y = torch.randn(12, 3, 8, 8), torch.randint(0, 5, (12,))
+    gpt2, batch = _tiny_gpt2()
+    cases = [(cnn, nn.CrossEntropyLoss(), (x, y), None), (gpt2, None, [batch], HuggingFace())]
+    small = points_module.SMALL_NETWORK_BYTES
+    for net, loss_fn, data, task in cases:
+        runs, forms = [], []
+        for limit in (small, 0):
+            monkeypatch.setattr(points_module, "SMALL_NETWORK_BYTES", limit)
+            runs.append(landscape.compute_landscape(net, loss_fn, data, task=task, size=4, num_samples=None, seed=3,
+                                                    plan={"points_per_call": 1}).z)
+            names, _ = moved_names(net, None)
+            spec = EngineSpec(net, task or Supervised(loss_fn), {}, Samples([data[0] if task else data], [12]),
+                              names, {k: t.detach() for k, t in net.state_dict().items()}, [], [],
+                              recipe=SeededDirections(3, "filter", "normalize", tuple(names)))
+            forms.append(Engine(spec).points.form)
+        assert forms == ["in place", None]
+        np.testing.assert_array_equal(runs[0], runs[1])
+        assert np.isfinite(runs[0]).all()
+
+
 def test_point_value_is_the_centre_at_the_origin_and_rounds_once():
     c = torch.randn(1000).to(torch.bfloat16)
     v, w = torch.randn(1000), torch.randn(1000)
@@ -231,6 +290,7 @@ class _Counted(nn.Module):
         return self.body(x)
 
 
+@pytest.mark.usefixtures("read_by_layers")
 @pytest.mark.parametrize("unused", [False, True])
 def test_the_first_point_decides_how_tensors_are_read(unused):
     """Every moved tensor read through its attribute at the first point: the way is decided there, with no
