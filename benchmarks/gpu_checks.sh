@@ -1,8 +1,8 @@
 #!/bin/bash
-# The device checks, as one script for a lent GPU machine (about 6 minutes on an H200):
+# The device checks, as one script for a lent GPU machine (about 6 minutes on an H200, 4 on an H100):
 # the CUDA tests, then `bench_large.py --section gpu` (GPT-2 124M against plain inference and the
 # naive loop; a 7B Llama-shaped model in bfloat16), profile_cuda_cnn.py (where a small CNN's time goes),
-# then bench_models on CUDA with what time is left.
+# then bench_models on CUDA with what time is left (3 repeats: the medians leave the process's first landscape out).
 # The machine's image has torch, transformers, h5py, protobuf, joblib, scikit-learn, matplotlib and
 # tqdm, but not google-crc32c: carry its cp312 wheel in .whl/ (see the device tool's README).
 # Results go to $OUT (or ./gpu_out).
@@ -26,6 +26,6 @@ timeout 100 python3 benchmarks/profile_cuda_cnn.py 2>&1 | tee "$OUT/profile_cuda
 left=$(( ${BUDGET_S:-520} - ($(date +%s) - T0) ))
 if [ $left -gt 40 ]; then
   timeout $left python3 benchmarks/bench_models.py --device cuda --models resnet20,resnet18,transformer,gpt2 --samples 512 \
-    --repeats 1 --seconds 1 2>&1 | tee "$OUT/bench_models_cuda.log" | grep "^{" | tail -8
+    --repeats 3 --seconds 1 2>&1 | tee "$OUT/bench_models_cuda.log" | grep "^{" | tail -8
 fi
 echo "all done at +$(( $(date +%s) - T0 )) s"
