@@ -405,8 +405,8 @@ class Points:
         self.state.a, self.state.b = float(a), float(b)
         try:
             with torch.no_grad():
-                for i, t in enumerate(self.tensors):
-                    t.data = self.state.value(i, self.centre[i])
+                for t, value in zip(self.tensors, self._values()):
+                    t.data = value
             yield
         finally:
             for t, c in zip(self.tensors, self.centre):
