@@ -154,12 +154,16 @@ def heuristic_plan(spec: EngineSpec, *, n_points: int, device: str = "cpu") -> P
     del device  # the same sizes on every kind today; kept in the signature: it is an input of the rule
     samples = spec.samples
     n_params = sum(t.numel() for t in spec.network.parameters())
-    act = _activations(spec)
     # batch-norm statistics estimated at every point need the point alone in the network, directions
     # drawn at every read (memory="lean") one point per call, and the batched ways form the points in
     # float32 (a bfloat16 network's points are rounded to it one by one)
     batched = spec.bn_statistics != "recompute" and spec.memory != "lean" and \
         all(spec.centre[n].dtype == torch.float32 for n in spec.names)
+    # the activations (a forward on two samples, hooked) size the points per call and the evaluation batch:
+    # neither when one point's parameters fill a call and the caller's batches run as they are (a large
+    # model's list of batches; that forward took 0.2 s of GPT-2's 11 x 11 landscape on a GPU)
+    sized = samples.rebatchable or (spec.eval_mode and batched and 4 * n_params < CALL_BYTES)
+    act = _activations(spec) if sized else 0
     p, eval_batch = sizes(n_params, samples.n, act, eval_mode=spec.eval_mode, batched=batched, n_points=n_points)
     way = first_working_way(spec, min(p, 4)) if p > 1 else None
     if p > 1 and way is None:

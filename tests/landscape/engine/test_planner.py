@@ -280,3 +280,22 @@ def test_a_plan_records_the_batches_that_run_over_the_callers_own_batches(monkey
     ls = landscape.compute_landscape(net, nn.CrossEntropyLoss(), [(x[:30], y[:30]), (x[30:], y[30:])], size=3,
                                      num_samples=None)
     assert ls.metadata["eval_batch"] == 30
+
+
+def test_a_plan_that_activations_cannot_change_runs_no_forward_to_count_them(monkeypatch):
+    """The activations are counted (a hooked forward on two samples) only where they size the plan: a network
+    whose one point fills a call over the caller's own batches gets the same plan without that forward."""
+    torch.manual_seed(0)
+    net, x, y = MLP(hidden=16), torch.rand(48, 64), torch.randint(0, 10, (48,))
+    spec, _ = _spec(net, x, y)
+    own = dataclasses.replace(spec, samples=Samples([(x[:30], y[:30]), (x[30:], y[30:])], [30, 18]))
+    counted = []
+    real = _planner._activations
+    monkeypatch.setattr(_planner, "_activations", lambda s: counted.append(1) or real(s))
+    wide = choose_plan(own, n_points=25)
+    assert len(counted) == 1 and wide.points_per_call > 1  # a small network: several points per call
+    monkeypatch.setattr(_planner, "CALL_BYTES", 4 * sum(p.numel() for p in net.parameters()))  # one point fills it
+    plan = choose_plan(own, n_points=25)
+    assert len(counted) == 1  # not counted again
+    assert (plan.points_per_call, plan.batching, plan.eval_batch) == (1, None, 30)
+    assert choose_plan(spec, n_points=25).eval_batch == 48 and len(counted) == 2  # one block: counted, it may cut
