@@ -7,6 +7,17 @@ are in memory: the peak above that baseline is what the measured work costs, act
 Memory is reported in model sizes (the model's parameter bytes). The machine may be shared: peaks
 are meaningful, times are rough.
 
+The children run with glibc's mmap threshold fixed at 128 KiB (``GLIBC_TUNABLES``; ``--malloc default``
+leaves glibc's own rule): every tensor larger than that is then its own mapping, given back when it is
+freed, so a peak is what the tensors held at once took. Under glibc's default the threshold rises with
+each large block freed, later tensors go to the heap and the peaks move with its fragmentation: plain
+GPT-2 inference measured 1.97 to 2.79 model sizes above the model in fresh processes on the same
+input (2.0 with the threshold fixed, every time).
+
+Speeds against plain inference are against plain forwards timed in the same process as ours, two
+before the landscape and two after (this machine's speed drifts by tens of percent within minutes);
+the naive loop's time includes drawing its directions and copying the centre, which ours includes too.
+
 * ``gpt2``: GPT-2 124M (``transformers.GPT2LMHeadModel(GPT2Config())``, random weights), 16 sequences
   of 128 tokens, a random 3x3 landscape through ``compute_landscape(..., task=HuggingFace())`` with
   ``memory="fast"`` and ``"lean"``, against plain inference (the same forward, ``--reps`` times) and a
@@ -143,17 +154,18 @@ def child_plain(model: str, dtype: str, seqs: int, tokens: int, reps: int, devic
 
 
 def child_naive(model: str, dtype: str, seqs: int, tokens: int, size_: int, device: str = "cpu") -> dict[str, Any]:
-    """A loop moving the model in place: a centre copy, both directions, ``p.copy_(point)`` per point."""
+    """A loop moving the model in place: a centre copy, both directions, ``p.copy_(point)`` per point (timed
+    from the directions' draw on)."""
     net, batch, size = _model(model, dtype, seqs, tokens, device)
     batch = {k: t.to(device) for k, t in batch.items()}
     params = dict(net.named_parameters())
     base = _baseline(device)
+    t0 = time.perf_counter()  # end to end, as ours: its directions drawn and the centre copied too
     names, v, w = _directions(net)
     v, w = [t.to(device) for t in v], [t.to(device) for t in w]
     centre = [params[n].detach().clone() for n in names]
     axis = np.linspace(-1.0, 1.0, size_)
     values = np.empty((size_, size_))
-    t0 = time.perf_counter()
     with torch.inference_mode():
         for i, b in enumerate(axis):
             for j, a in enumerate(axis):
@@ -169,22 +181,39 @@ def child_naive(model: str, dtype: str, seqs: int, tokens: int, size_: int, devi
 
 def child_ours(model: str, dtype: str, seqs: int, tokens: int, size_: int, memory: str,
                device: str = "cpu", plan: Any = "auto") -> dict[str, Any]:
-    """``compute_landscape`` with ``memory``; its peak includes defining the landscape."""
+    """``compute_landscape`` with ``memory``; its peak includes defining the landscape. Plain forwards of the
+    same model and batch are timed in this process, two before it and two after."""
     import landscape
     from landscape.tasks import HuggingFace
 
     net, batch, size = _model(model, dtype, seqs, tokens, device)
+    on_device = {k: t.to(device) for k, t in batch.items()}
+
+    def plain(times: int) -> list[float]:
+        out = []
+        with torch.inference_mode():
+            for _ in range(times):
+                t0 = time.perf_counter()
+                float(net(**on_device).loss)  # float(): waits for the device
+                out.append(time.perf_counter() - t0)
+        return out
+
+    if device != "cpu":
+        plain(1)  # CUDA's first forward: kernels loaded, the caching allocator filled
+    plain_s = plain(2)  # the baseline below gives their memory back first
     base = _baseline(device)
     host = _baseline() if device != "cpu" else base
     t0 = time.perf_counter()
     ls = landscape.compute_landscape(net, data=[batch], task=HuggingFace(), size=size_, num_samples=None,
                                      memory=memory, seed=0, plan=plan)
     seconds = time.perf_counter() - t0
-    peak = _peak_above(base, device)
+    peak, host_peak = _peak_above(base, device), _peak_above(host)
+    plain_s += plain(2)
     with torch.inference_mode():
-        own = float(net(**{k: t.to(device) for k, t in batch.items()}).loss)
+        own = float(net(**on_device).loss)
     md = ls.metadata
-    return {"model_bytes": size, "peak_above": peak, "host_peak_above": _peak_above(host), "seconds": seconds,
+    return {"model_bytes": size, "peak_above": peak, "host_peak_above": host_peak, "seconds": seconds,
+            "plain_seconds": plain_s,
             "z": ls.z.tolist(), "centre": float(ls.z[size_ // 2, size_ // 2]), "own_loss": own,
             "plan": {k: md.get(k) for k in ("points_per_call", "eval_batch", "batching", "direction_draw")},
             "device": str(torch.cuda.get_device_name(device)) if device != "cpu" else "cpu"}
@@ -214,8 +243,21 @@ CHILDREN: dict[str, Callable[..., dict[str, Any]]] = {
     "plain": child_plain, "naive": child_naive, "ours": child_ours, "peer": child_peer}
 
 
+#: glibc's mmap threshold in the measuring children (see the module docstring); "default" leaves glibc's rule.
+MALLOC_TUNABLES = "glibc.malloc.mmap_threshold=131072"
+
+
+def _child_env() -> dict[str, str]:
+    """The environment of a measuring process: this repository importable, glibc's malloc as chosen."""
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR")}
+    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    if os.environ.get("BENCH_MALLOC", "fixed") != "default":
+        env["GLIBC_TUNABLES"] = ":".join(t for t in (os.environ.get("GLIBC_TUNABLES"), MALLOC_TUNABLES) if t)
+    return env
+
+
 def _child(name: str, **kw: Any) -> dict[str, Any]:
-    env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env = _child_env()
     out = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", name, json.dumps(kw)], env=env,
                          capture_output=True, text=True)
     if out.returncode != 0:  # the child's own error, not only its exit status
@@ -251,15 +293,18 @@ def _landscapes(args: argparse.Namespace, model: str, dtype: str, seqs: int, tok
           f"{out['naive']['points_per_s']:.4f} points/s, peak {_sizes(naive):.2f}", flush=True)
     for memory in memories:
         ours = _child("ours", **common, size_=size_, memory=memory)
+        beside = float(np.median(ours["plain_seconds"]))  # plain forwards timed around ours, in its process
         row = {"model_sizes": _sizes(ours), "beyond_plain_model_sizes": _sizes(ours) - _sizes(plain),
                "points_per_s": size_ * size_ / ours["seconds"],
-               "speed_vs_plain": per_point * size_ * size_ / ours["seconds"],
+               "speed_vs_plain": beside * size_ * size_ / ours["seconds"], "plain_seconds_beside": ours["plain_seconds"],
+               "speed_vs_plain_child": per_point * size_ * size_ / ours["seconds"],
                "speed_vs_naive": naive["seconds"] / ours["seconds"], "max_rel_vs_naive": _rel(ours["z"], naive["z"]),
                "centre": ours["centre"], "own_loss": ours["own_loss"], "plan": ours["plan"], "z": ours["z"]}
         out[memory] = row
         print(f"  ours memory={memory}: peak {row['model_sizes']:.2f} model sizes above the model "
               f"({row['beyond_plain_model_sizes']:+.2f} beyond plain inference), {row['points_per_s']:.4f} points/s "
-              f"= {row['speed_vs_plain']:.2f} of plain inference, {row['speed_vs_naive']:.2f}x the naive loop; "
+              f"= {row['speed_vs_plain']:.2f} of plain inference beside it ({beside:.3g} s per forward), "
+              f"{row['speed_vs_naive']:.2f}x the naive loop; "
               f"max relative difference from the naive loop {row['max_rel_vs_naive']:.2g}; centre "
               f"{row['centre']!r}, the model's own loss {row['own_loss']!r}", flush=True)
     if len(memories) == 2:
@@ -374,8 +419,7 @@ def section_sharded(args: argparse.Namespace) -> dict[str, Any]:
     size_, seqs, tokens = _opt(args, "size"), _opt(args, "seqs"), _opt(args, "tokens")
     single = _child("ours", model="gpt2", dtype="float32", seqs=seqs, tokens=tokens, size_=size_, memory="fast")
     out: dict[str, Any] = {"single_process": {"model_sizes": _sizes(single), "seconds": single["seconds"]}}
-    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR")}
-    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    env = _child_env()
     for memory in ("fast", "lean"):
         with tempfile.TemporaryDirectory() as tmp:
             path = os.path.join(tmp, "ranks.json")

@@ -241,8 +241,12 @@ def main() -> None:
     parser.add_argument("--folder", default=None, help="pca: keep the checkpoints here (reused when all are there)")
     for name, default in LANDSCAPE_DEFAULTS.items():  # the landscape sections' sizes
         parser.add_argument(f"--{name.replace('_', '-')}", type=int, default=default)
+    parser.add_argument("--malloc", choices=["fixed", "default"], default="fixed",
+                        help="the landscape sections' children: glibc's mmap threshold fixed (peaks are the tensors' "
+                             "own) or glibc's default (see _bench_large_landscape.py)")
     parser.add_argument("--json", default=None, help="write the results here")
     args = parser.parse_args()
+    os.environ["BENCH_MALLOC"] = args.malloc
     results = {name: fn(args) for name, fn in SECTIONS.items() if args.section in (name, "all")}
     if args.json:
         with open(args.json, "w") as fh:
