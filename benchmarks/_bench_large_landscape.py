@@ -136,20 +136,25 @@ def _directions(net: torch.nn.Module, seed: int = 0) -> tuple[list[str], list[to
     return names, v, w
 
 
+def _forwards(net: torch.nn.Module, batch: dict[str, torch.Tensor], times: int) -> tuple[list[float], float]:
+    """Seconds of ``times`` plain forwards of ``net`` on ``batch`` (inference mode), and the last loss."""
+    seconds, loss = [], float("nan")
+    with torch.inference_mode():
+        for _ in range(times):
+            t0 = time.perf_counter()
+            loss = float(net(**batch).loss)  # float(): waits for the device
+            seconds.append(time.perf_counter() - t0)
+    return seconds, loss
+
+
 def child_plain(model: str, dtype: str, seqs: int, tokens: int, reps: int, device: str = "cpu") -> dict[str, Any]:
     """The model's forward on the batch, ``reps`` times (inference mode; on a GPU after one warm-up)."""
     net, batch, size = _model(model, dtype, seqs, tokens, device)
     batch = {k: t.to(device) for k, t in batch.items()}
     if device != "cpu":
-        with torch.inference_mode():
-            float(net(**batch).loss)
+        _forwards(net, batch, 1)
     base = _baseline(device)
-    times, loss = [], None
-    with torch.inference_mode():
-        for _ in range(reps):
-            t0 = time.perf_counter()
-            loss = float(net(**batch).loss)  # float(): waits for the device
-            times.append(time.perf_counter() - t0)
+    times, loss = _forwards(net, batch, reps)
     return {"model_bytes": size, "peak_above": _peak_above(base, device), "seconds": times, "loss": loss}
 
 
@@ -188,19 +193,9 @@ def child_ours(model: str, dtype: str, seqs: int, tokens: int, size_: int, memor
 
     net, batch, size = _model(model, dtype, seqs, tokens, device)
     on_device = {k: t.to(device) for k, t in batch.items()}
-
-    def plain(times: int) -> list[float]:
-        out = []
-        with torch.inference_mode():
-            for _ in range(times):
-                t0 = time.perf_counter()
-                float(net(**on_device).loss)  # float(): waits for the device
-                out.append(time.perf_counter() - t0)
-        return out
-
     if device != "cpu":
-        plain(1)  # CUDA's first forward: kernels loaded, the caching allocator filled
-    plain_s = plain(2)  # the baseline below gives their memory back first
+        _forwards(net, on_device, 1)  # CUDA's first forward: kernels loaded, the caching allocator filled
+    plain_s = _forwards(net, on_device, 2)[0]  # the baseline below gives their memory back first
     base = _baseline(device)
     host = _baseline() if device != "cpu" else base
     t0 = time.perf_counter()
@@ -208,9 +203,8 @@ def child_ours(model: str, dtype: str, seqs: int, tokens: int, size_: int, memor
                                      memory=memory, seed=0, plan=plan)
     seconds = time.perf_counter() - t0
     peak, host_peak = _peak_above(base, device), _peak_above(host)
-    plain_s += plain(2)
-    with torch.inference_mode():
-        own = float(net(**on_device).loss)
+    after, own = _forwards(net, on_device, 2)
+    plain_s += after
     md = ls.metadata
     return {"model_bytes": size, "peak_above": peak, "host_peak_above": host_peak, "seconds": seconds,
             "plain_seconds": plain_s,

@@ -111,7 +111,7 @@ def sizes(n_params: int, n_samples: int, act_per_sample: int, *, eval_mode: bool
     budget and the landscape's points (never more points per call than it has)."""
     p = 1
     if eval_mode and batched:
-        per_point = 4 * (n_params + n_samples * act_per_sample)
+        per_point = max(1, 4 * (n_params + n_samples * act_per_sample))
         p = int(min(MAX_POINTS_PER_CALL, max(1, CALL_BYTES // per_point)))
         p = 1 << (p.bit_length() - 1)  # power of two
         while p > 1 and 4 * p * (n_params + n_samples * act_per_sample) > MEMORY_BUDGET:
@@ -159,10 +159,12 @@ def heuristic_plan(spec: EngineSpec, *, n_points: int, device: str = "cpu") -> P
     # float32 (a bfloat16 network's points are rounded to it one by one)
     batched = spec.bn_statistics != "recompute" and spec.memory != "lean" and \
         all(spec.centre[n].dtype == torch.float32 for n in spec.names)
-    # the activations (a forward on two samples, hooked) size the points per call and the evaluation batch:
-    # neither when one point's parameters fill a call and the caller's batches run as they are (a large
-    # model's list of batches; that forward took 0.2 s of GPT-2's 11 x 11 landscape on a GPU)
-    sized = samples.rebatchable or (spec.eval_mode and batched and 4 * n_params < CALL_BYTES)
+    # the activations (a forward on two samples, hooked) size the points per call and the evaluation batch;
+    # they only lower the points per call, so where none leaves one point per call and the caller's batches
+    # run as they are (a large model's list of batches), they are not counted (that forward took 0.2 s of
+    # GPT-2's 11 x 11 landscape on a GPU)
+    sized = samples.rebatchable or sizes(n_params, samples.n, 0, eval_mode=spec.eval_mode, batched=batched,
+                                         n_points=n_points)[0] > 1
     act = _activations(spec) if sized else 0
     p, eval_batch = sizes(n_params, samples.n, act, eval_mode=spec.eval_mode, batched=batched, n_points=n_points)
     way = first_working_way(spec, min(p, 4)) if p > 1 else None
