@@ -59,6 +59,12 @@ class Landscape:
         Several runs' paths on one plane, by run name (``path`` is the first of them);
         ``metadata["path_distance"]`` holds each checkpoint's distance from the plane,
         relative to its distance from the centre.
+    clamped : ndarray of int, shaped like ``z``, or None
+        On a view through models with ``bn_statistics="clamped"``: at each point, how many
+        batch-norm running-variance channels came out negative when carried with the weights
+        and were clamped at zero (values there are the clamped network's, not the models');
+        None where nothing can be clamped. Counted in :attr:`clamped_points` and
+        :meth:`summary`, marked by the plots and the report.
     """
 
     x: np.ndarray
@@ -71,6 +77,7 @@ class Landscape:
     tag: str | None = None
     markers: dict[str, tuple[float, float, float]] = field(default_factory=dict)
     paths: dict[str, LossPath] = field(default_factory=dict)
+    clamped: np.ndarray | None = None
 
     @property
     def dims(self) -> int:
@@ -87,6 +94,15 @@ class Landscape:
         flat = np.concatenate(values) if values else np.zeros(0)
         return int(np.count_nonzero(~np.isfinite(flat))), int(flat.size)
 
+    @property
+    def clamped_points(self) -> tuple[int, int]:
+        """``(points, channels)``: how many grid points had batch-norm running variances clamped at
+        zero (:attr:`clamped`), and the most channels clamped at one of them; ``(0, 0)`` when none."""
+        if self.clamped is None:
+            return 0, 0
+        c = np.asarray(self.clamped)
+        return int(np.count_nonzero(c)), int(c.max()) if c.size else 0
+
     def summary(self) -> str:
         """One line: ``tag: NXxNY, min loss ..., A <loss of A> ..., k of n points non-finite``."""
         finite = self.z[np.isfinite(self.z)]
@@ -95,6 +111,10 @@ class Landscape:
         marks = "".join(f", {k} {v[2]:.6g}" for k, v in self.markers.items())
         bad, total = self.non_finite
         tail = f", {bad} of {total} points non-finite" if bad else ""
+        clamped, channels = self.clamped_points
+        if clamped:
+            tail += (f", {clamped} of {np.size(self.z)} points with batch-norm variances clamped at zero "
+                     f"(up to {channels} channels)")
         return f"{self.tag or 'landscape'}: {shape}, min loss {low:.6g}{marks}{tail}"
 
     def to_proto(self) -> Any:
