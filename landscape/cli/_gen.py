@@ -86,7 +86,7 @@ def run_gen(args: argparse.Namespace, stamp_key: str | None = None) -> int:
         normalization=args.normalization, ignore=args.ignore, seed=args.seed,
         restart=args.restart, distributed=args.distributed, view=args.view, between=args.between,
         second=args.second or "random", x=args.x, y=args.y, include=args.include, biasbn=args.biasbn,
-        plan=getattr(args, "plan", "auto"), bn_statistics=getattr(args, "bn_statistics", "clamped"),
+        plan=getattr(args, "plan", "auto"), bn_statistics=getattr(args, "bn_statistics", "recompute"),
         memory=getattr(args, "memory", "auto"),
     )
     if int(os.environ.get("RANK", "0")) != 0:  # under torchrun, rank 0 reports

@@ -209,9 +209,10 @@ def _add_gen(sub: Any) -> None:
                    help="how points are evaluated: auto (default) never times, so the same command gives the same "
                         "values bit for bit; tune times the candidates on the data and records the fastest in "
                         "landscapes.h5 (reused by a rerun, a resume and every rank)")
-    p.add_argument("--bn-statistics", choices=("clamped", "affine", "a", "recompute"), default="clamped",
-                   help="views through checkpoints: batch-norm statistics carried with the parameters, variances "
-                        "clamped at zero (default); as they are; kept at A's; or estimated again at every point")
+    p.add_argument("--bn-statistics", choices=("recompute", "clamped", "affine", "a"), default="recompute",
+                   help="views through checkpoints: batch-norm statistics estimated again at every point from the "
+                        "samples (default); carried with the parameters, variances clamped at zero (counted per "
+                        "point); carried as they are; or kept at A's")
     p.add_argument("--memory", choices=("auto", "fast", "lean"), default="auto",
                    help="random directions held (fast: two model sizes), drawn again whenever a layer reads "
                         "a tensor (lean: nothing held, slower), or held when they fit (auto, the default); the "

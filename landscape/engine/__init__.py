@@ -12,7 +12,15 @@ the engine of an FSDP2 network sharded over a process group (:class:`ShardedEngi
 from landscape.engine._activations import activation_elements
 from landscape.engine._batching import BATCHINGS
 from landscape.engine._data import Samples, collate, collect
-from landscape.engine._engine import MEMORY_FORMATS, Engine, EngineSpec, Progress, is_batch_metric, is_point_metric
+from landscape.engine._engine import (
+    CLAMPED,
+    MEMORY_FORMATS,
+    Engine,
+    EngineSpec,
+    Progress,
+    is_batch_metric,
+    is_point_metric,
+)
 from landscape.engine._malloc import tune_malloc
 from landscape.engine._placement import keeps_placement, network_at
 from landscape.engine._planner import PLAN_MODES, Plan, choose_plan, plan_key
@@ -23,4 +31,4 @@ from landscape.engine._sharded import ShardedEngine, is_sharded
 __all__ = ["Engine", "EngineSpec", "Progress", "Plan", "choose_plan", "plan_key", "verify_way", "PLAN_MODES",
            "BATCHINGS", "MEMORY_FORMATS", "activation_elements", "is_batch_metric", "is_point_metric", "Samples",
            "collect", "collate", "tune_malloc", "MEMORY_SETTINGS", "choose_memory", "point_value", "point_values",
-           "network_at", "keeps_placement", "ShardedEngine", "is_sharded"]
+           "network_at", "keeps_placement", "ShardedEngine", "is_sharded", "CLAMPED"]

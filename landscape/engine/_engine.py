@@ -43,11 +43,16 @@ from landscape.engine._batching import WAYS, inapplicable
 from landscape.engine._data import Samples
 from landscape.engine._fuse import fuse_conv_bn
 from landscape.engine._placement import input_device, keeps_placement, network_at
-from landscape.engine._points import Points
+from landscape.engine._points import Points, point_value
 from landscape.geometry import SeededDirections
 from landscape.tasks import Supervised, slice_batch, to_device
 
-__all__ = ["Engine", "EngineSpec", "group_size", "is_batch_metric", "is_point_metric", "MEMORY_FORMATS", "Progress"]
+__all__ = ["Engine", "EngineSpec", "group_size", "is_batch_metric", "is_point_metric", "MEMORY_FORMATS", "Progress",
+           "CLAMPED"]
+
+#: The key of :meth:`Engine.evaluate`'s result that counts, at each point, the batch-norm running-variance
+#: channels clamped at zero (``bn_statistics="clamped"``): not a metric, the landscape's ``clamped``.
+CLAMPED = "bn_clamped_channels"
 _log = logging.getLogger("landscape")
 
 #: ``progress(k)``: k more points of a chunk evaluated (a progress bar's update).
@@ -229,6 +234,9 @@ class Engine:
         var_names = {f"{n}.running_var" if n else "running_var" for n, _ in bns}
         self.clamp_idx = [i for i, k in enumerate(self.names) if k in var_names] \
             if spec.bn_statistics == "clamped" else []
+        #: the clamped channels are counted at every point (:data:`CLAMPED`), with or without batch norm
+        self.count_clamps = spec.bn_statistics == "clamped"
+        self._group_clamped: torch.Tensor | None = None
         self.points = Points(net, self.names, set(self.clamp_idx), spec.v, spec.w, spec.recipe, lean=lean)
         self.params: list[torch.Tensor] = self.points.tensors
         self.c = self.points.centre
@@ -303,27 +311,44 @@ class Engine:
         return loss
 
     def _recompute_statistics(self) -> None:
-        """Every batch-norm layer's running statistics estimated again at this point: the average
-        over all evaluation batches (momentum None) of the batch statistics, in train mode."""
+        """Every batch-norm layer's running statistics estimated again at this point, in train mode:
+        the average over the evaluation batches of their batch statistics, each weighted by its
+        samples (Garipov et al.'s ``bn_update``: momentum ``k / (seen + k)`` for a batch of ``k``
+        after ``seen`` samples, so a short last batch counts for its samples, not as a whole one)."""
         saved = [(m, m.momentum, m.training) for m in self.recompute_bns]
         try:
             for m in self.recompute_bns:
                 m.reset_running_stats()
-                m.momentum = None
                 m.train()
-            for i in range(len(self.batches)):
+            seen = 0
+            for i, k in enumerate(self.sizes):
+                for m in self.recompute_bns:
+                    m.momentum = k / (seen + k)
                 self.task(self.net, self.batch(i))
+                seen += k
         finally:
             for m, momentum, training in saved:
                 m.momentum = momentum
                 m.train(training)
+
+    def _clamped_at(self, a: float, b: float) -> int:
+        """The running-variance channels negative at ``(a, b)`` before the clamp (what the point's clamp
+        set to zero): formed as the point forms them (:func:`point_value`), so the count is the clamp's."""
+        n = 0
+        for i in self.clamp_idx:
+            v, w = self.points.dirs.pair(i, bool(a), bool(b))
+            n += int(point_value(self.c[i], v, w, a, b).lt(0).sum())
+        return n
 
     def _point(self, a: float, b: float, index: int) -> tuple[torch.Tensor, list[Any], dict[str, float]]:
         """:meth:`_forward_point` at ``(a, b)`` (a failed point leaves train mode's buffers as they were)."""
         with torch.inference_mode():
             try:
                 self._set_point(a, b)
-                return self._forward_point(index)
+                loss, outs, extra = self._forward_point(index)
+                if self.count_clamps:
+                    extra[CLAMPED] = float(self._clamped_at(a, b))
+                return loss, outs, extra
             except Exception:
                 if self.buffers:
                     torch._foreach_copy_(self.buffers, self.buffers0)
@@ -392,11 +417,23 @@ class Engine:
         flat = coef @ self._basis
         params, o = [], 0
         clamp = set(self.clamp_idx)
+        clamped = torch.zeros(p, dtype=torch.int64, device=flat.device) if self.count_clamps else None
         for i in idx:
             c = self.c[i]
             t = flat[:, o:o + c.numel()].view(p, *c.shape)
-            params.append(t.clamp_min(0.0) if i in clamp else t)
+            if i in clamp:
+                if clamped is not None:  # each point's channels the clamp sets to zero
+                    clamped += t.reshape(p, -1).lt(0).sum(dim=1)
+                t = t.clamp_min(0.0)
+            params.append(t)
             o += c.numel()
+        if clamped is not None and len(idx) < len(self.c):  # running variances the group reads unbuilt
+            rest = [i for i in self.clamp_idx if i not in set(idx)]
+            for j, (aj, bj) in enumerate(zip(a.tolist(), b.tolist())):
+                for i in rest:
+                    v, w = self.points.dirs.pair(i, bool(aj), bool(bj))
+                    clamped[j] += int(point_value(self.c[i], v, w, aj, bj).lt(0).sum())
+        self._group_clamped = clamped
         total: Any = None
         outs = []
         single = len(self.batches) == 1
@@ -421,6 +458,8 @@ class Engine:
         res = {"loss": np.empty(m)}
         for name in (*self.metrics, *self.batch_metrics, *self.point_metrics):
             res[name] = np.empty(m)
+        if self.count_clamps:
+            res[CLAMPED] = np.zeros(m)
         one_point = self.p == 1 or bool(self.batch_metrics)
         first = None
         if one_point and m:
@@ -455,6 +494,8 @@ class Engine:
                     b = torch.from_numpy(np.ascontiguousarray(grp[:, 1])).to(self.device)
                     loss, outs = self._forward_group(a, b)
                     res["loss"][g:g + k] = loss[:k].cpu().numpy()
+                    if self._group_clamped is not None:
+                        res[CLAMPED][g:g + k] = self._group_clamped[:k].cpu().numpy()
                     if progress is not None:
                         progress(k)
                     if outs:

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from landscape.curvature import hessian_directions
-from landscape.engine import EngineSpec, choose_memory, choose_plan, is_sharded, network_at, plan_key
+from landscape.engine import CLAMPED, EngineSpec, choose_memory, choose_plan, is_sharded, network_at, plan_key
 from landscape.execution import Executor
 from landscape.generate._jobs import LandscapeJob, Problem
 from landscape.geometry import (
@@ -90,7 +90,8 @@ def build_landscape(problem: Problem, job: LandscapeJob, ex: Executor, *, store:
             return part, None if sharded else _shareable(centre_state(problem.network, job.geometry, names,
                                                                       job.label), ex)
         part, centre = _define(problem, job, names, ex, store)
-        part.values = {k: np.full(len(part.points), np.nan) for k in ["loss", *metrics]}
+        counted = [CLAMPED] if _bn_setting(job.geometry, problem.network) == "clamped" and not sharded else []
+        part.values = {k: np.full(len(part.points), np.nan) for k in ["loss", *metrics, *counted]}
         if store is not None:
             store.begin(tag, fingerprint or {}, part)
         return part, None if sharded else _shareable(centre, ex)
@@ -114,6 +115,9 @@ def build_landscape(problem: Problem, job: LandscapeJob, ex: Executor, *, store:
     with store.chunks(tag) if writing else contextlib.nullcontext() as flush:  # type: ignore[union-attr]
 
         def on_chunk(lo: int, hi: int, res: Mapping[str, np.ndarray]) -> None:
+            # what the landscape's definition stores (a resume of one begun before clamps were counted
+            # has no place for them: its ``clamped`` stays unknown, None)
+            res = {k: arr for k, arr in res.items() if k in values}
             for k, arr in res.items():
                 values[k][lo:hi] = arr
             if flush is not None:
@@ -126,9 +130,24 @@ def build_landscape(problem: Problem, job: LandscapeJob, ex: Executor, *, store:
     bad, total = result.non_finite
     if bad and ex.root:  # kept as they are (never dropped or filled): said once, as the plots mark them
         _log.warning("%s: %d of %d points non-finite (NaN or infinite loss)", job.label, bad, total)
+    clamped, channels = result.clamped_points
+    if clamped and ex.root:  # values of a clamped network, not of the models' statistics: said as the plots mark them
+        _log.warning("%s: %d of %d points with batch-norm running variances clamped at zero (up to %d channels; "
+                     "bn_statistics='recompute' estimates them at every point instead)", job.label, clamped,
+                     result.z.size, channels)
     if store is not None and ex.root:
         store.finish(result, fingerprint or {})
     return result
+
+
+def _bn_setting(geo: Any, network: torch.nn.Module) -> str | None:
+    """The engine's ``bn_statistics``: the view's on a view through models whose network keeps
+    batch-norm running statistics, else None (nothing to carry, clamp or estimate again: a network
+    without them is evaluated as any other, several points per call where the plan says so)."""
+    if not geo.through_models:
+        return None
+    bns = (m for m in network.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm))
+    return geo.bn_statistics if any(m.track_running_stats for m in bns) else None
 
 
 def _shareable(centre: Mapping[str, torch.Tensor], ex: Executor) -> Mapping[str, torch.Tensor]:
@@ -165,7 +184,7 @@ def _engine_spec(problem: Problem, job: LandscapeJob, part: Partial, centre: Map
                       eval_mode=problem.eval_mode, points_per_call=p, seed=geo.seed,
                       batching=md.get("batching") if p > 1 else None,
                       memory_format=str(md.get("memory_format") or "contiguous"),
-                      bn_statistics=geo.bn_statistics if geo.through_models else None, recipe=recipe, memory=memory)
+                      bn_statistics=_bn_setting(geo, problem.network), recipe=recipe, memory=memory)
 
 
 def _define(problem: Problem, job: LandscapeJob, names: list[str], ex: Executor,
@@ -204,7 +223,7 @@ def _define(problem: Problem, job: LandscapeJob, names: list[str], ex: Executor,
                            device=device, workers=ex.workers_per_memory, label=label)
     spec = EngineSpec(network=network, task=problem.task, metrics={}, samples=samples, names=names, centre=centre,
                       v=view.v, w=view.w, eval_mode=problem.eval_mode, seed=int(geo.seed),
-                      bn_statistics=geo.bn_statistics if geo.through_models else None, recipe=view.recipe,
+                      bn_statistics=_bn_setting(geo, network), recipe=view.recipe,
                       memory=memory)
     md.update(_plan(problem, spec, len(view.points), device, store))
     if torch.device(device).type == "cpu":  # with the plan, what makes the values the same bit for bit
@@ -312,7 +331,13 @@ def assemble(part: Partial, values: Mapping[str, np.ndarray], tag: str | None) -
     shape = (x.size,) if line else (y.size, x.size)
     loss = values["loss"]
     z = loss[:n_grid].reshape(shape)
-    surfaces = {k: a[:n_grid].reshape(shape) for k, a in values.items() if k != "loss"}
+    # a metric where the loss is not finite is not a value (the argmax of NaN logits is class 0): NaN too
+    finite = np.isfinite(loss[:n_grid]).reshape(shape)
+    surfaces = {k: np.where(finite, a[:n_grid].reshape(shape), np.nan)
+                for k, a in values.items() if k not in ("loss", CLAMPED)}
+    channels = values.get(CLAMPED)
+    clamped = None if channels is None or not np.isfinite(channels[:n_grid]).all() else \
+        channels[:n_grid].astype(np.int64).reshape(shape)
     path = None
     paths: dict[str, LossPath] = {}
     if part.n_path:
@@ -341,7 +366,7 @@ def assemble(part: Partial, values: Mapping[str, np.ndarray], tag: str | None) -
         h = x.size // 2
         conv = (float(x[h]), float(y[h]), float(z[h, h]))
     return Landscape(x=x, y=y, z=z, path=path, convergence_point=conv, metadata=md, surfaces=surfaces, tag=tag,
-                     markers=markers, paths=paths)
+                     markers=markers, paths=paths, clamped=clamped)
 
 
 def _usable_metrics(metrics: Mapping[str, Any]) -> dict[str, Any]:

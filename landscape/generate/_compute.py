@@ -50,7 +50,7 @@ def compute_landscape(
     tag: str | None = None,
     distributed: bool | None = None,
     plan: Literal["auto", "tune"] | Mapping[str, Any] = "auto",
-    bn_statistics: Literal["clamped", "affine", "a", "recompute"] = "clamped",
+    bn_statistics: Literal["clamped", "affine", "a", "recompute"] = "recompute",
     memory: Literal["auto", "fast", "lean"] = "auto",
 ) -> Landscape:
     """Compute a loss landscape: a plane or a line around a network's weights, through models,
@@ -174,13 +174,17 @@ def compute_landscape(
         "eval_batch": 256}`` imposes one (its batching is checked on a probe first). A
         batched way is used only where it gives the one-point values. The plan is
         recorded in ``metadata``.
-    bn_statistics : {"clamped", "affine", "a", "recompute"}, default="clamped"
-        On views through models (``between``), how batch-norm running statistics follow
-        the point: carried with the parameters, variances clamped at zero (past the
-        models an affinely carried variance can turn negative and the loss NaN);
-        carried as they are ("affine"); kept at model A's ("a"); or estimated again at
-        every point from the samples ("recompute", Garipov et al.'s ``bn_update``: one
-        more pass per point).
+    bn_statistics : {"recompute", "clamped", "affine", "a"}, default="recompute"
+        On views through models (``between``) of a network with batch norm, how its running
+        statistics follow the point: estimated again at every point from the samples in
+        train mode, then the loss in eval mode ("recompute", Garipov et al.'s ``bn_update``,
+        as mode-connectivity work does: one more pass over the samples per point, one point
+        per call); carried with the parameters, variances clamped at zero where they turn
+        negative past the models ("clamped": the clamped channels are counted per point in
+        the Landscape's ``clamped``, its summary, the plots and the report); carried as
+        they are ("affine": the loss NaN where a variance turns negative); kept at model A's
+        ("a"). Other views (PCA, random, given, Hessian) keep the centre's statistics, as
+        MindSpore does.
     memory : {"auto", "fast", "lean"}, default="auto"
         How random directions are kept while points are evaluated. "fast": held, two model
         sizes (in each tensor's dtype: a bfloat16 model's directions rounded to bfloat16);

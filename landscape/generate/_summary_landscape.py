@@ -130,7 +130,7 @@ class SummaryLandscape:
         eval_mode: bool = True, restart: bool = False, distributed: bool | None = None, plan: Any = "auto",
         view: str | None = None, between: Sequence[int | str | os.PathLike] | None = None, second: str = "random",
         x: tuple[float, float, int] | None = None, y: tuple[float, float, int] | None = None,
-        include: str | Sequence[str] | None = None, biasbn: str = "normalize", bn_statistics: str = "clamped",
+        include: str | Sequence[str] | None = None, biasbn: str = "normalize", bn_statistics: str = "recompute",
         memory: str = "auto",
     ) -> list[Landscape]:
         """Compute every landscape the metadata asks for and write them to ``output``.

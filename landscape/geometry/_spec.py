@@ -66,10 +66,11 @@ class Geometry:
         Glob patterns: only the parameters matching one of them move.
     bn_statistics : {"clamped", "affine", "a", "recompute"}
         On views through models (interpolation, plane, target), how batch-norm running
-        statistics follow the point: carried affinely like the parameters with the
-        variances clamped at zero (a variance carried past its models can turn negative,
-        and the loss NaN), carried affinely as they are, kept at model A's, or estimated
-        again at every point from the evaluation samples (Garipov et al.'s ``bn_update``).
+        statistics follow the point: estimated again at every point from the evaluation
+        samples (the default, Garipov et al.'s ``bn_update``), carried affinely like the
+        parameters with the variances clamped at zero (a variance carried past its models
+        can turn negative; the clamped channels are counted per point), carried affinely as
+        they are (the loss NaN where a variance turns negative), or kept at model A's.
     runs : dict of str to sequence of state dicts or paths, optional
         Several training runs drawn on one plane, each as its path (projected on the plane,
         with its distance from it). With ``kind="pca"`` the plane is the PCA of all their
@@ -97,7 +98,7 @@ class Geometry:
     second: str = "random"
     biasbn: str = "normalize"
     include: Sequence[str] | None = None
-    bn_statistics: str = "clamped"
+    bn_statistics: str = "recompute"
     runs: Mapping[str, Sequence[object]] | None = None
     centre_on: str | None = None
 

@@ -11,6 +11,10 @@ group per tag of ``landscapes.h5`` or at the root of a one-landscape file
   name is one of the layout's (``surface_path``); files written before this layout kept
   every surface as ``surface_{name}``, which still reads;
 * ``convergence_point`` (3,), the group ``path`` (``x``, ``y``, ``z``, ``intervals``);
+* ``clamped_channels`` (shaped like ``train_loss``, int32) on a view through models with
+  ``bn_statistics="clamped"``: at each point, the batch-norm running-variance channels
+  clamped at zero (the attributes ``clamped_points`` and ``clamped_channels_max`` count
+  them; absent: nothing could be clamped);
 * the markers (the models a view passes through) as the attribute ``markers``, JSON text
   ``{"A": [x, y, loss], ...}``;
 * the metadata as attributes: numbers and numeric lists as they are, strings, and
@@ -51,8 +55,8 @@ __all__ = ["read_h5", "write_h5", "write_h5_single", "write_group", "read_group"
 H5_NAME = "landscapes.h5"
 PROGRESS = "_in_progress"
 SCHEMA_VERSION = 3
-_LAYOUT = ("xcoordinates", "ycoordinates", "train_loss", "convergence_point", "path")
-_NOT_METADATA = ("fingerprint", "tag", "convergence_point", "markers")
+_LAYOUT = ("xcoordinates", "ycoordinates", "train_loss", "convergence_point", "path", "clamped_channels")
+_NOT_METADATA = ("fingerprint", "tag", "convergence_point", "markers", "clamped_points", "clamped_channels_max")
 _SIGNATURE = b"\x89HDF\r\n\x1a\n"
 
 
@@ -104,6 +108,9 @@ def write_group(target: Any, ls: Landscape, *, name: str | None = None) -> None:
         p.create_dataset("y", data=np.asarray(run_path.y, dtype=np.float64))
         p.create_dataset("z", data=np.asarray(run_path.z, dtype=np.float64))
         p.create_dataset("intervals", data=np.asarray(run_path.intervals, dtype=np.int64))
+    if ls.clamped is not None:
+        g.create_dataset("clamped_channels", data=np.asarray(ls.clamped, dtype=np.int32))
+        g.attrs["clamped_points"], g.attrs["clamped_channels_max"] = ls.clamped_points
     if ls.markers:
         g.attrs["markers"] = json.dumps({str(k): [float(c) for c in v] for k, v in ls.markers.items()})
     for key, val in ls.metadata.items():
@@ -167,8 +174,10 @@ def read_group(g: Any, tag: str) -> Landscape:
     else:  # Li et al.: the trained model sits at (0, 0); take the grid point nearest it
         i, j = int(np.argmin(np.abs(y))), int(np.argmin(np.abs(x)))
         cp = (float(x[j]), float(y[i]), float(z[i, j]))
+    clamped = np.asarray(g["clamped_channels"][()], dtype=np.int64).reshape(z.shape) \
+        if "clamped_channels" in g else None
     return Landscape(x=x, y=y, z=z, path=path, convergence_point=(cp[0], cp[1], cp[2]), metadata=md,
-                     surfaces=surfaces, tag=tag, markers=markers, paths=paths)
+                     surfaces=surfaces, tag=tag, markers=markers, paths=paths, clamped=clamped)
 
 
 def read_h5(path: str | os.PathLike) -> dict[str, Landscape]:

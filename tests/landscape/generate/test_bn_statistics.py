@@ -1,6 +1,7 @@
 """Views through models with batch norm: a running variance carried affinely past the models can
-turn negative and the loss NaN; the default clamps it, and the other options (as they are, A's,
-estimated again at every point) each equal a plain loop that forms every point the same way."""
+turn negative and the loss NaN; the default estimates the statistics again at every point, and the
+other options (clamped and counted, as they are, A's) each equal a plain loop that forms every
+point the same way."""
 
 from __future__ import annotations
 
@@ -82,29 +83,68 @@ def _loop(net, a, b, x, y, rule):
     return np.array(out)
 
 
-def _view(net, a, b, data, rule=None):
-    kw = {} if rule is None else {"bn_statistics": rule}
+def _view(net, a, b, data, rule=None, **kw):
+    if rule is not None:
+        kw["bn_statistics"] = rule
     return landscape.compute_landscape(net, nn.CrossEntropyLoss(), data, between=(a, b), x=X_RANGE,
                                        num_samples=32, **kw)
 
 
-def test_the_default_gives_finite_values_where_the_affine_carry_gives_nan(models, caplog):
+def _negative_channels(a, b):
+    """Per alpha, the running-variance channels the affine carry makes negative (counted by hand)."""
+    return np.array([sum(int(((1 - alpha) * a[k] + alpha * b[k] < 0).sum()) for k in a if k.endswith("running_var"))
+                     for alpha in np.linspace(*X_RANGE)])
+
+
+def test_the_default_estimates_the_statistics_again_at_every_point(models):
     net, a, b, (x, y) = models
     ls = _view(net, a, b, (x, y))
-    assert ls.metadata["bn_statistics"] == "clamped"
+    assert ls.metadata["bn_statistics"] == "recompute"
+    assert np.isfinite(ls.z).all()
+    np.testing.assert_allclose(ls.z, _loop(net, a, b, x, y, "recompute"), rtol=1e-5)
+    assert ls.clamped is None and "clamped" not in ls.summary()
+
+
+@pytest.mark.parametrize("plan", ["auto", {"points_per_call": 1}])  # several points per call (vmap), and one
+def test_clamped_statistics_are_counted_per_point_and_said(models, caplog, tmp_path, plan):
+    net, a, b, (x, y) = models
+    with caplog.at_level(logging.WARNING, logger="landscape"):
+        ls = _view(net, a, b, (x, y), "clamped", plan=plan)
+    assert ls.metadata["points_per_call"] == (9 if plan == "auto" else 1)
     assert np.isfinite(ls.z).all()
     np.testing.assert_allclose(ls.z, _loop(net, a, b, x, y, "clamped"), rtol=1e-5)
     # the models themselves are untouched by the clamp: A and B are their own losses
     assert ls.markers["A"][2] == pytest.approx(_loop(net, a, b, x, y, "clamped")[2], rel=1e-6)
+    expected = _negative_channels(a, b)
+    assert expected[0] > 0 and expected[2:].sum() == 0  # alpha = -0.5 (and -0.25) only
+    np.testing.assert_array_equal(ls.clamped, expected)
+    points, most = int((expected > 0).sum()), int(expected.max())
+    assert ls.clamped_points == (points, most)
+    said = f"{points} of 9 points with batch-norm variances clamped at zero (up to {most} channels)"
+    assert said in ls.summary()
+    assert f"{points} of 9 points with batch-norm running variances clamped at zero" in caplog.text
+    # landscapes.h5 keeps the counts
+    from landscape.io import read_h5, write_h5
+    write_h5(tmp_path / "l.h5", [ls])
+    back = next(iter(read_h5(tmp_path / "l.h5").values()))
+    np.testing.assert_array_equal(back.clamped, expected)
+    assert said in back.summary()
 
+
+def test_the_affine_carry_gives_nan_counted_and_metrics_nan_there(models, caplog):
+    net, a, b, (x, y) = models
     with caplog.at_level(logging.WARNING, logger="landscape"):
-        raw = _view(net, a, b, (x, y), "affine")
+        raw = landscape.compute_landscape(net, nn.CrossEntropyLoss(), (x, y), between=(a, b), x=X_RANGE,
+                                          num_samples=32, bn_statistics="affine", metrics=["accuracy"])
     bad = ~np.isfinite(raw.z)
     assert bad.any() and bad[0]  # alpha = -0.5: a negative variance
     np.testing.assert_allclose(raw.z[~bad], _loop(net, a, b, x, y, "affine")[~bad], rtol=1e-5)
     assert raw.non_finite == (int(bad.sum()), 9)
     assert f"{int(bad.sum())} of 9 points non-finite" in raw.summary()
     assert f"{int(bad.sum())} of 9 points non-finite" in caplog.text
+    # the accuracy of NaN logits (their argmax, class 0) is no value: NaN where the loss is
+    acc = raw.surfaces["accuracy"]
+    assert np.isnan(acc[bad]).all() and np.isfinite(acc[~bad]).all()
 
 
 @pytest.mark.parametrize("rule", ["a", "recompute"])

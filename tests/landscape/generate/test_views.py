@@ -19,6 +19,12 @@ from tests.landscape._helpers import TinyMLP, plain_loss, seeded_draw
 LOSS = nn.CrossEntropyLoss()
 
 
+#: These check the geometry of the views through models with the batch-norm statistics carried along like
+#: the parameters (so each model's point is that model): the default estimates them again at every point
+#: (tests/landscape/generate/test_bn_statistics.py).
+CARRIED = {"bn_statistics": "clamped"}
+
+
 def _flat(sd, names):
     return np.concatenate([sd[n].double().numpy().ravel() for n in names])
 
@@ -62,7 +68,7 @@ def test_interpolation_ends_are_the_models_and_every_point_the_plain_loop(traine
     net, _ = trained
     x, y = data
     a, b, _ = models
-    ls = landscape.compute_landscape(net, LOSS, (x, y), between=(a, b), x=(-0.5, 1.5, 9), num_samples=96)
+    ls = landscape.compute_landscape(net, LOSS, (x, y), between=(a, b), **CARRIED, x=(-0.5, 1.5, 9), num_samples=96)
     assert ls.dims == 1 and ls.z.shape == (9,) and ls.y.size == 0
     assert ls.metadata["decomposition"] == "Interpolation"
     np.testing.assert_array_equal(ls.x, np.linspace(-0.5, 1.5, 9))
@@ -84,7 +90,7 @@ def test_interpolation_ends_off_the_grid_are_extra_points(trained, data, models)
     net, _ = trained
     x, y = data
     a, b, _ = models
-    ls = landscape.compute_landscape(net, LOSS, (x, y), between=(a, b), size=4, num_samples=96)
+    ls = landscape.compute_landscape(net, LOSS, (x, y), between=(a, b), **CARRIED, size=4, num_samples=96)
     np.testing.assert_array_equal(ls.x, np.linspace(-0.5, 1.5, 4))   # alpha = 0, 1 not among them
     assert _close(ls.markers["A"][2], _loss(a, x, y), 1e-6) and _close(ls.markers["B"][2], _loss(b, x, y), 1e-6)
     assert ls.convergence_point == ls.markers["A"]
@@ -94,7 +100,7 @@ def test_interpolation_between_modules_and_with_metrics(data):
     x, y = data
     torch.manual_seed(1)
     a, b = TinyMLP().eval(), TinyMLP().eval()
-    ls = landscape.compute_landscape(a, LOSS, (x, y), between=(a, b), x=(0.0, 1.0, 3), num_samples=96,
+    ls = landscape.compute_landscape(a, LOSS, (x, y), between=(a, b), **CARRIED, x=(0.0, 1.0, 3), num_samples=96,
                                      metrics=["accuracy"])
     with torch.no_grad():
         acc_b = float((b(x).argmax(1) == y).double().mean())
@@ -161,7 +167,7 @@ def test_plane_through_three_models_passes_through_each(trained, data, models):
     net, _ = trained
     x, y = data
     a, b, c = models
-    ls = landscape.compute_landscape(net, LOSS, (x, y), between=(a, b, c), size=4, num_samples=96)
+    ls = landscape.compute_landscape(net, LOSS, (x, y), between=(a, b, c), **CARRIED, size=4, num_samples=96)
     assert ls.metadata["decomposition"] == "Plane" and list(ls.markers) == ["A", "B", "C"]
     params, _ = moved_names(net, None)
     u, v, coords = _gram_schmidt(*(_flat(m, params) for m in (a, b, c)))
@@ -187,11 +193,11 @@ def test_target_direction_with_a_random_and_a_principal_second_axis(trained, dat
     net, traj = trained
     x, y = data
     a, b, _ = models
-    ls = landscape.compute_landscape(net, LOSS, (x, y), between=(a, b), directions="target", x=(0.0, 1.0, 3),
+    ls = landscape.compute_landscape(net, LOSS, (x, y), between=(a, b), directions="target", **CARRIED, x=(0.0, 1.0, 3),
                                      y=(-0.5, 0.5, 3), num_samples=96, seed=2)
     assert ls.metadata["decomposition"] == "Target" and ls.metadata["second"] == "random"
     assert _close(ls.markers["B"][2], _loss(b, x, y)) and ls.z[1, 2] == ls.markers["B"][2]
-    pca = landscape.compute_landscape(net, LOSS, (x, y), between=(a, b), directions=("target", "pca"),
+    pca = landscape.compute_landscape(net, LOSS, (x, y), between=(a, b), directions=("target", "pca"), **CARRIED,
                                       checkpoints=traj, size=3, num_samples=96)
     params, _ = moved_names(net, None)
     fa, fb = _flat(a, params), _flat(b, params)
@@ -269,13 +275,13 @@ def test_plane_of_collinear_models_is_refused(trained, data, models):
     a, b, _ = models
     mid = {k: (0.5 * (a[k].double() + b[k].double())).to(a[k].dtype) for k in a}
     with pytest.raises(ValueError, match="lies on the line through A and B"):
-        landscape.compute_landscape(net, LOSS, data, between=(a, b, mid), size=3, num_samples=96)
+        landscape.compute_landscape(net, LOSS, data, between=(a, b, mid), **CARRIED, size=3, num_samples=96)
 
 
 def test_views_on_two_worker_processes_equal_one(trained, data, models):
     net, _ = trained
     a, b, c = models
-    for kw in (dict(between=(a, b), x=(-0.5, 1.5, 9)), dict(between=(a, b, c), size=3)):
+    for kw in (dict(between=(a, b), **CARRIED, x=(-0.5, 1.5, 9)), dict(between=(a, b, c), **CARRIED, size=3)):
         two = landscape.compute_landscape(net, LOSS, data, num_samples=96, device_ids=[0, 1], **kw)
         # each worker evaluates with its share of the cores; a BLAS product may round differently with
         # another number of threads, so the one-process run uses as many as a worker did
