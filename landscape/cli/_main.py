@@ -255,6 +255,13 @@ def _add_views(sub: Any) -> None:
     p.add_argument("-o", "--output", type=Path,
                    help="the HTML file to write (default: report.html in the first RUN, or beside it if a file)")
     p.add_argument("--title", help="the page's title (default: 'Loss landscapes: ' and the run names)")
+    p.add_argument("--log", choices=("auto", "on", "off"), default="auto",
+                   help="the colours shown first: log or linear as the PNGs choose (auto, the default: log when the "
+                        "values span more than a decade), log, or linear; the page's buttons switch either way")
+    p.add_argument("--levels", type=int, default=20, help="contour levels of the contour views (default 20)")
+    p.add_argument("--paths", choices=("relative", "absolute"), default="relative",
+                   help="where each run was read from, as the runs table shows it: relative to the folder the runs "
+                        "share (default: no absolute path of this machine in a page that is shared), or absolute")
 
 
 def _add_lineage(sub: Any) -> None:

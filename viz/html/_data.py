@@ -2,6 +2,9 @@
 
 Runs are named, found and read here, with no plotting library: a summary directory, a
 directory of runs, a summary file, an HDF5 file, or Landscape objects given directly.
+A page is shared: by default (``paths="relative"``) no absolute path of this machine goes
+into it. A run is shown by its path relative to the folder the runs share, the notes say
+the paths the same way, and an absolute path in the lineage (a dataset's) by its last name.
 """
 
 from __future__ import annotations
@@ -22,13 +25,16 @@ from landscape.io import H5_NAME, is_hdf5
 from landscape.result import Landscape
 from viz.io import find_runs, load_landscapes
 
-__all__ = ["RunData", "resolve_runs", "read_run"]
+__all__ = ["RunData", "resolve_runs", "read_run", "shown_sources", "PATHS"]
 
 logger = logging.getLogger(__name__)
 
+#: How a run's path is shown: relative to the folder the runs share, or as the absolute path.
+PATHS = ("relative", "absolute")
+
 @dataclass
 class RunData:
-    """One run of the report: what it is called, where it was read from, and what it holds."""
+    """One run of the report: what it is called, where it was read from (as shown), and what it holds."""
 
     name: str
     source: str
@@ -72,7 +78,7 @@ def _names(paths: list[Path]) -> list[str]:
         names = ["/".join(pp[-k:]) for pp in parts]
         if len(set(names)) == len(names):
             return names
-    return [os.fspath(p) for p in paths]  # none, or the same path twice: told apart by a number later
+    return [pp[-1] if pp else "." for pp in parts]  # the same path twice: told apart by a number later
 
 
 def resolve_runs(runs: Any, caller: str) -> list[tuple[str, Path | list[Landscape]]]:
@@ -139,11 +145,67 @@ def _lineage(run: Path) -> dict[str, Any] | None:
     return None
 
 
-def read_run(name: str, source: Path | list[Landscape]) -> RunData:
-    """Everything the report shows of one run; what cannot be read is noted, not fatal."""
+def _folder(path: Path) -> str:
+    """The absolute folder of a run: the path itself for a directory, else the file's folder."""
+    path = Path(os.path.abspath(path))
+    return os.fspath(path if path.is_dir() else path.parent)
+
+
+def shown_sources(sources: list[Path | None], paths: str) -> tuple[list[str], str | None]:
+    """How each run's path is shown, and the absolute folder they are shown relative to (None: absolute).
+
+    Relative: to the folder above the runs' folders (``runs/a/run`` and ``runs/b/run`` are
+    shown ``a/run`` and ``b/run``, one run folder by its name, a file with its folder's name);
+    None (Landscape objects given in Python) as "(landscapes given in Python)".
+    """
+    given = [p for p in sources if p is not None]
+    base = None
+    if paths == "relative" and given:
+        base = os.path.commonpath([os.path.dirname(_folder(p)) for p in given])
+    out = []
+    for p in sources:
+        if p is None:
+            out.append("(landscapes given in Python)")
+        else:
+            out.append(os.path.relpath(os.path.abspath(p), base) if base is not None else os.path.abspath(p))
+    return out, base
+
+
+def _scrubbed(text: str, base: str | None) -> str:
+    """``text`` with the absolute folder ``base`` (and its real path) left out of every path in it."""
+    if base is None:
+        return text
+    for prefix in sorted({base, os.path.realpath(base)}, key=len, reverse=True):
+        if prefix != os.sep:
+            text = text.replace(prefix + os.sep, "")
+    return text
+
+
+def _lineage_shown(lineage: dict[str, Any] | None, base: str | None) -> dict[str, Any] | None:
+    """The lineage with absolute paths (a dataset's) shown by their last name: ``.../mnist``."""
+    if lineage is None or base is None:
+        return lineage
+
+    def shown(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: shown(v) for k, v in value.items()}
+        if isinstance(value, str) and os.path.isabs(value):
+            return "\u2026/" + os.path.basename(os.path.normpath(value))
+        return value
+
+    return shown(lineage)
+
+
+def read_run(name: str, source: Path | list[Landscape], shown: str | None = None,
+             base: str | None = None) -> RunData:
+    """Everything the report shows of one run; what cannot be read is noted, not fatal.
+
+    ``shown``: the run's path as the page shows it (:func:`shown_sources`); ``base``: the
+    absolute folder left out of the notes' paths (None: paths as they are).
+    """
     if not isinstance(source, Path):
-        return RunData(name, "(landscapes given in Python)", landscapes=list(source))
-    run = RunData(name, os.fspath(source))
+        return RunData(name, shown or "(landscapes given in Python)", landscapes=list(source))
+    run = RunData(name, shown if shown is not None else os.fspath(source))
     try:
         run.landscapes = load_landscapes(source)
     except (ValueError, OSError) as exc:
@@ -157,7 +219,8 @@ def read_run(name: str, source: Path | list[Landscape]) -> RunData:
         except (OSError, ValueError) as exc:
             run.notes.append(f"scalars cannot be read: {exc}")
     if source.is_dir():
-        run.lineage = _lineage(source)
+        run.lineage = _lineage_shown(_lineage(source), base)
+    run.notes = [_scrubbed(note, base) for note in run.notes]
     for note in run.notes:
         logger.warning("report: run %s: %s", name, note)
     return run

@@ -21,13 +21,16 @@ from viz.html._figures import (
     PLOTLY_VERSION,
     TEMPLATE,
     Z_RATIO,
+    Colours,
     aspect,
+    colours,
     line_figure,
     paths_of,
     plane_figures,
     plotly_js,
     scalar_figure,
 )
+from viz.io import AXIS_LOG_RANGE, centre, centre_name, clamped_grid, clamped_text, value_scale
 
 __all__ = ["landscape_entry", "render_page"]
 
@@ -52,8 +55,9 @@ def _title(ls: Landscape) -> str:
     return (ls.tag or "landscape") + (" \u2014 " + ", ".join(parts) if parts else "")
 
 
-def _info(ls: Landscape, z: np.ndarray, name: str) -> str:
-    """The caption of a view: grid, value range, non-finite count, axes, what is drawn where (HTML)."""
+def _info(ls: Landscape, z: np.ndarray, name: str, c: Colours | None) -> str:
+    """The caption of a view: grid, value range, non-finite and clamped counts, colours, axes, the
+    centre, what is drawn where (HTML)."""
     e = html.escape
     finite = z[np.isfinite(z)]
     shape = f"{ls.x.size} points" if ls.dims == 1 else f"{ls.x.size} \u00d7 {ls.y.size} grid"
@@ -64,6 +68,17 @@ def _info(ls: Landscape, z: np.ndarray, name: str) -> str:
     bad = int(z.size - finite.size)
     lines.append(f'<span class="warn">{bad} of {z.size} points not finite</span> (marked \u00d7, drawn at the top '
                  "of the finite range)." if bad else f"All {z.size} values finite.")
+    clamped = clamped_text(ls)
+    if clamped:
+        most = int(np.max(clamped_grid(ls)))  # type: ignore[arg-type]  # not None: clamped_text said so
+        lines.append(f'<span class="warn">{clamped}</span> (up to {most} channels at a point; marked \u25a1): '
+                     "the values there are the clamped network's.")
+    if c is not None and finite.size:
+        lines.append(_colours_text(c))
+    if name == "loss":
+        cx, cy, cz = centre(ls)
+        at = f"x {_g(cx)}" + ("" if ls.dims == 1 else f", y {_g(cy)}")
+        lines.append(f"Centre: {e(centre_name(ls))} at {at}, loss {_g(cz)}.")
     md = ls.metadata
     facts = [f"{k} {e(str(md[k]))}" for k in ("normalization", "num_samples", "seed") if md.get(k) is not None]
     if facts:
@@ -82,20 +97,49 @@ def _info(ls: Landscape, z: np.ndarray, name: str) -> str:
     return "<br>".join(lines)
 
 
-def landscape_entry(ls: Landscape) -> dict[str, Any]:
-    """The landscape's figures for every surface it has (loss first) and their captions."""
+def _colours_text(c: Colours) -> str:
+    """``"Colours: log scale (...), 20 contour levels; ..."``: how the colours were chosen, as the PNGs choose."""
+    s = c.shown
+    if c.log is None:
+        how = "linear scale (not every value is positive: no log scale)"
+    elif c.asked != "auto":
+        how = f"{'log' if s.log else 'linear'} scale (as asked)"
+    elif s.log:
+        how = "log scale (the values span more than a decade, as in the PNGs)"
+    else:
+        how = "linear scale (the values span less than a decade, as in the PNGs)"
+    text = f"Colours: {how}, {c.levels} contour levels"
+    if c.log is not None:
+        text += "; the buttons above each view switch between log and linear colours"
+    if s.clipped:
+        text += f"; values above {_g(s.vmax)} (outliers) take the top colour"
+    return text + "."
+
+
+def landscape_entry(ls: Landscape, log: bool | str = "auto", levels: int = 20) -> dict[str, Any]:
+    """The landscape's figures for every surface it has (loss first) and their captions; colours chosen
+    by ``log`` ("auto": the PNGs' rule) with ``levels`` contour levels."""
     views: dict[str, Any] = {}
     for name in ["loss", *ls.surfaces]:
         z = np.asarray(ls.z if name == "loss" else ls.surfaces[name], dtype=np.float64)
         if z.shape != np.shape(ls.z):
             continue  # a surface not on the grid (it cannot be drawn over these axes)
-        view: dict[str, Any] = {"info": _info(ls, z, name)}
         if ls.dims == 2:
-            view["surface"], view["contour"] = plane_figures(ls, z, name)
+            c = colours(z, log, levels)
+            view: dict[str, Any] = {"info": _info(ls, z, name, c)}
+            view["surface"], view["contour"] = plane_figures(ls, z, name, c)
         else:
-            view["line"] = line_figure(ls, z, name)
+            view = {"info": _info(ls, z, name, None), "line": line_figure(ls, z, name, _line_log(z, log))}
         views[name] = view
     return {"tag": ls.tag, "label": _title(ls), "dims": ls.dims, "views": views}
+
+
+def _line_log(z: np.ndarray, log: bool | str) -> bool:
+    """A line's value axis is logarithmic as the PNG's is: above three decades ("auto"), values all positive."""
+    finite = z[np.isfinite(z)]
+    if not finite.size or float(finite.min()) <= 0:
+        return False
+    return value_scale([z], log=log, log_range=AXIS_LOG_RANGE).log
 
 
 def _cell(value: Any) -> str:
@@ -142,14 +186,16 @@ def _script_json(data: Any) -> str:
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
-def render_page(title: str, runs: list[RunData], version: str) -> str:
-    """The whole HTML page (figures built here)."""
+def render_page(title: str, runs: list[RunData], version: str, *, log: bool | str = "auto",
+                levels: int = 20) -> str:
+    """The whole HTML page (figures built here; colours by ``log`` with ``levels`` contour levels)."""
     tags = sorted({t for r in runs for t in r.scalars})
     scalars = [{"tag": t, "figure": scalar_figure(t, [(r.name, *r.scalars[t]) for r in runs if t in r.scalars])}
                for t in tags]
     default = next((t for t in tags if t == "loss/auto"), next((t for t in tags if "loss" in t), None))
     data = {"template": TEMPLATE, "scalars": scalars, "default_scalar": default,
-            "runs": [{"name": r.name, "landscapes": [landscape_entry(ls) for ls in r.landscapes]} for r in runs]}
+            "runs": [{"name": r.name, "landscapes": [landscape_entry(ls, log, levels) for ls in r.landscapes]}
+                     for r in runs]}
     n_ls = sum(len(r.landscapes) for r in runs)
     static = resources.files("viz.html")
     e = html.escape

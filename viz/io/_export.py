@@ -12,6 +12,7 @@ from collector.common import Options, check_param
 from landscape.io import write_h5_single
 from landscape.result import Landscape
 from viz.io._arrays import check_landscape, line_values, surface_values
+from viz.io._picture import clamped_grid
 
 __all__ = ["export", "FORMATS"]
 
@@ -44,13 +45,17 @@ def export(landscape: Landscape, path: str | os.PathLike, format: str | None = N
           (row-major over y, then x). A line has columns x, loss and its surfaces. Every
           value is written exactly (``repr`` of the float); a NaN or infinite value is
           the token ``nan``, ``inf`` or ``-inf``, which Python's ``float`` and
-          ``numpy.genfromtxt`` read back as such.
+          ``numpy.genfromtxt`` read back as such (a metric where the loss is NaN is
+          ``nan`` too). A landscape with ``clamped`` counts has a last column
+          ``clamped_channels``: the batch-norm channels clamped at zero at the point.
         - "h5": ``xcoordinates``, ``ycoordinates``, ``train_loss`` (shape (len(y), len(x)))
           and one dataset per extra surface at the top level, as Li et al.'s
           ``plot_2D.py``/``h52vtp.py`` read them; the tag, the metadata and the
           convergence point as attributes, the path (if any) in a ``path`` group, the
           markers as the attribute ``markers``. A line has no ``ycoordinates`` and a
-          ``train_loss`` of shape (len(x),), as Li et al.'s ``plot_1D.py`` reads it.
+          ``train_loss`` of shape (len(x),), as Li et al.'s ``plot_1D.py`` reads it. The
+          ``clamped`` counts, when there are any, are the int32 dataset
+          ``clamped_channels`` shaped like ``train_loss`` (``landscape.write_h5``'s layout).
 
     Returns
     -------
@@ -68,6 +73,7 @@ def export(landscape: Landscape, path: str | os.PathLike, format: str | None = N
             raise ValueError(f"The 'format' parameter of export must be one of {', '.join(map(repr, FORMATS))} "
                              f"when path has no .vtp/.csv/.h5 suffix. Got None with path {os.fspath(path)!r}.")
     x, y, z = _arrays(ls)
+    clamped_grid(ls)  # a count array not shaped like z is refused before anything is written
     if out.parent and not out.parent.exists():
         raise FileNotFoundError(f"The directory of 'path' does not exist: {os.fspath(out.parent)!r}.")
     {"vtp": _write_vtp, "csv": _write_csv, "h5": _write_h5}[format](ls, out, x, y, z)
@@ -125,12 +131,16 @@ def _write_vtp(ls: Landscape, out: Path, x: np.ndarray, y: np.ndarray, z: np.nda
     arrays = [("loss", _filled(z))] + [(str(name), _filled(np.asarray(surf, dtype=np.float64)))
                                        for name, surf in ls.surfaces.items() if np.shape(surf) == z.shape]
     counts = {"Lines": 0, "Polys": 0, cells: len(offsets)}
+    clamped = clamped_grid(ls)
+    field = [("nonfinite_points", int(np.count_nonzero(~finite)))]
+    if clamped is not None:
+        field.append(("clamped_points", int(np.count_nonzero(clamped))))
     lines = ['<?xml version="1.0"?>',
              '<VTKFile type="PolyData" version="1.0" byte_order="LittleEndian">',
              "  <PolyData>",
              "    <FieldData>",
-             f'      <DataArray type="Int64" Name="nonfinite_points" NumberOfTuples="1" format="ascii">'
-             f"{int(np.count_nonzero(~finite))}</DataArray>",
+             *(f'      <DataArray type="Int64" Name="{name}" NumberOfTuples="1" format="ascii">{n}</DataArray>'
+               for name, n in field),
              "    </FieldData>",
              f'    <Piece NumberOfPoints="{len(points)}" NumberOfVerts="0" NumberOfLines="{counts["Lines"]}" '
              f'NumberOfStrips="0" NumberOfPolys="{counts["Polys"]}">',
@@ -144,6 +154,9 @@ def _write_vtp(ls: Landscape, out: Path, x: np.ndarray, y: np.ndarray, z: np.nda
     for name, ok in validity:
         lines.append(f'        <DataArray type="UInt8" Name="{_xml_attr(name)}" format="ascii">'
                      + " ".join("1" if v else "0" for v in ok) + "</DataArray>")
+    if clamped is not None:
+        lines.append('        <DataArray type="Int32" Name="clamped_channels" format="ascii">'
+                     + " ".join(str(int(v)) for v in clamped.ravel()) + "</DataArray>")
     lines += ["      </PointData>", "      <Points>",
               f'        <DataArray type="Float64" NumberOfComponents="3" format="ascii">{_fmt(points)}</DataArray>',
               "      </Points>", f"      <{cells}>",
@@ -162,18 +175,25 @@ def _xml_attr(text: str) -> str:
 def _write_csv(ls: Landscape, out: Path, x: np.ndarray, y: np.ndarray, z: np.ndarray) -> None:
     extra = [(str(n), np.asarray(s, dtype=np.float64)) for n, s in ls.surfaces.items()
              if np.shape(s) == z.shape]
+    clamped = clamped_grid(ls)
+    tail = ["clamped_channels"] if clamped is not None else []
+
+    def counts(index: tuple[int, ...]) -> list[str]:
+        return [str(int(clamped[index]))] if clamped is not None else []
+
     with open(out, "w", newline="", encoding="utf-8") as fh:
         w = csv.writer(fh)
         if ls.dims == 1:
-            w.writerow(["x", "loss", *(n for n, _ in extra)])
+            w.writerow(["x", "loss", *(n for n, _ in extra), *tail])
             for j in range(x.size):
-                w.writerow([repr(float(x[j])), repr(float(z[j])), *(repr(float(s[j])) for _, s in extra)])
+                w.writerow([repr(float(x[j])), repr(float(z[j])), *(repr(float(s[j])) for _, s in extra),
+                            *counts((j,))])
             return
-        w.writerow(["x", "y", "loss", *(n for n, _ in extra)])
+        w.writerow(["x", "y", "loss", *(n for n, _ in extra), *tail])
         for i in range(y.size):
             for j in range(x.size):
                 w.writerow([repr(float(x[j])), repr(float(y[i])), repr(float(z[i, j])),
-                            *(repr(float(s[i, j])) for _, s in extra)])
+                            *(repr(float(s[i, j])) for _, s in extra), *counts((i, j))])
 
 
 def _write_h5(ls: Landscape, out: Path, x: np.ndarray, y: np.ndarray, z: np.ndarray) -> None:

@@ -8,8 +8,9 @@ from viz.plots._curvature import compare_eigen_ratio, plot_eigen_ratio
 from viz.plots._depth import view_angle
 from viz.plots._line import plot_line
 from viz.plots._overview import compare, plot_overview
-from viz.plots._path import plot_path, plot_slices
+from viz.plots._path import plot_path
 from viz.plots._plot import plot, repr_png
+from viz.plots._slices import plot_slices
 from viz.plots._surface import plot_surface
 
 __all__ = ["plot", "plot_contour", "plot_filled_contour", "plot_heatmap", "plot_surface", "plot_line", "plot_path",

@@ -28,19 +28,19 @@ def _check(caller: str, landscape: Any, path: Any, colorbar: Any, aspect: Any, *
 
 def _finish(fig: Figure, ax: Axes, ls: Landscape, z: np.ndarray, mappable: Any, scale: _scale.ColorScale, *,
             surface: str, path: bool, colorbar: bool, title: str | None, aspect: _style.AspectOption) -> None:
-    """Labels, title (with the count of NaN/inf points), colour bar, their marks, path and star."""
+    """Labels, title (with the counts of NaN/inf and clamped points), colour bar, their marks, path and star."""
     xlabel, ylabel = _style.axis_labels(ls)
     ax.xaxis.set_major_locator(MaxNLocator(nbins=6))
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
-    ax.set_title(_marks.with_count(title if title is not None else _style.title(ls, surface), z),
+    ax.set_title(_marks.with_count(title if title is not None else _style.title(ls, surface), z, ls),
                  fontsize="medium")
     if _style.true_aspect(ls, aspect):  # equal units: the path's angles and lengths as they are
         ax.set_aspect("equal", adjustable="box")
     if colorbar:
         _scale.add_colorbar(fig, mappable, ax, _style.value_label(surface, scale.log), scale.extend,
                             scale=scale)
-    marks = _marks.mark_grid(ax, ls.x, ls.y, z, what=surface, log=scale.log)
+    marks = _marks.mark_grid(ax, ls.x, ls.y, z, what=surface, log=scale.log) + _marks.mark_clamped(ax, ls)
     if path:
         _path.draw_path(ax, ls)
         _path.draw_markers(ax, ls)
@@ -105,7 +105,9 @@ def plot_contour(landscape: Landscape, ax: Axes | None = None, *, fig: Figure | 
         "loss" or the name of one of ``landscape.surfaces``.
     cmap : str or Colormap, optional
         Colormap (default viridis). NaN/inf points are never a silent gap: each is marked
-        (X for NaN, triangles for +-inf) and counted in the title and the legend.
+        (X for NaN, triangles for +-inf) and counted in the title and the legend; so are
+        the points whose batch-norm variances were clamped at zero (``landscape.clamped``:
+        hollow orange squares).
     title : str, optional
         Axes title; built from the tag by default.
     colorbar : bool, default=True

@@ -67,8 +67,8 @@ def plot_eigen_ratio(landscape: Landscape, ax: Axes | None = None, *, fig: Figur
     title : str, optional
     colorbar : bool, default=True
     aspect : {"equal", "auto"}, optional
-        As in :func:`plot_contour`. Points where the ratio is NaN/inf are marked and
-        counted in the title.
+        As in :func:`plot_contour`. Points where the ratio is NaN/inf, and points whose
+        batch-norm variances were clamped at zero, are marked and counted in the title.
 
     Returns
     -------
@@ -105,11 +105,11 @@ def plot_eigen_ratio(landscape: Landscape, ax: Axes | None = None, *, fig: Figur
     xlabel, ylabel = _style.axis_labels(ls)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
-    ax.set_title(_marks.with_count(title if title is not None else _style.title(ls, LABEL), ratio),
+    ax.set_title(_marks.with_count(title if title is not None else _style.title(ls, LABEL), ratio, ls),
                  fontsize="medium")
     if _style.true_aspect(ls, aspect):
         ax.set_aspect("equal", adjustable="box")
-    marks = _marks.mark_grid(ax, x, y, ratio, what=LABEL)
+    marks = _marks.mark_grid(ax, x, y, ratio, what=LABEL) + _marks.mark_clamped(ax, ls)
     if colorbar:
         _scale.add_colorbar(fig, mesh, ax, f"{LABEL}  (blue: convex, red: non-convex)",
                             "max" if np.nanmax(ratio) > top else "neither")
@@ -184,6 +184,8 @@ def _loss_panel(ls: Landscape, ax: Axes, scale: _scale.ColorScale, title: str) -
     xlabel, ylabel = _style.axis_labels(ls)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
-    ax.set_title(title, fontsize="medium")
+    ax.set_title(_marks.with_count(title, ls.z, ls), fontsize="medium")
     cs.set_gid("landscape")
+    _marks.mark_grid(ax, x, y, np.asarray(ls.z, dtype=float), log=scale.log)
+    _marks.mark_clamped(ax, ls)
     _path.draw_convergence(ax, ls)

@@ -11,7 +11,7 @@ from matplotlib.figure import Figure
 
 from collector.common import check_param
 from landscape.result import Landscape
-from viz.io import check_landscape, line_values
+from viz.io import centre, centre_label, centre_name, check_landscape, line_values
 from viz.plots import _marks, _path, _scale, _style
 
 __all__ = ["plot_line", "default_metric"]
@@ -48,7 +48,9 @@ def plot_line(landscape: Landscape, ax: Axes | None = None, *, fig: Figure | Non
     log : bool or "auto", default="auto"
         Logarithmic loss axis ("auto": when the loss spans more than three decades).
         A point whose loss (or metric) is NaN/inf is marked above its x (X for NaN,
-        triangles for +-inf) and counted in the title and the legend.
+        triangles for +-inf), left as a gap in the curve (never bridged) and counted in
+        the title and the legend; a point whose batch-norm variances were clamped at zero
+        (``landscape.clamped``) by a tick at the bottom, counted likewise.
     markers : bool, default=True
         Mark ``landscape.markers`` (the models, at their exact coordinates and losses) and,
         without markers, the convergence point.
@@ -84,7 +86,7 @@ def plot_line(landscape: Landscape, ax: Axes | None = None, *, fig: Figure | Non
     ax.set_ylabel("loss" + (" (log scale)" if scale.log else ""), color=LOSS_COLOR)
     ax.tick_params(axis="y", colors=LOSS_COLOR)
     ax.grid(alpha=0.3)
-    handles = list(ax.get_lines()) + _marks.mark_line(ax, x, z, log=scale.log)
+    handles = list(ax.get_lines()) + _marks.mark_line(ax, x, z, log=scale.log) + _marks.mark_clamped(ax, ls)
     if m is not None:
         right = ax.twinx()
         (mline,) = right.plot(x, np.where(np.isfinite(m), m, np.nan), color=METRIC_COLOR, lw=1.6, ls="--",
@@ -98,7 +100,7 @@ def plot_line(landscape: Landscape, ax: Axes | None = None, *, fig: Figure | Non
         handles += _draw_line_markers(ax, ls)
     ax.legend(handles=handles, labels=[h.get_label() for h in handles], loc="best", fontsize="small",
               framealpha=0.85)
-    ax.set_title(_marks.with_count(title if title is not None else _style.title(ls), z), fontsize="medium")
+    ax.set_title(_marks.with_count(title if title is not None else _style.title(ls), z, ls), fontsize="medium")
     return ax
 
 
@@ -117,12 +119,12 @@ def _draw_line_markers(ax: Axes, ls: Landscape) -> list:
                         fontweight="bold", path_effects=_style.halo(2.5), zorder=8, annotation_clip=False)
             out.append(pt)
         return out
-    cx, _cy, cz = _style.centre(ls)
+    cx, _cy, cz = centre(ls)
     if np.isfinite(cx) and np.isfinite(cz):
         (star,) = ax.plot([cx], [cz], marker="*", ms=15, color="#ffd700", mec="black", ls="none", zorder=7,
-                          gid="convergence", label=f"centre (loss {cz:.4g})")
+                          gid="convergence", label=centre_label(ls))
         out.append(star)
     elif np.isfinite(cx):
-        out += _marks.mark_points(ax, np.array([cx]), None, np.array([cz]), what="centre loss", total=1)
+        out += _marks.mark_points(ax, np.array([cx]), None, np.array([cz]), what=f"{centre_name(ls)} loss", total=1)
     _path.include_in_view(ax, np.array([cx]), np.array([cz]))
     return out

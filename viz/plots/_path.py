@@ -1,4 +1,4 @@
-"""The training path, the convergence point, and 1-D slices (private)."""
+"""The training path and the centre, on 2-D and 3-D axes (private)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from matplotlib.transforms import offset_copy
 
 from collector.common import check_param
 from landscape.result import Landscape
-from viz.io import check_landscape, surface_values
+from viz.io import centre, centre_label, check_landscape
 from viz.plots import _marks, _scale, _style
 
-__all__ = ["plot_path", "plot_slices", "draw_markers"]
+__all__ = ["plot_path", "draw_markers"]
 
 MAX_LABELS = 10
 
@@ -146,22 +146,16 @@ def draw_markers(ax: Axes, ls: Landscape, *, scale: _scale.ColorScale | None = N
 
 
 def draw_convergence(ax: Axes, ls: Landscape, *, scale: _scale.ColorScale | None = None) -> Any:
-    """Star the centre (``_style.centre``: the exactly evaluated one when known; not on views
-    through models: the markers show them)."""
+    """Star the centre (:func:`viz.io.centre`: the exactly evaluated one when known), named by
+    :func:`viz.io.centre_label` ("trained weights", "shared centre: run sgd's end", ...); not on
+    views through models: the markers show them."""
     if ls.markers:
         return None
-    cx, cy, cz = _style.centre(ls)
+    cx, cy, cz = centre(ls)
     if not (np.isfinite(cx) and np.isfinite(cy)):
         return None
-    on = ls.metadata.get("centre_on")
-    if ls.paths:  # several runs: the plane's centre is their start, their mean or one run's end
-        where = {"start": "the runs' start", "mean": "their mean"}.get(str(on), f"{on}'s end")
-        label = f"centre: {where}"
-        label += f" (loss {cz:.4g})"
-    else:
-        label = f"convergence point (loss {cz:.4g})"
-    style: dict[str, Any] = dict(marker="*", ms=16, color="#ffd700", mec="black", mew=1.0, ls="none", label=label,
-                 gid="convergence", zorder=8)
+    style: dict[str, Any] = dict(marker="*", ms=16, color="#ffd700", mec="black", mew=1.0, ls="none",
+                                 label=centre_label(ls), gid="convergence", zorder=8)
     if _is_3d(ax):
         (mark,) = ax.plot([cx], [cy], _surface_z(np.array([cz]), scale), **style)
     else:
@@ -223,85 +217,3 @@ def add_legend(ax: Axes) -> None:
                   fontsize="small", framealpha=0.85)
     else:
         ax.legend(handles, names, loc="best", fontsize="small", framealpha=0.85)
-
-
-def _interp_line(coords: np.ndarray, grid: np.ndarray, at: float) -> np.ndarray:
-    """Row of ``grid`` at ``coords == at``, linearly interpolated between the two nearest rows
-    (a NaN or infinite neighbour stays NaN or infinite: it is marked, not smoothed away)."""
-    grid = np.asarray(grid, dtype=float)
-    if coords.size == 1:
-        return grid[0]
-    order = np.argsort(coords)
-    c, g = coords[order], grid[order]
-    k = int(np.clip(np.searchsorted(c, at) - 1, 0, c.size - 2))
-    t = float(np.clip((at - c[k]) / ((c[k + 1] - c[k]) or 1.0), 0.0, 1.0))
-    if t == 0.0:
-        return g[k]
-    if t == 1.0:
-        return g[k + 1]
-    return (1 - t) * g[k] + t * g[k + 1]
-
-
-def plot_slices(landscape: Landscape, fig: Figure | None = None, *, log: _style.LogOption = "auto",
-                surface: str = "loss", title: str | None = None) -> Figure:
-    """1-D slices of the grid through the centre, along each direction.
-
-    The slice along direction 1 runs at the centre's y, the slice along direction 2 at its
-    x; when that falls between grid lines the two neighbouring lines are interpolated
-    linearly. The centre is starred at its own loss (``metadata["centre"]`` when the
-    generation evaluated it exactly, see :func:`plot_contour`). Points whose value is
-    NaN/inf are marked above their x and counted in the legend. Path points are not shown
-    (they lie off the slices).
-
-    Parameters
-    ----------
-    landscape : Landscape
-    fig : Figure, optional
-        Two axes are added to it; a new Figure if None.
-    log : bool or "auto", default="auto"
-        Logarithmic value axis ("auto": when the values span more than three decades).
-    surface : str, default="loss"
-        "loss" or the name of one of ``landscape.surfaces``.
-    title : str, optional
-        Figure title; the landscape's tag by default.
-
-    Returns
-    -------
-    Figure
-    """
-    ls = check_landscape(landscape, "plot_slices")
-    _style.check_common("plot_slices", log=log, fig=fig, title=title)
-    z = surface_values(ls, surface, "plot_slices")
-    scale = _scale.color_scale([z], log=log, log_range=_scale.AXIS_LOG_RANGE)
-    if fig is None:
-        fig = Figure(figsize=(9.5, 3.8), layout="constrained")
-    axes = fig.subplots(1, 2)
-    x, y = np.asarray(ls.x, dtype=float), np.asarray(ls.y, dtype=float)
-    cx, cy, cz = _style.centre(ls)
-    cx = cx if np.isfinite(cx) else float(x[x.size // 2])
-    cy = cy if np.isfinite(cy) else float(y[y.size // 2])
-    xlabel, ylabel = _style.axis_labels(ls)
-    short = [lab.split(" (")[0].split(":")[0] for lab in (xlabel, ylabel)]  # "PC1", "random direction 1"
-    along_x = _interp_line(y, z, cy)        # z at (x[:], cy)
-    along_y = _interp_line(x, z.T, cx)      # z at (cx, y[:])
-    for ax, axis, values, name, at, pos in ((axes[0], x, along_x, xlabel, f"{short[1]} = {cy:.3g}", cx),
-                                            (axes[1], y, along_y, ylabel, f"{short[0]} = {cx:.3g}", cy)):
-        ax.plot(axis, np.where(np.isfinite(values), values, np.nan), color="#1f4e99", lw=2, marker=".", gid="slice",
-                label=f"slice at {at}")
-        _marks.mark_line(ax, axis, values, what=surface, log=scale.log)
-        if np.isfinite(cz) and surface == "loss":
-            ax.plot([pos], [cz], **dict(marker="*", ms=14, color="#ffd700", mec="black", ls="none",
-                                        gid="convergence", label=f"convergence point (loss {cz:.4g})"))
-        if scale.log:
-            ax.set_yscale("log")
-        if scale.clipped and np.any(np.isfinite(values) & (values > scale.vmax)):  # keep the rest readable
-            shown = values[np.isfinite(values) & (values <= scale.vmax)]
-            lo, hi = (float(shown.min()), float(shown.max())) if shown.size else (scale.vmin, scale.vmax)
-            span = (hi - lo) or 1.0
-            ax.set_ylim(lo / 1.2 if scale.log else lo - 0.05 * span, hi * 1.2 if scale.log else hi + 0.05 * span)
-        ax.set_xlabel(name)
-        ax.set_ylabel(_style.value_label(surface, scale.log))
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize="small", loc="best")
-    fig.suptitle(title if title is not None else _style.title(ls, surface) + " \u2014 1-D slices")
-    return fig

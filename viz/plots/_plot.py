@@ -15,7 +15,7 @@ from viz.plots import _style
 from viz.plots._contour import plot_contour, plot_filled_contour, plot_heatmap
 from viz.plots._curvature import plot_eigen_ratio
 from viz.plots._line import plot_line
-from viz.plots._path import plot_slices
+from viz.plots._slices import plot_slices
 from viz.plots._surface import plot_surface
 
 __all__ = ["plot", "repr_png", "KINDS"]

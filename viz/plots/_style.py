@@ -1,6 +1,7 @@
-"""Shared look of every plot: labels, titles, the centre, the aspect, figure set-up (private).
+"""Shared look of every plot: labels, titles, the aspect, figure set-up (private).
 
-The colour scale is ``_scale``'s, the marks of NaN/inf values ``_marks``'. Nothing here
+The colour scale is ``_scale``'s, the marks of NaN/inf values and clamped points ``_marks``',
+the centre and its name :mod:`viz.io`'s (the report's too). Nothing here
 touches matplotlib's global state: figures are ``Figure`` objects (no pyplot, no backend
 switch), so a caller's backend and open figures are theirs.
 """
@@ -122,22 +123,6 @@ def title(ls: Landscape, surface: str = "loss") -> str:
 
 def value_label(surface: str, log: bool) -> str:
     return f"{surface} (log scale)" if log else surface
-
-
-def centre(ls: Landscape) -> tuple[float, float, float]:
-    """Where the star goes: the exactly evaluated centre ``metadata["centre"] = [x, y, loss]``
-    when the generation recorded one, else the end of the training path (PCA), else
-    ``convergence_point`` (MindSpore's: the grid point at index size // 2 of the grid, which
-    on an even grid is not the trained model)."""
-    c = ls.metadata.get("centre")
-    if c is not None and np.size(c) == 3:
-        cx, cy, cz = (float(v) for v in np.ravel(np.asarray(c, dtype=float)))
-        if np.isfinite(cx) and np.isfinite(cy):
-            return cx, cy, cz
-    if ls.path is not None and np.size(ls.path.x) and decomposition(ls).lower() == "pca":
-        return float(np.ravel(ls.path.x)[-1]), float(np.ravel(ls.path.y)[-1]), float(np.ravel(ls.path.z)[-1])
-    cx, cy, cz = (float(v) for v in ls.convergence_point)
-    return cx, cy, cz
 
 
 def check_aspect(aspect: Any, caller: str) -> None:

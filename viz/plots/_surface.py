@@ -13,7 +13,7 @@ from matplotlib.ticker import MaxNLocator
 
 from collector.common import Interval, check_param
 from landscape.result import Landscape
-from viz.io import check_landscape, surface_values
+from viz.io import centre, check_landscape, surface_values
 from viz.plots import _depth, _marks, _path, _scale, _style
 from viz.plots._depth import view_angle
 
@@ -36,7 +36,9 @@ def plot_surface(landscape: Landscape, ax: Axes | None = None, *, fig: Figure | 
     minimum and the centre stay visible unless ``elev``/``azim`` are given; a centre that
     those angles put behind the surface is drawn faded and says so in the legend. A quad
     with a NaN/inf corner is left out and the point is marked at the top of the box (the
-    bottom for -inf) and counted in the title and the legend.
+    bottom for -inf) and counted in the title and the legend; a point whose batch-norm
+    variances were clamped at zero (``landscape.clamped``) is marked on the surface and
+    counted too.
 
     Parameters
     ----------
@@ -79,7 +81,7 @@ def plot_surface(landscape: Landscape, ax: Axes | None = None, *, fig: Figure | 
     z = surface_values(ls, surface, caller)
     # the exactly evaluated centre (or a model of the view) can lie below every grid point (an
     # even grid misses it): its height is in the box, not clipped to the grid's minimum
-    exact = [m[2] for m in ls.markers.values()] or [_style.centre(ls)[2]]
+    exact = [m[2] for m in ls.markers.values()] or [centre(ls)[2]]
     scale = _scale.color_scale([z, np.array(exact if path and surface == "loss" else [])], log=log, vmin=vmin,
                                vmax=vmax)
     fig, ax2 = _style.new_axes(ax, fig, projection="3d", figsize=(6.4, 5.2))
@@ -89,9 +91,9 @@ def plot_surface(landscape: Landscape, ax: Axes | None = None, *, fig: Figure | 
     box = _box(x, y, _style.true_aspect(ls, aspect))
     ax3.set_proj_type("ortho")
     ax3.set_box_aspect(box, zoom=0.88)  # zoom: room for the tick and axis labels whichever side they land on
-    centre = _centre_cell(ls, x, y)
+    cell = _centre_cell(ls, x, y)
     if elev is None or azim is None:
-        e, a = view_angle(heights, also=[centre] if centre else [], box=box)
+        e, a = view_angle(heights, also=[cell] if cell else [], box=box)
         elev, azim = (e if elev is None else elev), (a if azim is None else azim)
     ax3.view_init(elev=elev, azim=azim)
     _label(ax3, ls, z, scale, surface, title, box, float(elev))
@@ -99,11 +101,12 @@ def plot_surface(landscape: Landscape, ax: Axes | None = None, *, fig: Figure | 
         sm = ScalarMappable(norm=scale.norm, cmap=_scale.colormap(cmap))
         _scale.add_colorbar(fig, sm, ax2, _style.value_label(surface, scale.log), scale.extend, scale=scale)
     marks = _marks.mark_grid(ax2, x, y, z, what=surface, heights=_path._heights(scale), log=scale.log)
+    marks += _marks.mark_clamped(ax2, ls, heights=_path._surface_z(z, scale))  # a NaN/inf point at the box's top
     if path:
         _path.draw_path(ax2, ls, scale=scale)
         _path.draw_markers(ax2, ls, scale=scale)
         star = _path.draw_convergence(ax2, ls, scale=scale)
-        if star is not None and centre and _depth.hidden(heights, centre, float(elev), float(azim), box):
+        if star is not None and cell and _depth.hidden(heights, cell, float(elev), float(azim), box):
             star.set_alpha(0.4)
             star.set_label(star.get_label() + ", behind the surface")
     if path or marks:
@@ -145,7 +148,7 @@ def _box(x: np.ndarray, y: np.ndarray, true_aspect: bool) -> tuple[float, float,
 
 def _centre_cell(ls: Landscape, x: np.ndarray, y: np.ndarray) -> tuple[int, int] | None:
     """The grid cell nearest the centre, when the centre lies on the grid."""
-    cx, cy, _ = _style.centre(ls)
+    cx, cy, _ = centre(ls)
     if ls.markers or not (x.min() <= cx <= x.max() and y.min() <= cy <= y.max()):
         return None
     return int(np.argmin(np.abs(y - cy))), int(np.argmin(np.abs(x - cx)))
@@ -168,5 +171,5 @@ def _label(ax3: Any, ls: Landscape, z: np.ndarray, scale: _scale.ColorScale, sur
     ax3.tick_params(labelsize=7)
     for axis, side in ((ax3.xaxis, box[0]), (ax3.yaxis, box[1])):  # a short side of a true-aspect box
         axis.set_major_locator(MaxNLocator(nbins=max(2, round(6 * side))))  # gets fewer ticks
-    ax3.set_title(_marks.with_count(title if title is not None else _style.title(ls, surface), z),
+    ax3.set_title(_marks.with_count(title if title is not None else _style.title(ls, surface), z, ls),
                   fontsize="medium")

@@ -20,7 +20,7 @@ from PIL import Image  # noqa: E402
 
 import viz  # noqa: E402
 from tests._chromium import Chromium, chromium_path  # noqa: E402
-from tests.viz.html._pages import nan_line, nan_plane, shared_plane, tall_plane  # noqa: E402
+from tests.viz.html._pages import clamped_plane, nan_line, nan_plane, shared_plane, tall_plane, wide_plane  # noqa: E402
 
 # skipped without chromium, except where it is required (.ci/run installs it and sets this)
 _REQUIRED = os.environ.get("LANDSCAPE_TEST_CHROMIUM") == "required"
@@ -92,6 +92,9 @@ def test_views_lines_non_finite_values_and_shared_paths_in_the_browser(tmp_path)
         # a grid spanning 0.1 with a loss spanning 2 fills the view (in data units it would be a thin sliver)
         dom = _select(browser, "views", labels[0])
         assert dom["gl"] >= 1 and not dom["webglMessage"]
+        # the legend (its gold centre marker) hidden: the measure is the surface's
+        browser.evaluate("Plotly.relayout('view-3d', {showlegend: false}).then(() => true)")
+        browser.pump(0.5)
         width, height, _ = _coloured_box(browser.screenshot("#view-3d"))
         assert width > 0.5 and height > 0.3, (width, height)
         # the measure tells: the same surface in data units (plotly's aspectmode "data") is a sliver
@@ -112,3 +115,34 @@ def test_views_lines_non_finite_values_and_shared_paths_in_the_browser(tmp_path)
         assert {"sgd", "adam"} <= set(legend)
         assert browser.errors() == []
         assert {urlparse(u).scheme for u in browser.requests()} <= {"file", "data", "blob"}
+
+
+_CLICK = """(() => {
+  const buttons = [...document.querySelectorAll('#view-contour .updatemenu-button')];
+  const button = buttons.find(b => b.textContent === %s);
+  button.dispatchEvent(new MouseEvent('click', {bubbles: true}));
+  return buttons.length;
+})()"""
+
+
+def test_the_colour_toggle_and_clamped_marks_in_the_browser(tmp_path):
+    out = viz.report({"views": [wide_plane(), clamped_plane()]}, tmp_path / "toggle.html")
+    with Chromium(1400, 1000) as browser:
+        _open(browser, out)
+        labels = browser.evaluate("window.landscapeReport.data.runs[0].landscapes.map(l => l.label)")
+        _select(browser, "views", labels[0])
+        title = "document.getElementById('view-contour').data[0].colorbar.title.text"
+        assert browser.evaluate(title) == "loss (log scale)"
+        logged = browser.screenshot("#view-contour")
+        assert browser.evaluate(_CLICK % json.dumps("linear colours")) == 2
+        browser.pump(0.5)
+        assert browser.evaluate(title) == "loss"
+        linear = browser.screenshot("#view-contour")
+        # a CNN's range on a linear scale: the basin is one colour, so far fewer colours are drawn
+        assert _coloured_box(linear)[2] < _coloured_box(logged)[2], (_coloured_box(linear), _coloured_box(logged))
+        _select(browser, "views", labels[1])
+        legend = browser.evaluate("[...document.querySelectorAll('#view-contour .legendtext')].map(e => e.textContent)")
+        assert "batch-norm variances clamped at zero: 13 of 42 points" in legend
+        info = browser.evaluate("document.getElementById('landscape-info').innerText")
+        assert "13 of 42 points with batch-norm variances clamped at zero" in info
+        assert browser.errors() == []

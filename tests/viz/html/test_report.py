@@ -39,15 +39,19 @@ def test_demo_report_holds_the_runs_values(demo_report, demo_run):
             np.testing.assert_array_equal(surface["x"], group["xcoordinates"][()])
             np.testing.assert_array_equal(surface["y"], group["ycoordinates"][()])
             (contour,) = traces(view["contour"], kind="contour")
-            assert contour["z"] == surface["z"] and "%{z" in contour["hovertemplate"]
+            assert contour["customdata"] == surface["z"] and "%{customdata" in contour["hovertemplate"]
+            loss = group["train_loss"][()]
+            colours = np.log10(loss) if "log scale" in contour["colorbar"]["title"]["text"] else loss
+            np.testing.assert_array_equal(as_float(contour["z"]), colours)
             if "path" in group:
                 path = traces(view["contour"], "training path")[0]
                 np.testing.assert_array_equal(path["x"], group["path/x"][()])
                 np.testing.assert_array_equal(path["y"], group["path/y"][()])
                 (path3d,) = traces(view["surface"], "training path")
                 np.testing.assert_array_equal(path3d["z"], group["path/z"][()])
-            cz = float(group["convergence_point"][2])
-            assert [t for t in view["contour"]["data"] if t.get("name", "").endswith(f"(loss {cz:.5g})")]
+            cx, cy, cz = group.attrs["centre"]  # the centre evaluated exactly, not a grid point beside it
+            (star,) = traces(view["contour"], f"trained weights (loss {cz:.4g})")
+            assert (star["x"], star["y"]) == ([cx], [cy])
             assert "All 36 values finite." in view["info"]
     steps, values = SummaryReader(demo_run).scalars()["loss/auto"]
     (scalar,) = [s for s in data["scalars"] if s["tag"] == "loss/auto"]

@@ -34,4 +34,4 @@ def test_each_run_is_drawn_in_its_colour_with_its_end_and_distance():
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
     assert "sgd (up to 30% off the plane)" in legend
     assert "adam" in legend  # 0.2 % off: said as on the plane
-    assert any(t.startswith("centre: the runs' start (loss 2") for t in legend)
+    assert "shared centre: the runs' start (loss 2)" in legend

@@ -79,7 +79,7 @@ def test_star_at_the_exactly_evaluated_centre():
     for kind in ("contour", "filled", "heatmap"):
         (star,) = gid(viz.plot(ls, kind), "convergence")
         assert (star.get_xdata()[0], star.get_ydata()[0]) == (0.0, 0.0)
-        assert star.get_label() == "convergence point (loss 0.04866)"
+        assert star.get_label() == "trained weights (loss 0.04866)"
     (star,) = gid(viz.plot_surface(ls, log=False), "convergence")
     assert [float(v[0]) for v in star.get_data_3d()] == [0.0, 0.0, 0.04866]
     for ax, pos in zip(viz.plot_slices(ls).axes, (0.0, 0.0)):
@@ -94,6 +94,7 @@ def test_star_falls_back_to_the_path_end_then_the_convergence_point():
     ls = random_even()                                     # nothing else known: MindSpore's grid point
     (star,) = gid(viz.plot_contour(ls), "convergence")
     assert star.get_xdata()[0] == pytest.approx(ls.x[20])
+    assert star.get_label() == f"convergence point (nearest grid point) (loss {ls.z[20, 20]:.4g})"
 
 
 def test_log_colours_above_a_decade():
