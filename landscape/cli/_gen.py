@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import logging
 import os
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from collector.train import get_metric
@@ -14,10 +17,10 @@ from landscape.cli._common import UsageError, describe
 from landscape.cli._gen_check import cwd_on_path, split_task
 from landscape.cli._stamp import record_finished
 from landscape.curvature import EIGEN_RATIO, EigenRatio
-from landscape.engine import tune_malloc
-from landscape.generate import SummaryLandscape
+from landscape.engine import PROGRESS_LOGGER, tune_malloc
+from landscape.generate import SummaryLandscape, TooManySamples
 
-__all__ = ["run_gen", "load_task", "deferred_task", "with_eigen_ratio"]
+__all__ = ["run_gen", "load_task", "deferred_task", "with_eigen_ratio", "progress_lines"]
 
 
 def load_task(spec: str) -> Callable[..., Any]:
@@ -66,6 +69,46 @@ def with_eigen_ratio(callback_fn: Callable[..., Any]) -> Callable[[], Any]:
     return wrapped
 
 
+class _Stderr(logging.StreamHandler):
+    """Writes each record, as it is, to the ``sys.stderr`` of the moment (a later redirection or capture)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.setStream(sys.stderr)
+        super().emit(record)
+
+
+@contextlib.contextmanager
+def progress_lines() -> Iterator[None]:
+    """The progress lines (``landscape.progress``, INFO) on stderr as they are, whatever the verbosity,
+    for the duration: what the command shows of long work when its stderr is not a terminal (a pipe,
+    ``tee``, ``nohup``, a batch job), where no bar is drawn. The command's process is ours to set up."""
+    log = logging.getLogger(PROGRESS_LOGGER)
+    handler, saved = _Stderr(), (log.level, log.propagate)
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    log.propagate = False  # once, without the "INFO landscape.progress:" prefix of --verbose's handler
+    try:
+        yield
+    finally:
+        log.removeHandler(handler)
+        log.setLevel(saved[0])
+        log.propagate = saved[1]
+
+
+def _as_command(gen: Callable[..., Any]) -> Callable[..., Any]:
+    """``gen`` as the command runs it: progress lines on stderr, and a number of samples the dataset
+    does not hold refused naming ``--num-samples`` (the Python parameter is not what was typed)."""
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            with progress_lines():
+                return gen(*args, **kwargs)
+        except TooManySamples as exc:
+            raise UsageError(exc.worded("--num-samples {n}", "the dataset --task returned")) from None
+
+    return run
+
+
 def run_gen(args: argparse.Namespace, stamp_key: str | None = None) -> int:
     """Generate the landscapes of a summary directory and report what was evaluated; with
     ``stamp_key`` (:func:`landscape.cli._stamp.command_key`) record the finished run."""
@@ -80,7 +123,7 @@ def run_gen(args: argparse.Namespace, stamp_key: str | None = None) -> int:
     if args.num_samples:
         override["num_samples"] = args.num_samples
     sl = SummaryLandscape(str(args.summary_dir))
-    landscapes = sl.gen_landscapes_with_multi_process(
+    landscapes = _as_command(sl.gen_landscapes_with_multi_process)(
         callback_fn, collect_landscape=override or None, device_ids=args.devices,
         output=str(args.output) if args.output else None,
         normalization=args.normalization, ignore=args.ignore, seed=args.seed,

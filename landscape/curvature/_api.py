@@ -199,7 +199,10 @@ def hessian_eigs(
     device : str or torch.device, optional
         Default: where the network is.
     progress : bool or None, default=None
-        A progress bar over the iterations (None: on a terminal only).
+        The iterations' progress with the time left (at most: the iteration may converge
+        sooner): None, a bar on a terminal or in a notebook, else a line on the logger
+        ``landscape.progress`` every tenth of ``max_iter`` or minute (none for work of under
+        2 s); True, the bar anywhere; False, nothing.
 
     Returns
     -------

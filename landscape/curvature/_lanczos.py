@@ -29,7 +29,8 @@ from typing import Any
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
+
+from landscape.engine import ProgressMeter
 
 __all__ = ["LanczosResult", "lanczos", "CHUNK"]
 
@@ -138,7 +139,8 @@ def lanczos(matvec: Callable[[torch.Tensor], torch.Tensor], dim: int, *, k: int,
     dtype, device
         Of the Lanczos vectors.
     progress : bool or None
-        A tqdm bar over the iterations; None shows it on a terminal only.
+        The iterations' progress (:class:`landscape.engine.ProgressMeter`): None, a bar on a
+        terminal, else lines in the log; True, the bar; False, nothing.
 
     Returns
     -------
@@ -158,7 +160,8 @@ def lanczos(matvec: Callable[[torch.Tensor], torch.Tensor], dim: int, *, k: int,
     theta = np.zeros(0)
     s = np.zeros((0, 0))
     m = 0
-    bar = tqdm(total=m_max, desc=desc, unit="it", leave=False, disable=None if progress is None else not progress)
+    bar = ProgressMeter(desc, m_max, unit="iterations", enabled=progress is not False, bar=progress or None,
+                        capped=True, leave=False)
     try:
         for j in range(m_max):
             basis.append(q)

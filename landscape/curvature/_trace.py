@@ -23,7 +23,8 @@ from typing import Any
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
+
+from landscape.engine import ProgressMeter
 
 __all__ = ["Trace", "hutchinson", "t_quantile"]
 
@@ -88,8 +89,8 @@ def hutchinson(matvec: Callable[[torch.Tensor], torch.Tensor], dim: int, *, rel_
     p = 0.5 + confidence / 2
     values: list[float] = []
     half, converged = float("inf"), False
-    bar = tqdm(total=max_probes, desc="Hutchinson", unit="probe", leave=False,
-               disable=None if progress is None else not progress)
+    bar = ProgressMeter("Hutchinson", max_probes, unit="probes", enabled=progress is not False,
+                        bar=progress or None, capped=True, leave=False)
     try:
         for m in range(1, max_probes + 1):
             z = (torch.randint(0, 2, (dim,), generator=gen, dtype=torch.int8) * 2 - 1).to(device, dtype)

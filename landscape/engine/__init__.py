@@ -6,12 +6,13 @@ and the ways a group of points runs (``BATCHINGS``), how the directions are kept
 (``MEMORY_SETTINGS``, :func:`choose_memory`) and a point's tensors formed (:func:`point_value`;
 all at once, :func:`point_values`), the engine's copy of a network's modules (:func:`network_at`),
 the engine of an FSDP2 network sharded over a process group (:class:`ShardedEngine`,
-:func:`is_sharded`), and :func:`tune_malloc` for the processes the library owns. Tasks live in :mod:`landscape.tasks`.
+:func:`is_sharded`), :func:`tune_malloc` for the processes the library owns, and the
+:class:`ProgressMeter` of long work (points, Lanczos iterations, probes). Tasks live in :mod:`landscape.tasks`.
 """
 
 from landscape.engine._activations import activation_elements
 from landscape.engine._batching import BATCHINGS
-from landscape.engine._data import Samples, collate, collect
+from landscape.engine._data import Samples, TooFewSamples, collate, collect
 from landscape.engine._engine import (
     CLAMPED,
     MEMORY_FORMATS,
@@ -26,9 +27,11 @@ from landscape.engine._placement import keeps_placement, network_at
 from landscape.engine._planner import PLAN_MODES, Plan, choose_plan, plan_key
 from landscape.engine._points import MEMORY_SETTINGS, choose_memory, point_value, point_values
 from landscape.engine._probe import verify_way
+from landscape.engine._progress import PROGRESS_LOGGER, ProgressMeter
 from landscape.engine._sharded import ShardedEngine, is_sharded
 
 __all__ = ["Engine", "EngineSpec", "Progress", "Plan", "choose_plan", "plan_key", "verify_way", "PLAN_MODES",
            "BATCHINGS", "MEMORY_FORMATS", "activation_elements", "is_batch_metric", "is_point_metric", "Samples",
            "collect", "collate", "tune_malloc", "MEMORY_SETTINGS", "choose_memory", "point_value", "point_values",
-           "network_at", "keeps_placement", "ShardedEngine", "is_sharded", "CLAMPED"]
+           "network_at", "keeps_placement", "ShardedEngine", "is_sharded", "CLAMPED",
+           "TooFewSamples", "ProgressMeter", "PROGRESS_LOGGER"]

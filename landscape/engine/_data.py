@@ -21,7 +21,7 @@ from torch.utils.data import DataLoader, Dataset
 from collector.common import InvalidParameterError
 from landscape.tasks import Supervised, batch_size, map_tensors, slice_batch, to_device
 
-__all__ = ["Samples", "collect", "collate"]
+__all__ = ["Samples", "collect", "collate", "TooFewSamples"]
 
 #: Samples per batch when a map-style Dataset is given (wrapped in a DataLoader).
 DATASET_BATCH = 256
@@ -247,9 +247,18 @@ def _check_task_fits(batch: Any, task: Any, caller: str) -> None:
             f"HINT: {_task_hint(caller, batch)}.")
 
 
+class TooFewSamples(ValueError):
+    """The data holds fewer samples than asked for: ``asked`` and ``have`` say how many, so that a
+    caller can word the refusal with its own option's name, or take the whole dataset instead."""
+
+    def __init__(self, caller: str, asked: int, have: int) -> None:
+        super().__init__(f"The 'num_samples' parameter of {caller} ({asked}) is larger than the dataset "
+                         f"({have} samples). HINT: lower num_samples to at most {have}.")
+        self.asked, self.have = asked, have
+
+
 def _too_small(caller: str, num_samples: int, have: int) -> ValueError:
-    return ValueError(f"The 'num_samples' parameter of {caller} ({num_samples}) is larger than the dataset "
-                      f"({have} samples). HINT: lower num_samples to at most {have}.")
+    return TooFewSamples(caller, num_samples, have)
 
 
 def _dataset_size(data: Any) -> int | None:

@@ -30,12 +30,19 @@ import torch
 from torch import nn
 
 from collector.common import InvalidParameterError
-from landscape.engine import Engine, EngineSpec, ShardedEngine, is_sharded, keeps_placement, tune_malloc
+from landscape.engine import (
+    Engine,
+    EngineSpec,
+    ProgressMeter,
+    ShardedEngine,
+    is_sharded,
+    keeps_placement,
+    tune_malloc,
+)
 from landscape.execution._devices import Chunk, OnChunk, fail_message, resolve_devices
 from landscape.execution._distributed import Dist, check_devices_for_dist, detect, on_root
 from landscape.execution._joblib import joblib_backend, run_joblib
 from landscape.execution._pool import Pool, run_pool
-from landscape.execution._progress import Progress
 
 __all__ = ["Executor", "executor", "check_devices", "check_placed_devices"]
 
@@ -127,7 +134,7 @@ class Executor:
         total = sum(hi - lo for _, lo, hi in chunks)
         if not chunks:
             return 0
-        bar = Progress(label, total, enabled=self.progress_bars and self.root)
+        bar = ProgressMeter(label, total, enabled=self.progress_bars and self.root)
         try:
             if is_sharded(spec.network):  # every rank evaluates every point on its share of the samples
                 if self.dist is None:
@@ -149,7 +156,7 @@ class Executor:
             bar.close()
 
     def _run_here(self, spec: EngineSpec, points: np.ndarray, chunks: Sequence[Chunk], label: str,
-                  on_chunk: OnChunk, bar: Progress) -> None:
+                  on_chunk: OnChunk, bar: ProgressMeter) -> None:
         tune_malloc()  # only when LANDSCAPE_MALLOC_TUNING=1 asks for it: this is the caller's process
         engine = Engine(spec, self.devices[0])
         for i, lo, hi in chunks:
@@ -160,7 +167,7 @@ class Executor:
             on_chunk(lo, hi, res)
 
 
-def _counting(on_chunk: OnChunk, bar: Progress) -> OnChunk:
+def _counting(on_chunk: OnChunk, bar: ProgressMeter) -> OnChunk:
     def counted(lo: int, hi: int, res: dict[str, np.ndarray]) -> None:
         on_chunk(lo, hi, res)
         bar.update(hi - lo)

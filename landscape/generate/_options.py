@@ -27,7 +27,7 @@ from landscape.tasks import Supervised
 
 __all__ = ["check_common", "check_metrics", "check_plan", "check_memory", "check_sharded", "check_range",
            "check_patterns", "check_selection", "check_bn_statistics", "check_runs", "check_runs_view", "resolve_view",
-           "View"]
+           "View", "SampleCount", "TooManySamples"]
 
 AxisRange = tuple[float, float, int]
 
@@ -172,6 +172,57 @@ def check_bn_statistics(value: Any, caller: str) -> None:
     check_param("bn_statistics", value, [Options(BN_STATISTICS)], caller=caller,
                 hint="'clamped' (default) carries them with the parameters, variances clamped at zero; 'recompute' "
                      "estimates them again at every point from the samples (Garipov et al.'s bn_update).")
+
+
+@dataclass(frozen=True)
+class SampleCount:
+    """How many samples a generation takes, and where the number comes from (for its messages).
+
+    Attributes
+    ----------
+    n : int or None
+        The samples (None: the whole dataset).
+    way : str
+        How the user gives the number, with ``{n}`` for it: ``"collect_landscape={{'num_samples': {n}}}"``.
+    recorded_in : str or None
+        The metadata file the number was read from; None when the caller asked for it.
+    default : bool
+        Recorded as the collector's default (not chosen when training): a smaller dataset is
+        then taken whole, and the log says so.
+    """
+
+    n: int | None
+    way: str
+    recorded_in: str | None = None
+    default: bool = False
+
+
+class TooManySamples(InvalidParameterError):
+    """More samples asked for (or recorded when training) than the dataset holds, refused before
+    any checkpoint is loaded or any point evaluated.
+
+    Attributes
+    ----------
+    count : SampleCount
+    have : int
+        The dataset's samples.
+    """
+
+    def __init__(self, count: SampleCount, have: int, caller: str, data: str) -> None:
+        self.count, self.have = count, have
+        super().__init__(f"{caller}: {self.worded(count.way, data)}")
+
+    def worded(self, way: str, data: str) -> str:
+        """The refusal naming ``way`` (``"--num-samples {n}"`` at the command line) as the way out
+        and ``data`` as where the samples come from."""
+        asked = self.count.n
+        if self.count.recorded_in is None:
+            what = f"{way.format(n=asked)} asks for more samples than {data} holds"
+        else:
+            what = (f"{self.count.recorded_in} records num_samples={asked} (chosen when training), more samples "
+                    f"than {data} holds")
+        return (f"{what} ({self.have} samples). HINT: pass {way.format(n=self.have)} or fewer; each point's "
+                "loss is the mean over exactly that many samples.")
 
 
 def check_runs(checkpoints: Any, caller: str) -> dict[str, list]:

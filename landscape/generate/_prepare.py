@@ -8,6 +8,7 @@ tensors' selection and the samples, as a :class:`Problem`.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -17,10 +18,12 @@ from torch import nn
 from collector.common import InvalidParameterError, check_param, unwrap_module
 from collector.train import check_metrics as check_metric_forms
 from collector.train import get_metric
-from landscape.engine import collect
+from landscape.engine import Samples, TooFewSamples, collect
 from landscape.execution import check_devices
 from landscape.generate._jobs import Problem
 from landscape.generate._options import (
+    SampleCount,
+    TooManySamples,
     check_common,
     check_memory,
     check_metrics,
@@ -31,7 +34,8 @@ from landscape.generate._options import (
 )
 from landscape.tasks import as_task
 
-__all__ = ["SharedOptions", "check_options", "prepare_problem", "metric_dict"]
+__all__ = ["SharedOptions", "check_options", "prepare_problem", "metric_dict", "take_samples"]
+_log = logging.getLogger("landscape")
 
 AxisRange = tuple[float, float, int]
 
@@ -74,12 +78,12 @@ def metric_dict(metrics: Any) -> dict[str, Any]:
 
 
 def prepare_problem(network: nn.Module, data: Any, *, loss_fn: Any = None, task: Any = None, metrics: Any = None,
-                    num_samples: int | None, eval_mode: bool, plan: Any, ignore: Any, include: Any, caller: str,
-                    where: str = "", metrics_name: str = "metrics", memory: str = "auto") -> Problem:
+                    num_samples: int | SampleCount | None, eval_mode: bool, plan: Any, ignore: Any, include: Any,
+                    caller: str, where: str = "", metrics_name: str = "metrics", memory: str = "auto") -> Problem:
     """The problem every landscape of the call evaluates, checked before any point: the network
     (DDP, DataParallel and torch.compile unwrapped), the task from ``loss_fn`` or ``task``, the
-    metrics, the moved tensors' selection, then the samples (read once). ``where`` says where the
-    user gave them (" (callback_fn)") for messages."""
+    metrics, the moved tensors' selection, then the samples (read once; see :func:`take_samples`).
+    ``where`` says where the user gave them (" (callback_fn)") for messages."""
     if not isinstance(network, nn.Module):
         raise InvalidParameterError(f"The 'network' parameter of {caller}{where} must be an nn.Module. Got "
                                     f"{type(network).__name__} instead.")
@@ -89,8 +93,31 @@ def prepare_problem(network: nn.Module, data: Any, *, loss_fn: Any = None, task:
     metric_map = metric_dict(metrics)
     check_metrics(metric_map, task_, f"{caller}{where}")
     check_selection(network, ignore, include, caller)
-    samples = collect(data, num_samples, task_, caller=caller)
+    if isinstance(num_samples, SampleCount):
+        samples = take_samples(data, task_, num_samples, caller=caller, where=where)
+    else:
+        samples = collect(data, num_samples, task_, caller=caller)
     return Problem(network, task_, samples, metrics=metric_map, eval_mode=eval_mode, plan=plan, memory=memory)
+
+
+def take_samples(data: Any, task: Any, count: SampleCount, *, caller: str, where: str = "") -> Samples:
+    """The first ``count.n`` samples of ``data``. A dataset smaller than that is refused
+    (:class:`TooManySamples`, naming ``count.way``), unless the number is the collector's default
+    recorded when training: then the whole dataset is used, and the log says so (the landscapes'
+    metadata record the samples used). A dataset of known size is refused before it is read."""
+    try:
+        return collect(data, count.n, task, caller=caller)
+    except TooFewSamples as exc:
+        if not count.default:
+            raise TooManySamples(count, exc.have, caller, f"the dataset{where}") from None
+        have = exc.have
+    # the default was recorded without the dataset's size (runs written before the collector
+    # capped it): all of a smaller dataset is what the default meant
+    _log.warning("%s records num_samples=%d, the collector's default, and the dataset%s holds %d samples: the "
+                 "landscapes use all %d (num_samples=%d in their metadata). HINT: %s (--num-samples N at the command "
+                 "line) chooses the number.", count.recorded_in, count.n, where, have, have, have,
+                 count.way.format(n="N"))
+    return collect(data, have, task, caller=caller)
 
 
 def refuse_unused(name: str, value: Any, caller: str, why: str) -> None:

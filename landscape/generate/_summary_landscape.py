@@ -17,6 +17,7 @@ from collector.common import InstanceOf, InvalidParameterError, Options, check_d
 from collector.summary import SummaryRecord
 from collector.trajectory import (
     CKPT_DIR,
+    LANDSCAPE_DEFAULTS,
     METADATA_FILE,
     CheckpointReader,
     TrainMetadata,
@@ -29,7 +30,7 @@ from landscape.engine import is_sharded
 from landscape.execution import executor
 from landscape.generate._build import run_jobs
 from landscape.generate._jobs import LandscapeJob, RunOptions, jobs_from_metadata, view_checkpoints
-from landscape.generate._options import check_bn_statistics, resolve_view
+from landscape.generate._options import SampleCount, check_bn_statistics, resolve_view
 from landscape.generate._prepare import SharedOptions, check_options, prepare_problem
 from landscape.geometry import Geometry
 from landscape.io import Fingerprints, Store
@@ -229,15 +230,17 @@ class SummaryLandscape:
         run = self._check_view(view, between, second, normalization, opts)
         metadata = self._read_metadata()
         cfg: dict[str, Any] = dict(vars(metadata))
-        cfg.update({} if collect_landscape is None else _validate_override(collect_landscape))
+        override = {} if collect_landscape is None else _validate_override(collect_landscape)
+        cfg.update(override)
         if (cfg["create_landscape"]["train"] or cfg["create_landscape"]["result"] or view) and not cfg["intervals"]:
             raise ValueError(f"No interval to make a landscape of: epoch_group in {self.metadata_path!r} "
                              "is empty and collect_landscape gives no 'intervals'.")
         paths, found = self._verified_checkpoints(metadata, cfg, run)
+        count = self._sample_count(metadata, override)
         got = callback_fn()
         network, loss_fn, task, dataset, metrics = _callback_result(got)
         problem = prepare_problem(network, dataset, loss_fn=loss_fn, task=task, metrics=metrics,
-                                  num_samples=cfg["num_samples"], eval_mode=eval_mode, plan=plan, ignore=ignore,
+                                  num_samples=count, eval_mode=eval_mode, plan=plan, ignore=ignore,
                                   include=include, caller=_GEN, where=" (callback_fn)",
                                   metrics_name="metrics (callback_fn's fourth item)", memory=memory)
         if is_sharded(problem.network):
@@ -274,6 +277,17 @@ class SummaryLandscape:
         if ex.root:
             self._write(out_dir, results)
         return results
+
+    def _sample_count(self, metadata: TrainMetadata, override: Mapping[str, Any]) -> SampleCount:
+        """The samples of this call: ``collect_landscape['num_samples']`` when given, else the number
+        recorded when training, which a smaller dataset replaces when it was the collector's default."""
+        way = "collect_landscape={{'num_samples': {n}}}"
+        if "num_samples" in override:
+            return SampleCount(override["num_samples"], way)
+        default = getattr(metadata, "num_samples_default", None)
+        if default is None:  # the key is absent: a run written before it, when the default was always 2048
+            default = metadata.num_samples == LANDSCAPE_DEFAULTS["num_samples"]
+        return SampleCount(metadata.num_samples, way, recorded_in=self.metadata_path, default=bool(default))
 
     def _check_view(self, view: str | None, between: Any, second: str, normalization: str | None,
                     opts: SharedOptions) -> RunOptions:

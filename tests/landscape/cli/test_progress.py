@@ -1,20 +1,19 @@
-"""Long work shows progress: ``landscape gen`` in a terminal draws a bar per landscape (points,
-points/s, time left), and a long landscape's estimate is said once its first points are timed."""
+"""Long work shows progress wherever the output goes: ``landscape gen`` in a terminal draws a bar per
+landscape (points, points/s, the time left from a moving rate); with stderr to a file or a pipe it
+writes plain lines (every tenth of the points or minute)."""
 
 from __future__ import annotations
 
 import fcntl
-import logging
 import os
 import pty
+import re
 import select
 import struct
 import subprocess
 import sys
 import termios
 import time
-
-from landscape.execution import _progress
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
@@ -45,32 +44,27 @@ def test_gen_in_a_terminal_draws_a_bar_with_rate_and_time_left(summary_dir, tmp_
     os.close(leader)
     text = seen.decode(errors="replace")
     assert proc.returncode == 0, text[-2000:]
-    # tqdm's line: "landscape_[1, 3]:  40%|####      | 27/67 [00:01<00:01, 20.1pt/s]"
-    assert "landscape_[1, 3]:" in text and "pt/s" in text and "<" in text and "%|" in text
+    # the bar: "landscape_[1, 3]:  40%|####      | 27/67 [00:01, 20 pt/s, about 2 s left]"
+    assert re.search(r"landscape_\[1, 3\]: +\d+%\|.*\| \d+/67 \[00:\d\d, [\d.]+ pt/s, (about \d+ s|under 1 s) left\]",
+                     text), text[-2000:]
     assert "landscape_[6]: 100%|" in text
 
 
-def test_a_long_landscape_says_its_estimate_once_after_its_first_points(monkeypatch, caplog):
-    """Without a terminal (no bar) the estimate goes to the log, once."""
-    clock = [100.0]
-    monkeypatch.setattr(_progress.time, "perf_counter", lambda: clock[0])
-    caplog.set_level(logging.INFO, logger="landscape")
-    bar = _progress.Progress("landscape_[1, 5]", 400)
-    assert bar.bar.disable  # pytest's output is not a terminal
-    clock[0] += 1.0
-    bar.update(5)  # 1 s for 5 points: not yet timed long enough, and not a twentieth
-    assert "left" not in caplog.text
-    clock[0] += 1.5
-    bar.update(5)  # 2.5 s for 10 points: 97.5 s left, said in minutes
-    said = [r.getMessage() for r in caplog.records if "left" in r.getMessage()]
-    assert said == ["landscape_[1, 5]: about 2 min left for 390 of 400 points (4 points/s)"]
-    clock[0] += 10.0
-    bar.update(100)
-    assert len([r for r in caplog.records if "left" in r.getMessage()]) == 1  # said once
-    bar.close()
-
-    short = _progress.Progress("line_[6]", 40)
-    clock[0] += 0.1
-    short.update(4)  # a twentieth done, 0.9 s left: nothing to announce
-    assert len([r for r in caplog.records if "left" in r.getMessage()]) == 1
-    short.close()
+def test_gen_writes_progress_lines_to_a_file(summary_dir, tmp_path):
+    """``landscape gen ... 2> log``: no terminal, no bar; lines on stderr at the default verbosity."""
+    env = dict(os.environ, LANDSCAPE_TEST_SLOW="0.05", LANDSCAPE_TEST_ONE_POINT="1", PYTHONPATH=ROOT)
+    log = tmp_path / "stderr.log"
+    with open(log, "w") as err:  # a line of 61 points, one per call, each over 0.05 s: over 3 s
+        res = subprocess.run([sys.executable, "-m", "landscape", "gen", str(summary_dir), "--task",
+                              "tests.landscape._gen_task:task", "--output", str(tmp_path / "out"), "--view", "line",
+                              "--x=-1:1:60"], cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=err, text=True, timeout=300)
+    text = log.read_text()
+    assert res.returncode == 0, text[-2000:]
+    line = re.compile(r"line_\[6\]: (\d+)/61 points, [\d.]+ points/s, (about \d+ s|under 1 s) left")
+    said = [m for m in map(line.fullmatch, text.splitlines()) if m]
+    assert len(said) >= 3, text  # past the first 2 s, at every tenth of the points
+    done = [int(m[1]) for m in said]
+    assert done == sorted(done) and 0 < done[0] and done[-1] < 61
+    assert re.search(r"^line_\[6\]: 61/61 points in \d+ s$", text, re.M), text
+    assert "%|" not in text and "INFO" not in text  # no bar drawn, no logging prefix
