@@ -32,16 +32,19 @@ anything else: its class or function name in CamelCase (see ``_OP_TYPES``).
 
 Shapes: with ``example_inputs`` they are propagated with fake tensors (no computation,
 no change to BatchNorm statistics). Without, an input consumed by a ``Linear`` (possibly
-through Flatten/Dropout/Identity) is given a batch of 1 and propagated, and the first
-dimension of every shape is shown as -1; for other inputs (a convolution's height and
-width are unknown) only parameters carry shapes. SummaryCollector passes a batch, so
-its graphs have full shapes.
+through Flatten/Dropout/Identity) is given a batch of two samples of zeros and
+propagated, and the first dimension of every shape is shown as -1; for other inputs (a
+convolution's height and width are unknown) only parameters carry shapes. That is how
+:class:`SummaryRecord` builds a network's graph (it has no inputs). Nothing is printed
+when shapes cannot be propagated: the graph then carries fewer shapes, and the library's
+logger says why at DEBUG level.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import torch
@@ -53,6 +56,9 @@ from collector.summary import _proto as proto
 logger = logging.getLogger(__name__)
 
 __all__ = ["build_graph"]
+
+#: The batch size of a guessed input (see :func:`_guess_input_shape`).
+_GUESSED_BATCH = 2
 
 _OP_TYPES = {
     "add": "Add", "iadd": "Add", "add_": "Add", "sub": "Sub", "isub": "Sub", "rsub": "Sub", "mul": "Mul",
@@ -400,29 +406,31 @@ def _flat(obj: Any) -> list:
 
 def _propagate_shapes(gm: _Traced, example_inputs: tuple | None) -> bool:
     """Fill ``tensor_meta`` on ``gm``'s nodes; return True when the batch size was guessed."""
-    from torch._subclasses.fake_tensor import FakeTensorMode
-    from torch.fx.passes.shape_prop import ShapeProp
+    from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
     guessed = False
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
     if example_inputs is None:
-        guessed_inputs = []
-        for ph in placeholders:
-            shape = _guess_input_shape(gm, ph)
-            if shape is None:
-                return False
-            guessed_inputs.append(torch.zeros(shape[0], dtype=shape[1]))
+        shapes = [_guess_input_shape(gm, ph) for ph in placeholders]
+        if any(shape is None for shape in shapes):
+            return False
         guessed = True
-        if _propagate_one_sample(gm, guessed_inputs):
+        if _propagate_one_sample(gm, [torch.zeros(shape[0], dtype=shape[1]) for shape in shapes if shape]):
             return True
-        example_inputs = tuple(guessed_inputs)
+        # on the network's device (where fake tensors are made: nothing is allocated there)
+        device = next((p.device for p in gm.root.parameters()), torch.device("cpu"))
+        with mode:
+            example_inputs = tuple(torch.zeros(shape[0], dtype=shape[1], device=device) for shape in shapes if shape)
     if len(example_inputs) != len(placeholders):
         return False
     try:
-        mode = FakeTensorMode(allow_non_fake_inputs=True)
-        fake = [mode.from_tensor(t) if isinstance(t, torch.Tensor) else t for t in example_inputs]
-        with torch.no_grad():
-            ShapeProp(gm.graph_module, fake_mode=mode).propagate(*fake)
+        fake = [t if isinstance(t, FakeTensor) else mode.from_tensor(t) if isinstance(t, torch.Tensor) else t
+                for t in example_inputs]
+        # the network's own modules run on fake tensors (its buffers and tensor attributes replaced by
+        # fakes while they run): no computation, no change to batch-norm statistics
+        with torch.no_grad(), _state_replaced(gm, mode.from_tensor), mode:
+            _run_recording_shapes(gm.root, gm.graph, fake)
     except Exception as exc:
         logger.debug("Graph: shape propagation failed (%s); nodes carry no shapes.", exc)
         for node in gm.graph.nodes:
@@ -432,13 +440,16 @@ def _propagate_shapes(gm: _Traced, example_inputs: tuple | None) -> bool:
 
 
 def _run_recording_shapes(root: nn.Module, graph: torch.fx.Graph, inputs: list[Any]) -> None:
-    """Run ``graph`` on ``root``'s real modules, node by node, and set each node's ``tensor_meta``.
+    """Run ``graph`` on ``root``'s modules, node by node, and set each node's ``tensor_meta``.
 
     What ``torch.fx.Interpreter`` (ShapeProp) does for the node kinds ``symbolic_trace``
     makes, without its per-node bookkeeping (tracebacks, freeing values early), which
     was most of the time for a small network's handful of nodes on the training
-    thread; and no traceback on stderr when a node fails: that only means "try fake
-    tensors" here. The metadata leaves out the memory format (the graph does not show it).
+    thread; and no traceback on stderr when a node fails (ShapeProp prints one): a
+    failure here only means fewer shapes in the graph, which the caller logs. Also
+    without ShapeProp's fake copy of the network, made by ``torch._dynamo`` (1.7 s to
+    import on the training thread). The metadata leaves out the memory format (the
+    graph does not show it).
     """
     from torch.fx.node import map_aggregate, map_arg
     from torch.fx.passes.shape_prop import _extract_tensor_metadata
@@ -493,65 +504,79 @@ _MISSING = object()
 
 
 def _propagate_one_sample(gm: _Traced, inputs: list[torch.Tensor]) -> bool:
-    """Fill ``tensor_meta`` by running the guessed one-sample batch for real; False if that cannot be done.
+    """Fill ``tensor_meta`` by running the guessed batch for real; False if that cannot be done.
 
-    Fake tensors (the general way) cost milliseconds even for a small MLP: the network
-    is deep-copied into fake parameters and every operator goes through fake dispatch,
-    which SummaryCollector pays on the training thread. A guessed input only exists
-    when the first layer is a ``Linear``, where one sample of zeros costs less than a
-    training step's sample, so it is run on the real modules instead -- without side
-    effects: buffers (BatchNorm statistics) are swapped for copies while it runs, the
-    CPU random state is restored afterwards (dropout draws from it), and no autograd
-    graph is recorded. Networks with tensors off the CPU keep the fake-tensor path
-    (their random state lives on the device), as does anything that raises here.
+    Fake tensors (the general way) cost milliseconds even for a small MLP: every
+    operator goes through fake dispatch, which SummaryCollector pays on the training
+    thread. A guessed input only exists when the first layer is a ``Linear``, where a
+    batch of two samples of zeros (one sample cannot train a batch norm) costs less than
+    a training step, so it is run on the real modules instead -- without side effects:
+    buffers (BatchNorm statistics) are swapped for copies while it runs, the CPU random
+    state is restored afterwards (dropout draws from it), and no autograd graph is
+    recorded. Networks with tensors off the CPU keep the fake-tensor path (their random
+    state lives on the device), as does anything that raises here.
     """
-    swapped: list[tuple[dict, str, torch.Tensor]] = []
-    attributes: list[tuple[nn.Module, str, torch.Tensor]] = []
     try:
-        for module in gm.root.modules():
-            for name, buf in module._buffers.items():
-                if buf is not None:
-                    swapped.append((module._buffers, name, buf))
-            if any(p is not None and p.device.type != "cpu" for p in module._parameters.values()):
-                return False
-        # Plain tensor attributes the graph reads (a GraphModule would hold them as buffers).
-        for node in gm.graph.nodes:
-            if node.op == "get_attr":
-                path, _, name = str(node.target).rpartition(".")
-                owner = gm.root.get_submodule(path)
-                value = getattr(owner, name, None)
-                if isinstance(value, torch.Tensor) and name not in owner._parameters and name not in owner._buffers:
-                    attributes.append((owner, name, value))
-        if any(t.device.type != "cpu" for t in [buf for _, _, buf in swapped] + [v for _, _, v in attributes]):
+        if any(t.device.type != "cpu" for t in [*gm.root.parameters(), *(t for _, _, t in _state_tensors(gm))]):
             return False
-        for buffers, name, buf in swapped:
-            buffers[name] = buf.clone()
-        for owner, name, value in attributes:
-            setattr(owner, name, value.clone())
-        with torch.no_grad(), torch.random.fork_rng(devices=[]):
+        with torch.no_grad(), torch.random.fork_rng(devices=[]), _state_replaced(gm, torch.Tensor.clone):
             _run_recording_shapes(gm.root, gm.graph, inputs)
         return True
     except Exception as exc:
-        logger.debug("Graph: one-sample shape propagation failed (%s); trying fake tensors.", exc)
+        logger.debug("Graph: shape propagation on real tensors failed (%s); trying fake tensors.", exc)
         for node in gm.graph.nodes:
             node.meta.pop("tensor_meta", None)
         return False
+
+
+def _state_tensors(gm: _Traced) -> list[tuple[Any, str, torch.Tensor]]:
+    """``(where, name, tensor)`` of the tensors a run of the graph may change or read besides
+    parameters: every buffer (``where``: its module's ``_buffers``) and the plain tensor attributes
+    the graph reads (``where``: the module; a GraphModule would hold them as buffers)."""
+    found: list[tuple[Any, str, torch.Tensor]] = []
+    for module in gm.root.modules():
+        found += [(module._buffers, name, buf) for name, buf in module._buffers.items() if buf is not None]
+    for node in gm.graph.nodes:
+        if node.op == "get_attr":
+            path, _, name = str(node.target).rpartition(".")
+            owner = gm.root.get_submodule(path)
+            value = getattr(owner, name, None)
+            if isinstance(value, torch.Tensor) and name not in owner._parameters and name not in owner._buffers:
+                found.append((owner, name, value))
+    return found
+
+
+@contextlib.contextmanager
+def _state_replaced(gm: _Traced, make: Any) -> Iterator[None]:
+    """Replace the tensors of :func:`_state_tensors` by ``make(tensor)`` while the block runs."""
+    state = _state_tensors(gm)
+
+    def put(where: Any, name: str, value: torch.Tensor) -> None:
+        if isinstance(where, dict):
+            where[name] = value
+        else:
+            setattr(where, name, value)
+
+    try:
+        for where, name, value in state:
+            put(where, name, make(value))
+        yield
     finally:
-        for buffers, name, buf in swapped:
-            buffers[name] = buf
-        for owner, name, value in attributes:
-            setattr(owner, name, value)
+        for where, name, value in state:
+            put(where, name, value)
 
 
 def _guess_input_shape(gm: _Traced, ph: torch.fx.Node) -> tuple[tuple[int, ...], torch.dtype] | None:
-    """(shape, dtype) of one sample for an input whose first layer tells its size, else None."""
+    """(shape, dtype) of a batch of two samples for an input whose first layer tells its size, else None.
+
+    Two: one sample cannot go through a batch norm in training mode (its variance needs two)."""
     node = ph
     while node.users:
         user = next(iter(node.users))
         if user.op == "call_module":
             sub = gm.get_submodule(str(user.target))
             if isinstance(sub, nn.Linear):
-                return (1, sub.in_features), torch.float32
+                return (_GUESSED_BATCH, sub.in_features), torch.float32
             if isinstance(sub, (nn.Flatten, nn.Dropout, nn.Identity)):
                 node = user
                 continue

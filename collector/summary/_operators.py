@@ -30,7 +30,10 @@ next ``record(step)``.
 * **torch.compile.** The no-record check is a plain Python global read, which dynamo
   traces into a guard: with no record open a compiled model contains no trace of the
   operator. While a record is open, the buffering runs eagerly behind
-  ``torch.compiler.disable`` (a graph break at the call), so the values are real.
+  ``torch.compiler.disable`` (a graph break at the call), so the values are real. The
+  disabled function is made on first need, not at import: ``torch.compiler.disable``
+  imports ``torch._dynamo`` (and sympy), about 1.7 s, which a process that never
+  compiles should not pay for importing the collector.
 
 Examples
 --------
@@ -156,8 +159,29 @@ def discard_pending() -> None:
         rec.discard_operator_values()
 
 
-@torch.compiler.disable
 def _buffer(rec: SummaryRecord, plugin: str, name: str, value: Any) -> None:
+    """Buffer one operator value into ``rec``: at once, or behind a graph break while dynamo traces the call."""
+    if torch.compiler.is_compiling():
+        # dynamo is tracing (so torch._dynamo is loaded already): the call becomes a graph break
+        # and the buffering runs eagerly, with real values, as under @torch.compiler.disable
+        (_disabled_buffer or _make_disabled_buffer())(rec, plugin, name, value)
+    else:
+        _buffer_now(rec, plugin, name, value)
+
+
+#: ``torch.compiler.disable(_buffer_now)`` once made (see :func:`_make_disabled_buffer`).
+_disabled_buffer: Any = None
+
+
+def _make_disabled_buffer() -> Any:
+    """``torch.compiler.disable(_buffer_now)``, made once, on first need."""
+    global _disabled_buffer
+    if _disabled_buffer is None:
+        _disabled_buffer = torch.compiler.disable(_buffer_now)
+    return _disabled_buffer
+
+
+def _buffer_now(rec: SummaryRecord, plugin: str, name: str, value: Any) -> None:
     """Validate, copy and buffer one operator value into ``rec``, the open record (train mode)."""
     if type(name) is not str or not name:
         raise ValueError(f"collector.summary.{plugin}: the name must be a non-empty str. "

@@ -274,9 +274,36 @@ def test_one_sample_shapes_equal_fake_tensor_shapes_without_side_effects(make, m
     assert build_graph(net).SerializeToString() == fast.SerializeToString()
 
 
-def test_training_batchnorm_falls_back_to_fake_tensors():
-    net = nn.Sequential(nn.Linear(4, 6), nn.BatchNorm1d(6))  # one sample cannot train BatchNorm
-    mean = net[1].running_mean.clone()
+@pytest.mark.parametrize("real", [True, False], ids=["real", "fake"])
+def test_training_batchnorm_has_shapes_without_side_effects_or_output(real, monkeypatch, capfd):
+    """A batch norm in training mode: the guessed batch (two samples: one cannot train it) gives every node its
+    shape, on real tensors or on fake ones, with the statistics untouched and nothing printed (torch.fx's
+    ShapeProp printed a traceback when a node failed)."""
+    from collector.summary import _graph
+    if not real:
+        monkeypatch.setattr(_graph, "_propagate_one_sample", lambda gm, inputs: False)
+    net = nn.Sequential(nn.Linear(4, 6), nn.BatchNorm1d(6), nn.ReLU(), nn.Linear(6, 3))
+    state = {k: v.clone() for k, v in net.state_dict().items()}
     g = build_graph(net)
-    assert [n.op_type for n in g.node] == ["MatMul", "BiasAdd", "BatchNorm"]
-    assert torch.equal(net[1].running_mean, mean) and int(net[1].num_batches_tracked) == 0
+    assert [n.op_type for n in g.node] == ["MatMul", "BiasAdd", "BatchNorm", "ReLU", "MatMul", "BiasAdd"]
+    assert _out_shapes(g) == {"1": [-1, 6], "2": [-1, 6], "3": [-1, 6], "4": [-1, 6], "5": [-1, 3], "6": [-1, 3]}
+    for key, value in net.state_dict().items():
+        assert torch.equal(value, state[key]), key
+    assert net.training and capfd.readouterr() == ("", "")
+
+
+def test_a_node_that_fails_leaves_the_graph_without_shapes_and_prints_nothing(monkeypatch, capfd, caplog):
+    class Odd(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Linear(4, 6)
+
+        def forward(self, x):
+            return self.fc(x).view(5, -1)  # 2 x 6 values are no 5 rows: fails on the guessed batch
+
+    with caplog.at_level("DEBUG", logger="collector.summary._graph"):
+        g = build_graph(Odd())
+    assert [n.op_type for n in g.node] == ["MatMul", "BiasAdd", "Reshape"]
+    assert _out_shapes(g) == {"1": [], "2": [], "3": []}  # no shapes
+    assert capfd.readouterr() == ("", "")
+    assert "shape propagation failed" in caplog.text

@@ -214,6 +214,31 @@ def test_operator_value_is_a_copy(tmp_path):
     np.testing.assert_array_equal(SummaryReader(tmp_path).tensors()["t"][0][1], np.zeros(3, dtype=np.float32))
 
 
+@pytest.mark.parametrize("traced_before", [True, False], ids=["traced-without-record", "first-trace-recording"])
+def test_operators_in_a_compiled_model_record_the_real_values(tmp_path, monkeypatch, traced_before):
+    """Under torch.compile the operator is a graph break: each step's value is the eager one. The disabled
+    function is made on first need (here inside the first trace, or before it when the first trace ran
+    without a record)."""
+    from collector.summary import _operators
+    monkeypatch.setattr(_operators, "_disabled_buffer", None)
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    net = Net()
+    compiled = torch.compile(net, backend="eager")
+    xs = [torch.randn(8, 4) for _ in range(3)]
+    if traced_before:
+        compiled(xs[0])
+    with SummaryRecord(tmp_path) as rec:
+        for step, x in enumerate(xs, 1):
+            compiled(x)
+            rec.record(step)
+    recorded = SummaryReader(tmp_path).tensors()["after_fc1"]
+    assert [s for s, _ in recorded] == [1, 2, 3]
+    for (_, value), x in zip(recorded, xs):
+        np.testing.assert_array_equal(value, torch.relu(net.fc1(x)).detach().numpy())
+    torch._dynamo.reset()
+
+
 def test_operators_in_a_compiled_model_do_not_break_it(tmp_path):
     torch._dynamo.reset()
     net = Net()
