@@ -37,7 +37,7 @@ def compute_landscape(
     size: int = 40,
     x: tuple[float, float, int] | None = None,
     y: tuple[float, float, int] | None = None,
-    num_samples: int | None = 2048,
+    num_samples: int | Literal["auto"] | None = "auto",
     normalization: Normalization | None = None,
     biasbn: Literal["normalize", "li"] = "normalize",
     ignore: str | Sequence[str] | None = None,
@@ -120,8 +120,11 @@ def compute_landscape(
         By default ``linspace(-1, 1, size)`` (random and given directions), the path's
         extent with 0.2 margins (PCA), ``(-0.5, 1.5, size)`` along ``B - A``, the three
         models with 0.2 margins (planes through models). ``y`` is None for a line.
-    num_samples : int or None, default=2048
-        Samples the loss is averaged over; None takes the whole dataset. Samples that
+    num_samples : int, "auto" or None, default="auto"
+        Samples the loss is averaged over: the first ``num_samples``; "auto" takes the first
+        2048 (MindSpore's default), or the whole dataset when it holds fewer (the log says
+        so, and ``metadata["num_samples"]`` records the number used); None takes the whole
+        dataset. A number larger than the dataset is refused. Samples that
         do not fit the device's share of memory are streamed from host memory, one
         batch at a time, with the same result.
     normalization : {"layer", "filter", "dfilter", "dlayer", "weight", "none"}, optional
@@ -218,8 +221,8 @@ def compute_landscape(
         raise InvalidParameterError(f"The 'centre' parameter of {_CALLER} must be None unless checkpoints is a dict "
                                     "of runs (and between is None: a plane through models is centred on A).")
     check_param("size", size, [Interval(int, *LANDSCAPE_SIZES)], caller=_CALLER)
-    check_param("num_samples", num_samples, [Interval(int, 1, None), None], caller=_CALLER,
-                hint="None uses the whole dataset.")
+    check_param("num_samples", num_samples, [Interval(int, 1, None), Options(("auto",)), None], caller=_CALLER,
+                hint='"auto" takes at most 2048, None the whole dataset.')
     check_param("pca_method", pca_method, [Options(("mindspore", "li"))], caller=_CALLER)
     check_param("tag", tag, [None, str], caller=_CALLER)
     check_bn_statistics(bn_statistics, _CALLER)

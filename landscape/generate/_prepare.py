@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from torch import nn
 
@@ -78,8 +78,9 @@ def metric_dict(metrics: Any) -> dict[str, Any]:
 
 
 def prepare_problem(network: nn.Module, data: Any, *, loss_fn: Any = None, task: Any = None, metrics: Any = None,
-                    num_samples: int | SampleCount | None, eval_mode: bool, plan: Any, ignore: Any, include: Any,
-                    caller: str, where: str = "", metrics_name: str = "metrics", memory: str = "auto") -> Problem:
+                    num_samples: int | Literal["auto"] | SampleCount | None, eval_mode: bool, plan: Any, ignore: Any,
+                    include: Any, caller: str, where: str = "", metrics_name: str = "metrics",
+                    memory: str = "auto") -> Problem:
     """The problem every landscape of the call evaluates, checked before any point: the network
     (DDP, DataParallel and torch.compile unwrapped), the task from ``loss_fn`` or ``task``, the
     metrics, the moved tensors' selection, then the samples (read once; see :func:`take_samples`).
@@ -95,6 +96,8 @@ def prepare_problem(network: nn.Module, data: Any, *, loss_fn: Any = None, task:
     check_selection(network, ignore, include, caller)
     if isinstance(num_samples, SampleCount):
         samples = take_samples(data, task_, num_samples, caller=caller, where=where)
+    elif num_samples == "auto":
+        samples = _auto_samples(data, task_, caller=caller)
     else:
         samples = collect(data, num_samples, task_, caller=caller)
     return Problem(network, task_, samples, metrics=metric_map, eval_mode=eval_mode, plan=plan, memory=memory)
@@ -117,6 +120,22 @@ def take_samples(data: Any, task: Any, count: SampleCount, *, caller: str, where
                  "landscapes use all %d (num_samples=%d in their metadata). HINT: %s (--num-samples N at the command "
                  "line) chooses the number.", count.recorded_in, count.n, where, have, have, have,
                  count.way.format(n="N"))
+    return collect(data, have, task, caller=caller)
+
+
+#: What ``num_samples="auto"`` takes at most (MindSpore's default, and the collector's).
+AUTO_SAMPLES = 2048
+
+
+def _auto_samples(data: Any, task: Any, *, caller: str) -> Samples:
+    """``num_samples="auto"``: the first :data:`AUTO_SAMPLES` samples, or all of a smaller dataset
+    (said in the log; the landscape's metadata records the number used)."""
+    try:
+        return collect(data, AUTO_SAMPLES, task, caller=caller)
+    except TooFewSamples as exc:
+        have = exc.have
+    _log.info("num_samples='auto': the dataset holds %d samples (fewer than %d): all %d are used", have,
+              AUTO_SAMPLES, have)
     return collect(data, have, task, caller=caller)
 
 
