@@ -100,8 +100,9 @@ class SummaryCollector(PlainLoopMixin, Callback):
         parameters) and ``collect_landscape`` (dict, default None: no landscape
         checkpoints; keys ``landscape_size`` 3..256 (40), ``unit`` "step"/"epoch"
         ("step"), ``create_landscape`` {"train": bool, "result": bool} (both True),
-        ``num_samples`` >= 1 (2048) and the required ``intervals``, a list of lists of
-        at least three step or epoch numbers).
+        ``num_samples`` >= 1 (2048, or the training dataset's size when smaller: see
+        Notes) and the required ``intervals``, a list of lists of at least three step or
+        epoch numbers).
     keep_default_action : bool, default=True
         True: unspecified data are collected by default; False: only what
         ``collect_specified_data`` names.
@@ -131,11 +132,14 @@ class SummaryCollector(PlainLoopMixin, Callback):
     Steps are global step numbers from 1 (``cur_step_num``), epochs count from 1. With
     ``collect_landscape``, the network's state dict is saved at every step (``unit``
     "step") or epoch end ("epoch") named in an interval, as
-    ``ckpt_dir/{NetworkClass}_{n}_{unit}.pt`` (``.safetensors``), and
+    ``ckpt_dir/{NetworkClass}_{n}_{unit}.pt`` (``.safetensors``), the initial weights
+    before the first step as ``{NetworkClass}_0_{unit}.pt`` (in no interval), and
     ``ckpt_dir/train_metadata.json`` is written when training ends -- also when it stops
-    early, then with the complete intervals only. The state is copied on the training
-    thread and written by a background thread; for a network over 128 MB the next copy
-    waits until the previous one is written, so memory holds the network and one copy.
+    early, then with the complete intervals only. ``num_samples`` left at its default is
+    recorded as at most the training dataset's size (``len`` of the loader's dataset). The
+    state is copied on the training thread and written by a background thread; for a
+    network over 128 MB the next copy waits until the previous one is written, so memory
+    holds the network and one copy.
     Only one SummaryCollector may be in a callback list.
 
     Examples
@@ -211,9 +215,12 @@ class SummaryCollector(PlainLoopMixin, Callback):
         self._max_file_size = max_file_size
         self._tensorboard_dir = None if tensorboard_dir is None else os.path.realpath(os.fspath(tensorboard_dir))
         self._record: Any = None  # the SummaryRecord while a run is open (see _open)
-        self._landscape = (LandscapeCollector(os.path.join(self._summary_dir, CKPT_DIR),
-                                              self._specified["collect_landscape"], checkpoint_format)
-                           if self._specified["collect_landscape"] is not None else None)
+        self._landscape: LandscapeCollector | None = None
+        if self._specified["collect_landscape"] is not None:
+            given = (collect_specified_data or {})["collect_landscape"]
+            self._landscape = LandscapeCollector(os.path.join(self._summary_dir, CKPT_DIR),
+                                                 self._specified["collect_landscape"], checkpoint_format,
+                                                 num_samples_default="num_samples" not in given)
         self._user_values: dict[tuple[str, str], Any] = {}
         self._plain: RunContext | None = None
         self._reset_run()
@@ -344,6 +351,9 @@ class SummaryCollector(PlainLoopMixin, Callback):
             network = run_network(cb_params)
             if done > 0 and network is not None:
                 self._landscape.adopt_saved(network, done)
+            elif network is not None:
+                # before the first step: the run's true start (landscape compare --centre start)
+                self._landscape.save_initial(network)
 
     def _total_steps(self, cb_params: Mapping[str, Any]) -> int | None:
         epochs, batches = cb_params.get("epoch_num"), cb_params.get("batch_num")
@@ -496,4 +506,4 @@ class SummaryCollector(PlainLoopMixin, Callback):
 
     def _finish_landscape(self, cb_params: Mapping[str, Any]) -> None:
         if self._landscape is not None and not self._landscape.metadata_written:
-            self._landscape.write_metadata(cb_params.get("batch_num"))
+            self._landscape.write_metadata(cb_params.get("batch_num"), cb_params.get("train_dataset"))

@@ -14,9 +14,11 @@ import time
 from typing import Any
 
 from torch import nn
+from torch.utils.data import Dataset
 
 from collector.common import BackgroundWriter, unwrap_module
 from collector.trajectory import (
+    LANDSCAPE_DEFAULTS,
     METADATA_FILE,
     FileDigest,
     TrainMetadata,
@@ -25,7 +27,7 @@ from collector.trajectory import (
     save_file,
 )
 
-__all__ = ["LandscapeCollector"]
+__all__ = ["LandscapeCollector", "dataset_samples"]
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +43,32 @@ CKPT_BATCH_SECONDS = 2.0
 #: bytes, or one copy when a copy is larger: before copying a large network again, the
 #: training thread waits for the previous copy's write (memory: the network and one copy).
 CKPT_PENDING_BYTES = 2 * CKPT_BATCH_BYTES
+
+
+#: The step or epoch number of the initial weights' checkpoint (interval numbers start at 1).
+INITIAL = 0
+
+
+def dataset_samples(data: Any) -> int | None:
+    """How many samples the training data holds: ``len`` of a DataLoader's ``dataset``, or of a
+    sized dataset given itself; None when that is unknown (an iterable dataset, a list of batches).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from torch.utils.data import DataLoader, TensorDataset
+    >>> ds = TensorDataset(torch.zeros(569, 30))
+    >>> dataset_samples(DataLoader(ds, batch_size=64)), dataset_samples(ds), dataset_samples([1, 2])
+    (569, 569, None)
+    """
+    source = getattr(data, "dataset", None)
+    if source is None and isinstance(data, Dataset):
+        source = data
+    try:
+        n = len(source)  # type: ignore[arg-type]  # None or an IterableDataset: the TypeError below
+    except TypeError:
+        return None
+    return n if isinstance(n, int) and n > 0 else None
 
 
 def _save_files(batch: list[tuple[dict[str, Any], str, int]], digests: dict[int, FileDigest],
@@ -68,18 +96,25 @@ class LandscapeCollector:
     on the training thread, written in batches: see ``CKPT_BATCH_BYTES``; a network
     larger than ``CKPT_PENDING_BYTES`` is copied again only once its previous copy is
     written); all are written before the metadata, which records each one's file name,
-    SHA-256 and size as the writer computed them from the bytes it wrote.
+    SHA-256 and size as the writer computed them from the bytes it wrote. The initial
+    weights are saved the same way before the first step (:meth:`save_initial`, number 0),
+    and recorded apart from the intervals' checkpoints.
     """
 
-    def __init__(self, ckpt_dir: str, config: dict[str, Any], file_format: str = "torch") -> None:
+    def __init__(self, ckpt_dir: str, config: dict[str, Any], file_format: str = "torch", *,
+                 num_samples_default: bool = False) -> None:
         self.ckpt_dir = ckpt_dir
         self.config = config
+        #: Whether ``num_samples`` was left out of ``collect_landscape`` (then ``config`` holds the default).
+        self.num_samples_default = num_samples_default
         self.file_format = file_format
         self.unit: str = config["unit"]
         self.wanted = {n for interval in config["intervals"] for n in interval}
         self._wanted_sorted = sorted(self.wanted)
         self.files: dict[int, str] = {}
-        # Filled by the writer thread as each file is written; read once every write is done.
+        self.initial: str | None = None  # the initial weights' checkpoint (number INITIAL), once saved
+        # Filled by the writer thread as each file is written (the initial weights' under INITIAL);
+        # read once every write is done.
         self.digests: dict[int, FileDigest] = {}
         self._writer = BackgroundWriter("landscape-ckpt", max_pending_bytes=CKPT_PENDING_BYTES)
         self._batch: list[tuple[dict[str, Any], str, int]] = []
@@ -95,6 +130,7 @@ class LandscapeCollector:
     def reset(self) -> None:
         """Forget the checkpoints of a previous run (a new ``train`` starts)."""
         self.files = {}
+        self.initial = None
         self.digests = {}
         self.metadata_written = False
 
@@ -106,6 +142,9 @@ class LandscapeCollector:
         its intervals complete. Returns the numbers adopted.
         """
         name = type(unwrap_module(network)).__name__
+        initial = checkpoint_file_name(name, INITIAL, self.unit, self.file_format)
+        if os.path.isfile(os.path.join(self.ckpt_dir, initial)):
+            self.initial = initial  # the first part's initial weights: the run's true start
         adopted = []
         for n in self._wanted_sorted:
             if n > done:
@@ -119,13 +158,26 @@ class LandscapeCollector:
                         self.unit, done, self.unit, adopted)
         return adopted
 
+    def save_initial(self, network: nn.Module) -> None:
+        """Save the initial weights (before the first step) as the step or epoch 0 checkpoint.
+
+        Not an interval's checkpoint: the metadata records it apart (``initial_checkpoint``),
+        so no landscape's PCA, and no MindSpore reader, sees it; ``landscape compare --centre
+        start`` centres on it.
+        """
+        self.initial = self._save(network, INITIAL)
+
     def maybe_save(self, network: nn.Module, number: int) -> bool:
         """Save a checkpoint if ``number`` (step or epoch, per ``unit``) is in an interval."""
         if number not in self.wanted:
             return False
+        self.files[number] = self._save(network, number)
+        return True
+
+    def _save(self, network: nn.Module, number: int) -> str:
+        """Copy ``network``'s state for the checkpoint of ``number`` and queue its write; return the file name."""
         module = unwrap_module(network)
-        if not self.files:
-            os.makedirs(self.ckpt_dir, exist_ok=True)
+        os.makedirs(self.ckpt_dir, exist_ok=True)
         file_name = checkpoint_file_name(type(module).__name__, number, self.unit, self.file_format)
         waited = self._writer.make_room(sum(t.nbytes for t in module.state_dict().values()))
         if waited > 0.1:
@@ -137,10 +189,9 @@ class LandscapeCollector:
             self._batch_since = now
         self._batch.append((state, os.path.join(self.ckpt_dir, file_name), number))
         self._batch_bytes += sum(t.nbytes for t in state.values())
-        self.files[number] = file_name
         if self._batch_bytes >= CKPT_BATCH_BYTES or now - self._batch_since >= CKPT_BATCH_SECONDS:
             self._hand_off()
-        return True
+        return file_name
 
     def _hand_off(self) -> None:
         batch, nbytes, self._batch, self._batch_bytes = self._batch, self._batch_bytes, [], 0
@@ -156,8 +207,12 @@ class LandscapeCollector:
         """
         self._hand_off()
 
-    def write_metadata(self, step_per_epoch: int | None) -> str | None:
+    def write_metadata(self, step_per_epoch: int | None, train_dataset: Any = None) -> str | None:
         """Wait for pending checkpoints, then write the metadata of the complete intervals.
+
+        ``num_samples`` left at its default (2048) is recorded as at most the samples
+        ``train_dataset`` holds (:func:`dataset_samples`), when that is known; a value given
+        is recorded as given. Whether it was the default is recorded too.
 
         Returns the metadata path, or None when there was nothing to write (no
         checkpoint saved at all).
@@ -177,12 +232,24 @@ class LandscapeCollector:
                 sorted({n for iv in incomplete for n in iv if n not in self.files}))
         path = TrainMetadata(
             intervals=complete, files=dict(self.files), step_per_epoch=int(step_per_epoch or 0), unit=self.unit,
-            num_samples=self.config["num_samples"], landscape_size=self.config["landscape_size"],
+            num_samples=self._num_samples(train_dataset), landscape_size=self.config["landscape_size"],
             create_landscape=dict(self.config["create_landscape"]),
-            digests={n: d for n, d in self.digests.items() if n in self.files}).write(self.ckpt_dir)
+            digests={n: d for n, d in self.digests.items() if n in self.files},
+            initial=self.initial, initial_digest=self.digests.get(INITIAL) if self.initial else None,
+            num_samples_default=self.num_samples_default).write(self.ckpt_dir)
         logger.info("collect_landscape: wrote %s (%d checkpoints, %d complete intervals).",
                     path, len(self.files), len(complete))
         return path
+
+    def _num_samples(self, train_dataset: Any) -> int:
+        """The ``num_samples`` to record: as given, or the default capped by the data's samples."""
+        n = self.config["num_samples"]
+        size = dataset_samples(train_dataset) if self.num_samples_default else None
+        if size is not None and size < n:
+            logger.info("collect_landscape: num_samples was left at its default %d and the training data holds %d "
+                        "samples; %d is recorded.", LANDSCAPE_DEFAULTS["num_samples"], size, size)
+            return size
+        return int(n)
 
     def shutdown(self) -> None:
         """Write the checkpoints still waiting and wait for every write (also used when training raised).

@@ -10,9 +10,13 @@ bad value with the same message).
 
 Beyond MindSpore's keys, ours records each checkpoint's SHA-256 and size under
 ``model_params_file_digest`` (``{"3": {"sha256": "...", "size": 105563}}``), computed as the
-file was written. MindSpore ignores keys it does not know, and a file without this key
-(MindSpore's) still reads: its checkpoints are then checked by their archives' CRC-32
-and loading only.
+file was written; the initial weights, saved before the first step as the step or epoch 0
+checkpoint, under ``initial_checkpoint`` (``{"file": "MLP_0_epoch.pt", "sha256": "...",
+"size": 105563}``: not in ``model_params_file_map``, so no interval, PCA or MindSpore reader
+sees it); and ``num_samples_default``, whether ``num_samples`` was left at its default (the
+collector then records at most the training data's size). MindSpore ignores keys it does
+not know, and a file without them (MindSpore's) still reads: its checkpoints are then
+checked by their archives' CRC-32 and loading only.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ from collector.trajectory._safetensors import SUFFIX
 
 __all__ = ["TrainMetadata", "read_train_metadata", "validate_collect_landscape", "checkpoint_file_name",
            "CHECKPOINT_FORMATS", "recorded_digest", "LANDSCAPE_DEFAULTS", "LANDSCAPE_SIZES", "METADATA_FILE",
-           "CKPT_DIR", "DIGEST_KEY"]
+           "CKPT_DIR", "DIGEST_KEY", "INITIAL_KEY"]
 
 METADATA_FILE = "train_metadata.json"
 CKPT_DIR = "ckpt_dir"
@@ -44,6 +48,11 @@ _FILE_KEYS = ("epoch_group", "model_params_file_map", "step_per_epoch", "unit", 
               "landscape_size", "create_landscape")
 #: Our key beyond MindSpore's: each checkpoint's SHA-256 and size, by step or epoch number.
 DIGEST_KEY = "model_params_file_digest"
+#: Our key for the initial weights' checkpoint: ``{"file": ..., "sha256": ..., "size": ...}`` (the digest
+#: absent for a file a resumed run's first part saved).
+INITIAL_KEY = "initial_checkpoint"
+#: Our key saying whether ``num_samples`` was left at its default when training.
+_NUM_SAMPLES_DEFAULT_KEY = "num_samples_default"
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 #: Points per side a landscape may have (MindSpore's ``landscape_size``: 3 to 256), wherever a
 #: size is given: ``collect_landscape``, ``train_metadata.json``, ``compute_landscape(size=)``
@@ -81,6 +90,15 @@ class TrainMetadata:
     digests : dict of int to FileDigest
         SHA-256 and size of each checkpoint as it was written (``model_params_file_digest``);
         empty in MindSpore's files.
+    initial : str, optional
+        The checkpoint of the initial weights, saved before the first step (step or epoch 0;
+        ``initial_checkpoint``); None in MindSpore's files and in ours written before it.
+        Not in ``files``: it belongs to no interval.
+    initial_digest : FileDigest, optional
+        Its SHA-256 and size as it was written.
+    num_samples_default : bool, optional
+        Whether ``num_samples`` was left at its default when training (``num_samples_default``);
+        None when the file does not say (MindSpore's, and ours written before it).
     """
 
     intervals: list[list[int]]
@@ -91,9 +109,12 @@ class TrainMetadata:
     landscape_size: int
     create_landscape: dict[str, bool] = field(default_factory=lambda: {"train": True, "result": True})
     digests: dict[int, FileDigest] = field(default_factory=dict)
+    initial: str | None = None
+    initial_digest: FileDigest | None = None
+    num_samples_default: bool | None = None
 
     def to_json(self) -> dict[str, Any]:
-        """The JSON object MindSpore writes (string keys, in its key order), then the digests if any."""
+        """The JSON object MindSpore writes (string keys, in its key order), then our keys that are set."""
         out: dict[str, Any] = {
             "epoch_group": {str(i): list(iv) for i, iv in enumerate(self.intervals)},
             "model_params_file_map": {str(n): self.files[n] for n in sorted(self.files)},
@@ -104,8 +125,12 @@ class TrainMetadata:
             "create_landscape": dict(self.create_landscape),
         }
         if self.digests:
-            out[DIGEST_KEY] = {str(n): {"sha256": d.sha256, "size": int(d.size)}
-                               for n, d in sorted(self.digests.items())}
+            out[DIGEST_KEY] = {str(n): _digest_json(d) for n, d in sorted(self.digests.items())}
+        if self.initial is not None:
+            out[INITIAL_KEY] = {"file": self.initial,
+                                **(_digest_json(self.initial_digest) if self.initial_digest else {})}
+        if self.num_samples_default is not None:
+            out[_NUM_SAMPLES_DEFAULT_KEY] = bool(self.num_samples_default)
         return out
 
     def write(self, ckpt_dir: str | os.PathLike) -> str:
@@ -125,12 +150,21 @@ class TrainMetadata:
         if not isinstance(name, str):
             raise CheckpointNotFoundError(f"No checkpoint was collected for {self.unit} {number}: it is not in "
                                           f"model_params_file_map of {where!r}.", what=f"{self.unit} {number}")
+        return self._existing(ckpt_dir, name, number)
+
+    def initial_path(self, ckpt_dir: str | os.PathLike) -> str | None:
+        """The path of the initial weights' checkpoint (step or epoch 0); None when it was not
+        saved (MindSpore's runs, ours before it); FileNotFoundError when it is missing."""
+        return None if self.initial is None else self._existing(ckpt_dir, self.initial, 0)
+
+    def _existing(self, ckpt_dir: str | os.PathLike, name: str, number: int) -> str:
         path = name if os.path.isabs(name) else os.path.join(os.fspath(ckpt_dir), name)
         if not os.path.isfile(path):
-            raise CheckpointNotFoundError(f"The checkpoint of {self.unit} {number} ({name!r}) is missing: "
-                                          f"{path!r} does not exist. HINT: restore it, or leave the intervals "
-                                          "that use it out (collect_landscape={'intervals': [...]}).",
-                                          path=path, what=f"{self.unit} {number}")
+            what = f"{self.unit} {number}" + (" (the initial weights)" if number == 0 else "")
+            hint = ("restore it; the initial weights are saved once, before the first step" if number == 0 else
+                    "restore it, or leave the intervals that use it out (collect_landscape={'intervals': [...]})")
+            raise CheckpointNotFoundError(f"The checkpoint of {what} ({name!r}) is missing: {path!r} does not exist. "
+                                          f"HINT: {hint}.", path=path, what=f"{self.unit} {number}")
         return path
 
 
@@ -189,24 +223,53 @@ def read_train_metadata(path: str | os.PathLike) -> TrainMetadata:
             raise ValueError(f"The 'model_params_file_map' key of {caller} must map step or epoch numbers to "
                              f"file names; got {k!r}: {name!r}.")
         files[int(k)] = name
+    default = md.get(_NUM_SAMPLES_DEFAULT_KEY)
+    if default is not None and not isinstance(default, bool):
+        raise ValueError(f"The {_NUM_SAMPLES_DEFAULT_KEY!r} key of {caller} must be true or false; got {default!r}.")
+    initial, initial_digest = _read_initial(md.get(INITIAL_KEY), caller)
     return TrainMetadata(intervals=intervals, files=files, step_per_epoch=md["step_per_epoch"], unit=md["unit"],
                          num_samples=md["num_samples"], landscape_size=md["landscape_size"],
-                         create_landscape=dict(cl), digests=_read_digests(md.get(DIGEST_KEY), caller))
+                         create_landscape=dict(cl), digests=_read_digests(md.get(DIGEST_KEY), caller),
+                         initial=initial, initial_digest=initial_digest, num_samples_default=default)
+
+
+_DIGEST_SHAPE = '{"sha256": "<64 lowercase hex digits>", "size": <bytes>}'
+
+
+def _digest_json(d: FileDigest) -> dict[str, Any]:
+    return {"sha256": d.sha256, "size": int(d.size)}
+
+
+def _is_digest(d: Any) -> bool:
+    """Whether a JSON value is a digest object (see :data:`_DIGEST_SHAPE`)."""
+    return (isinstance(d, dict) and isinstance(d.get("sha256"), str) and _SHA256.fullmatch(d["sha256"]) is not None
+            and isinstance(d.get("size"), int) and not isinstance(d.get("size"), bool) and d["size"] >= 0)
+
+
+def _read_initial(value: Any, caller: str) -> tuple[str | None, FileDigest | None]:
+    """The optional ``initial_checkpoint`` object: its file and, when recorded, its digest."""
+    if value is None:
+        return None, None
+    shape = '{"file": "<name>", "sha256": "<64 lowercase hex digits>", "size": <bytes>}'
+    ok = (isinstance(value, dict) and isinstance(value.get("file"), str) and value["file"] != ""
+          and set(value) <= {"file", "sha256", "size"}
+          and (set(value) == {"file"} or _is_digest(value)))
+    if not ok:
+        raise ValueError(f"The {INITIAL_KEY!r} key of {caller} must be an object {shape} (the digest may be "
+                         f"absent); got {value!r}.")
+    return value["file"], FileDigest(value["sha256"], value["size"]) if "sha256" in value else None
 
 
 def _read_digests(value: Any, caller: str) -> dict[int, FileDigest]:
     """The optional ``model_params_file_digest`` object (absent from MindSpore's files)."""
     if value is None:
         return {}
-    shape = '{"3": {"sha256": "<64 lowercase hex digits>", "size": <bytes>}, ...}'
+    shape = '{"3": ' + _DIGEST_SHAPE + ', ...}'
     if not isinstance(value, dict):
         raise ValueError(f"The {DIGEST_KEY!r} key of {caller} must be an object {shape}; got {value!r}.")
     out = {}
     for k, d in value.items():
-        ok = (str(k).lstrip("-").isdigit() and isinstance(d, dict) and isinstance(d.get("sha256"), str)
-              and _SHA256.fullmatch(d["sha256"]) is not None and isinstance(d.get("size"), int)
-              and not isinstance(d.get("size"), bool) and d["size"] >= 0)
-        if not ok:
+        if not (str(k).lstrip("-").isdigit() and _is_digest(d)):
             raise ValueError(f"The {DIGEST_KEY!r} key of {caller} must be an object {shape}; got {k!r}: {d!r}.")
         out[int(k)] = FileDigest(d["sha256"], d["size"])
     return out
@@ -233,10 +296,13 @@ def recorded_digest(path: str | os.PathLike) -> tuple[FileDigest, str] | None:
         md = read_train_metadata(where)
     except (OSError, ValueError):
         return None  # not ours to judge here: the checkpoint itself is still checked (CRC-32, loading)
-    for n, name in md.files.items():
+    recorded = [(name, md.digests.get(n)) for n, name in md.files.items()] + [(md.initial, md.initial_digest)]
+    for name, digest in recorded:
+        if name is None or digest is None:
+            continue
         full = name if os.path.isabs(name) else os.path.join(folder, name)
-        if n in md.digests and os.path.realpath(full) == path:
-            return md.digests[n], where
+        if os.path.realpath(full) == path:
+            return digest, where
     return None
 
 

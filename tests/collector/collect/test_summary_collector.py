@@ -51,10 +51,16 @@ def digits():
 
 
 class Capture(Callback):
-    """Independent record of what the network was at every step and epoch end."""
+    """Independent record of what the network was before training (number 0), at every step and epoch end."""
 
     def __init__(self) -> None:
         self.step_states, self.epoch_states, self.losses = {}, {}, {}
+
+    def begin(self, run_context):
+        p = run_context.original_args()
+        if p.mode == "train":
+            self.step_states[0] = self.epoch_states[0] = {k: v.detach().clone()
+                                                          for k, v in p.network.state_dict().items()}
 
     def step_end(self, run_context):
         p = run_context.original_args()
@@ -69,10 +75,11 @@ class Capture(Callback):
 
 
 def _check_checkpoints(summary_dir, states, numbers, unit):
+    """The interval checkpoints of ``numbers`` and the initial weights' (0), equal to ``states`` bit for bit."""
     ckpt_dir = os.path.join(summary_dir, "ckpt_dir")
-    expected_files = {f"MLP_{n}_{unit}.pt" for n in numbers}
+    expected_files = {f"MLP_{n}_{unit}.pt" for n in [0, *numbers]}
     assert {f for f in os.listdir(ckpt_dir) if f.endswith(".pt")} == expected_files
-    for n in numbers:
+    for n in [0, *numbers]:
         saved = torch.load(os.path.join(ckpt_dir, f"MLP_{n}_{unit}.pt"), weights_only=True)
         assert saved.keys() == states[n].keys()
         for key, value in states[n].items():
@@ -108,9 +115,13 @@ def test_model_train_with_landscape_steps(tmp_path, digits):
     assert steps == list(range(1, 3 * 29 + 1))
     _check_checkpoints(tmp_path, capture.step_states, [1, 2, 3, 4, 30, 45, 60], "step")
     meta = _metadata(tmp_path)
-    # our one key beyond MindSpore's: each checkpoint's SHA-256 and size, as hashlib sees the files
+    # our keys beyond MindSpore's: each checkpoint's SHA-256 and size, as hashlib sees the files; the initial
+    # weights' checkpoint apart from the intervals'; num_samples given, so recorded as given
     assert meta.pop("model_params_file_digest") == {
         str(n): _sha256_and_size(tmp_path / "ckpt_dir" / f"MLP_{n}_step.pt") for n in [1, 2, 3, 4, 30, 45, 60]}
+    assert meta.pop("initial_checkpoint") == {"file": "MLP_0_step.pt",
+                                              **_sha256_and_size(tmp_path / "ckpt_dir" / "MLP_0_step.pt")}
+    assert meta.pop("num_samples_default") is False
     assert meta == {
         "epoch_group": {"0": [1, 2, 3, 4], "1": [30, 45, 60]},
         "model_params_file_map": {str(n): f"MLP_{n}_step.pt" for n in [1, 2, 3, 4, 30, 45, 60]},
@@ -182,7 +193,8 @@ def test_unit_epoch_and_checkpoint_path_in_lineage(tmp_path, digits):
     assert meta["epoch_group"] == {"0": [1, 2, 3], "1": [2, 3, 4]}
     assert meta["step_per_epoch"] == 28 and meta["unit"] == "epoch"
     assert meta["create_landscape"] == {"train": True, "result": False}
-    assert (meta["landscape_size"], meta["num_samples"]) == (40, 2048)
+    # num_samples left at its default 2048: the dataset's 1797 samples are recorded, and that it was the default
+    assert (meta["landscape_size"], meta["num_samples"], meta["num_samples_default"]) == (40, len(digits), True)
     (train,) = [e.train_lineage for e in SummaryReader(tmp_path / "run").lineage() if e.HasField("train_lineage")]
     assert train.train_dataset.train_dataset_size == 28 * 64  # drop_last, as MindSpore counts it
     path = json.loads(train.model.path)["ckpt"]
@@ -194,7 +206,7 @@ def test_plain_loop(tmp_path, digits):
     loader = DataLoader(digits, batch_size=64, shuffle=True)
     net, loss_fn = MLP(), nn.CrossEntropyLoss()
     opt = torch.optim.Adam(net.parameters(), lr=1e-3)
-    states, losses = {}, {}
+    states, losses = {0: {k: v.clone() for k, v in net.state_dict().items()}}, {}
     with SummaryCollector(tmp_path, collect_freq=5, collect_specified_data={
             "histogram_regular": r"^fc3\.", "collect_landscape": {"intervals": [[3, 6, 9]]}}) as sc:
         sc.begin_train(network=net, optimizer=opt, loss_fn=loss_fn, train_dataset=loader, epoch_num=2)
@@ -414,7 +426,7 @@ def test_steps_between_collections_are_skipped_exactly(tmp_path):
     others, _ = plan_collections(111, 7)
     assert list(SummaryReader(tmp_path / "a").scalars()["loss/auto"][0]) == others
     assert sorted(os.listdir(tmp_path / "a" / "ckpt_dir")) == sorted(
-        [f"Linear_{n}_step.pt" for iv in wanted for n in iv] + ["train_metadata.json"])
+        [f"Linear_{n}_step.pt" for iv in [[0], *wanted] for n in iv] + ["train_metadata.json"])
     # A second run with the same collector starts again from step 1.
     sc2 = SummaryCollector(tmp_path / "b", collect_freq=5)
     model.train(1, data, callbacks=sc2)

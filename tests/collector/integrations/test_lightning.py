@@ -125,7 +125,8 @@ def test_max_steps_cuts_an_epoch_short(tmp_path):
     assert trainer.global_step == 70
     steps, _ = SummaryReader(run).scalars()["loss/auto"]
     assert steps.tolist() == [1, 10, 20, 30, 40, 50, 60, 70]
-    assert sorted(os.listdir(run / "ckpt_dir")) == ["LitMLP_1_epoch.pt", "LitMLP_2_epoch.pt", "train_metadata.json"]
+    assert sorted(os.listdir(run / "ckpt_dir")) == ["LitMLP_0_epoch.pt", "LitMLP_1_epoch.pt", "LitMLP_2_epoch.pt",
+                                                    "train_metadata.json"]
     md = _metadata(run)
     assert md["epoch_group"] == {} and sorted(md["model_params_file_map"]) == ["1", "2"]
     assert get_summary_lineage(str(run))["hyper_parameters"]["epoch"] == 3  # ceil(70 / 28)

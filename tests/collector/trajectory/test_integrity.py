@@ -369,5 +369,8 @@ def test_collector_hashes_checkpoints_on_the_writer_thread(tmp_path, monkeypatch
     sc = SummaryCollector(tmp_path, collect_specified_data={"collect_landscape": {
         "unit": "step", "intervals": [[1, 2, 3], [10, 11, 12]], "landscape_size": 3, "num_samples": 8}})
     model.train(3, loader, callbacks=[sc])
-    assert threads == ["landscape-ckpt"] * 6 and threading.current_thread().name not in threads
-    assert len(read_train_metadata(tmp_path / "ckpt_dir").digests) == 6
+    # six interval checkpoints and the initial weights'
+    assert threads == ["landscape-ckpt"] * 7 and threading.current_thread().name not in threads
+    md = read_train_metadata(tmp_path / "ckpt_dir")
+    initial = (tmp_path / "ckpt_dir" / md.initial).read_bytes()
+    assert len(md.digests) == 6 and md.initial_digest == FileDigest(hashlib.sha256(initial).hexdigest(), len(initial))

@@ -91,7 +91,7 @@ def test_every_run_and_the_comparison_are_written(compare_run):
         assert (out / name / "landscapes.h5").is_file()
         assert (out / name / "plots" / "landscape_3_contour.png").is_file()
         assert sorted(p.name for p in (out / name / "ckpt_dir").glob("*.pt")) == [
-            f"DigitsResNet_{e}_epoch.pt" for e in (1, 2, 3)]
+            f"DigitsResNet_{e}_epoch.pt" for e in (0, 1, 2, 3)]  # the initial weights, then the intervals
 
 
 def test_the_score_is_numpys_count_of_negative_hessian_eigenvalues(compare_run):

@@ -86,7 +86,7 @@ def test_collecting_and_generating_with_a_compiled_network(tmp_path):
         "collect_landscape": {"unit": "epoch", "intervals": [[1, 2, 3]], "landscape_size": 4, "num_samples": 64}})
     model.train(3, digits_loader(64), callbacks=[sc])
     files = sorted(os.listdir(run / "ckpt_dir"))
-    assert files == ["MLP_1_epoch.pt", "MLP_2_epoch.pt", "MLP_3_epoch.pt", "train_metadata.json"]
+    assert files == ["MLP_0_epoch.pt", "MLP_1_epoch.pt", "MLP_2_epoch.pt", "MLP_3_epoch.pt", "train_metadata.json"]
     assert not any(k.startswith("_orig_mod.") for k in torch.load(run / "ckpt_dir" / files[0], weights_only=True))
 
     def callback_fn():
