@@ -5,6 +5,8 @@ A run is a folder holding a summary file, or a ``landscapes.h5`` (the output fol
 Its landscapes are those of its summary events and the finished ones of its
 ``landscapes.h5``; unfinished ones (``/_in_progress/{tag}``) are listed with their
 progress, points done of points in all, which the same ``landscape gen`` command resumes.
+A ``landscapes.h5`` records the run its landscapes belong to (one run per folder): its summary
+directory is listed (``generated_from``), and printed when it is another folder (an ``--output``).
 
 A run that cannot be read is listed as unreadable (and warned about on stderr); a
 damaged file or record of a run is listed under it; the healthy runs are listed as usual.
@@ -22,7 +24,7 @@ from typing import Any
 import viz
 from collector.summary import SummaryReader
 from landscape.cli._common import UsageError
-from landscape.io import H5_NAME, stored_landscapes
+from landscape.io import H5_NAME, read_run, stored_landscapes
 
 __all__ = ["run_ls"]
 
@@ -47,12 +49,14 @@ def _h5_row(row: dict[str, Any], folder: Path) -> None:
         return
     try:
         stored = stored_landscapes(h5)
+        record = read_run(h5)
     except (OSError, KeyError, ValueError) as exc:
         row.setdefault("damaged", []).append(f"{H5_NAME} cannot be read: {exc}")
         return
     row["landscapes"] += [tag for tag in stored.finished if tag not in row["landscapes"]]
     row["unfinished"] = [{"tag": tag, "done": done, "points": total}
                          for tag, (done, total) in stored.unfinished.items()]
+    row["generated_from"] = None if record is None else record.get("name")
 
 
 def _summary_row(run: Path, name: str) -> dict[str, Any]:
@@ -104,6 +108,9 @@ def run_ls(args: argparse.Namespace) -> int:
         for item in row["unfinished"]:
             print(f"\t{item['tag']}\tunfinished: {item['done']} of {item['points']} points "
                   "(the same landscape gen command resumes it)")
+        source = row.get("generated_from")
+        if source and source != os.path.abspath(os.path.join(args.base_dir, row["run"])):
+            print(f"\tlandscapes of run {source}")
         for issue in row["damaged"]:
             print(f"\tdamaged: {issue}")
     return 0

@@ -202,7 +202,8 @@ def _add_gen(sub: Any) -> None:
     p.add_argument("--y", type=_axis, metavar="MIN:MAX:NUM",
                    help="the second axis, e.g. --y -1:1:51 (not for lines)")
     p.add_argument("--restart", action="store_true",
-                   help="start the landscapes over instead of resuming what landscapes.h5 holds of them")
+                   help="start the landscapes over instead of resuming what landscapes.h5 holds of them; a "
+                        "landscapes.h5 of another run's landscapes is removed, to start afresh")
     p.add_argument("--distributed", action=argparse.BooleanOptionalAction, default=None,
                    help="share the work between torch.distributed processes (default: when run under torchrun)")
     p.add_argument("--plan", choices=("auto", "tune"), default="auto",

@@ -31,7 +31,7 @@ from landscape.geometry import (
     moved_names,
     view_geometry,
 )
-from landscape.io import Partial, Store, jsonable, model_digest, task_name
+from landscape.io import Partial, Store, jsonable, kept_directions, model_digest, task_name
 from landscape.result import Landscape, LossPath
 
 __all__ = ["run_jobs", "build_landscape", "chunk_bounds"]
@@ -135,6 +135,8 @@ def build_landscape(problem: Problem, job: LandscapeJob, ex: Executor, *, store:
         _log.warning("%s: %d of %d points with batch-norm running variances clamped at zero (up to %d channels; "
                      "bn_statistics='recompute' estimates them at every point instead)", job.label, clamped,
                      result.z.size, channels)
+    if ex.root and not sharded:  # kept for an audit (Landscape.directions): landscape/io/_directions.py
+        result.directions_source = kept_directions(part, names, centre, spec.recipe)
     if store is not None and ex.root:
         store.finish(result, fingerprint or {})
     return result

@@ -33,7 +33,7 @@ from landscape.generate._jobs import LandscapeJob, RunOptions, jobs_from_metadat
 from landscape.generate._options import SampleCount, check_bn_statistics, resolve_view
 from landscape.generate._prepare import SharedOptions, check_options, prepare_problem
 from landscape.geometry import Geometry
-from landscape.io import Fingerprints, Store
+from landscape.io import H5_NAME, Fingerprints, Store, check_run, run_identity, run_record
 from landscape.result import Landscape
 
 __all__ = ["SummaryLandscape"]
@@ -165,7 +165,10 @@ class SummaryLandscape:
         device_ids : list of int, default=None
             CUDA devices to use, or that many CPU worker processes without CUDA.
         output : str or os.PathLike, default=None
-            Where the summary file and ``landscapes.h5`` go (default ``summary_dir``).
+            Where the summary file and ``landscapes.h5`` go (default ``summary_dir``). The file
+            records its run; a folder whose ``landscapes.h5`` holds another run's landscapes is
+            refused before any work, naming both runs (``InvalidParameterError``), unless
+            ``restart``.
         normalization : {"layer", "filter", "dfilter", "dlayer", "weight", "none"}, optional
             Normalization of random and PCA directions ("layer", MindSpore's, by default);
             views between checkpoints use their differences as they are.
@@ -177,7 +180,7 @@ class SummaryLandscape:
         eval_mode : bool, default=True
         restart : bool, default=False
             Start this call's landscapes over, discarding what ``landscapes.h5`` holds of
-            them.
+            them; a ``landscapes.h5`` of another run is removed, to start afresh.
         distributed : bool or None, default=None
             Share the work between the processes of a ``torch.distributed`` group (gloo on
             CPU, nccl on CUDA, one device per process): None uses an initialised group or
@@ -235,6 +238,8 @@ class SummaryLandscape:
         if (cfg["create_landscape"]["train"] or cfg["create_landscape"]["result"] or view) and not cfg["intervals"]:
             raise ValueError(f"No interval to make a landscape of: epoch_group in {self.metadata_path!r} "
                              "is empty and collect_landscape gives no 'intervals'.")
+        out_dir = os.fspath(output) if output is not None else self.summary_dir
+        record = self._output_run(out_dir, metadata, restart)  # another run's landscapes: refused before any work
         paths, found = self._verified_checkpoints(metadata, cfg, run)
         count = self._sample_count(metadata, override)
         got = callback_fn()
@@ -243,15 +248,10 @@ class SummaryLandscape:
                                   num_samples=count, eval_mode=eval_mode, plan=plan, ignore=ignore,
                                   include=include, caller=_GEN, where=" (callback_fn)",
                                   metrics_name="metrics (callback_fn's fourth item)", memory=memory)
-        if is_sharded(problem.network):
-            raise InvalidParameterError(
-                f"The network of {_GEN} (callback_fn) is sharded with fully_shard; a run's landscapes are centred "
-                "on its checkpoints, which load whole. HINT: compute_landscape(model, data=..., task=...) on every "
-                "rank draws a random landscape around the sharded model's own state.")
+        record = self._checked_problem(problem, out_dir, record, restart)
         base = Geometry(kind="random", size=cfg["landscape_size"], ignore=opts.ignore, seed=seed, x=opts.x, y=opts.y,
                         biasbn=biasbn, include=opts.include, bn_statistics=bn_statistics)
         jobs = jobs_from_metadata(cfg, run, base, _kept_states(problem.network, paths, cfg["unit"]), paths)
-        out_dir = os.fspath(output) if output is not None else self.summary_dir
         self.last_stats = {}
         with executor(device_ids, distributed, _GEN, network=problem.network) as ex, contextlib.ExitStack() as held:
             opened: list[Store] = []
@@ -259,13 +259,12 @@ class SummaryLandscape:
 
             def open_store() -> None:  # rank 0 only (its failure raised on every rank): the others touch no file
                 os.makedirs(out_dir, exist_ok=True)
-                store = Store(os.path.join(out_dir, "landscapes.h5"))
+                store = Store(os.path.join(out_dir, H5_NAME), run=record)
                 held.enter_context(store.lock())
                 held.callback(_flush_after_failure, store)  # finished landscapes kept, also after an error
                 opened.append(store)
                 prints.update(self._fingerprints(problem, jobs, paths, found))
-                if restart:
-                    store.forget([job.tag or "" for job in jobs])
+                store.claim([job.tag or "" for job in jobs], restart=restart, caller=_GEN)
                 for job in jobs:  # refuse other inputs' landscapes before any work
                     store.check(job.tag or "", prints[job.tag or ""])
 
@@ -288,6 +287,27 @@ class SummaryLandscape:
         if default is None:  # the key is absent: a run written before it, when the default was always 2048
             default = metadata.num_samples == LANDSCAPE_DEFAULTS["num_samples"]
         return SampleCount(metadata.num_samples, way, recorded_in=self.metadata_path, default=bool(default))
+
+    def _output_run(self, out_dir: str, metadata: TrainMetadata, restart: bool) -> dict[str, Any]:
+        """This run's record (``landscape/io/_run.py``: its name and checkpoints, no file of them read but
+        to hash one without a recorded digest), checked against the ``landscapes.h5`` of ``out_dir``:
+        another run's landscapes are refused before any work (with ``restart`` the store replaces them)."""
+        record = run_record(self.summary_dir, metadata, self.ckpt_dir)
+        check_run(os.path.join(out_dir, H5_NAME), record, caller=_GEN, restart=restart)
+        return record
+
+    @staticmethod
+    def _checked_problem(problem: Any, out_dir: str, record: dict[str, Any], restart: bool) -> dict[str, Any]:
+        """The problem's network usable here (not sharded), and the run's record with its network and
+        task, checked again before any checkpoint is loaded."""
+        if is_sharded(problem.network):
+            raise InvalidParameterError(
+                f"The network of {_GEN} (callback_fn) is sharded with fully_shard; a run's landscapes are centred "
+                "on its checkpoints, which load whole. HINT: compute_landscape(model, data=..., task=...) on every "
+                "rank draws a random landscape around the sharded model's own state.")
+        record = {**record, **run_identity(problem.network, problem.task)}
+        check_run(os.path.join(out_dir, H5_NAME), record, caller=_GEN, restart=restart)
+        return record
 
     def _check_view(self, view: str | None, between: Any, second: str, normalization: str | None,
                     opts: SharedOptions) -> RunOptions:

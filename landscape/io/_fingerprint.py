@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -20,21 +21,28 @@ from collector.trajectory import file_digest as trajectory_file_digest
 from landscape.geometry import Geometry
 from landscape.tasks import Supervised
 
-__all__ = ["file_digest", "tensor_digest", "model_digest", "task_name", "Fingerprints"]
+__all__ = ["file_digest", "tensor_digest", "hash_tensor", "model_digest", "task_name", "run_identity", "Fingerprints"]
 
 
 def file_digest(path: str) -> str:
     return trajectory_file_digest(path).sha256
 
 
+def hash_tensor(h: Any, t: torch.Tensor) -> None:
+    """Add a tensor's dtype, shape and bytes to the hash ``h`` (read in place: no copy of the data);
+    :func:`tensor_digest` of tensors is these updates in order, so a digest can be made one tensor
+    at a time."""
+    t = t.detach().cpu().contiguous()
+    h.update(f"{t.dtype}{tuple(t.shape)}".encode())
+    if t.numel():
+        h.update(t.reshape(-1).view(torch.uint8).numpy().data)  # the bytes in place, no copy
+
+
 def tensor_digest(*tensors: torch.Tensor) -> str:
     """SHA-256 of the tensors' dtypes, shapes and bytes (read in place: no copy of the data)."""
     h = hashlib.sha256()
     for t in tensors:
-        t = t.detach().cpu().contiguous()
-        h.update(f"{t.dtype}{tuple(t.shape)}".encode())
-        if t.numel():
-            h.update(t.reshape(-1).view(torch.uint8).numpy().data)  # the bytes in place, no copy
+        hash_tensor(h, t)
     return h.hexdigest()
 
 
@@ -53,6 +61,16 @@ def task_name(task: Any) -> str:
     if isinstance(task, Supervised) and task.plain:
         return repr(task.loss_fn)
     return repr(task)
+
+
+def run_identity(network: nn.Module, task: Any) -> dict[str, str]:
+    """What a run's record in ``landscapes.h5`` says of its network and task (see
+    ``landscape/io/_run.py``): the architecture's digest (:func:`model_digest`), its class for
+    messages, and the task's name without memory addresses (a plain function's repr holds one,
+    which differs in every process)."""
+    cls = type(network)
+    return {"network": model_digest(network), "network_class": f"{cls.__module__}.{cls.__qualname__}",
+            "task": re.sub(r" at 0x[0-9a-fA-F]+", "", task_name(task))}
 
 
 class Fingerprints:

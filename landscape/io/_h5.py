@@ -19,7 +19,12 @@ group per tag of ``landscapes.h5`` or at the root of a one-landscape file
   ``{"A": [x, y, loss], ...}``;
 * the metadata as attributes: numbers and numeric lists as they are, strings, and
   dicts and lists holding strings as JSON text (``moved_parameters``); at the root,
-  also ``tag``.
+  also ``tag``;
+* in ``landscapes.h5``, the group ``directions`` (:class:`DirectionsRecord`, written by
+  :func:`write_directions`): the landscape's directions as float32 arrays by parameter name
+  (``v/{name}``, ``w/{name}``) or as the recipe that draws them again, their digests, and
+  the engine's ``(a, b)`` of every point (``points``); and at the file's root the attribute
+  ``run`` (:data:`RUN_ATTR`), the run the landscapes belong to (``landscape/io/_run.py``).
 
 Li et al.'s own files (no ``convergence_point``; ``train_loss`` allocated (nx, ny) but
 filled in ``meshgrid(x, y)`` order, i.e. (ny, nx) row-major) read too; their trained
@@ -35,6 +40,7 @@ from __future__ import annotations
 
 import contextlib
 import glob
+import importlib
 import json
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -50,7 +56,8 @@ from landscape.result import Landscape, LossPath
 __all__ = ["read_h5", "write_h5", "write_h5_single", "write_group", "read_group", "rewrite", "drop_stale_copies",
            "is_hdf5", "Partial", "landscape_status", "read_progress", "write_progress", "progress_writer",
            "H5_NAME", "PROGRESS", "SCHEMA_VERSION", "GEN_STAMP", "read_gen_stamp", "write_gen_stamp", "recorded_plans",
-           "Stored", "stored_landscapes"]
+           "Stored", "stored_landscapes", "RUN_ATTR", "read_run", "write_run", "DIRECTIONS", "DirectionsRecord",
+           "DirectionsInFile", "write_directions", "read_directions"]
 
 H5_NAME = "landscapes.h5"
 PROGRESS = "_in_progress"
@@ -67,7 +74,8 @@ def is_hdf5(path: str | os.PathLike) -> bool:
 
 
 def _dataset_name(surface: str) -> str:
-    return f"surface_{surface}" if surface in _LAYOUT or surface.startswith("surface_") else surface
+    reserved = surface in _LAYOUT or surface == DIRECTIONS or surface.startswith("surface_")
+    return f"surface_{surface}" if reserved else surface
 
 
 def _attr_value(val: Any) -> Any:
@@ -116,6 +124,8 @@ def write_group(target: Any, ls: Landscape, *, name: str | None = None) -> None:
     for key, val in ls.metadata.items():
         if val is not None and key not in _NOT_METADATA:
             g.attrs[key] = _attr_value(val)
+    if name != "":  # landscapes.h5 keeps the directions; a one-landscape export (Li et al.'s layout) does not
+        _write_kept_directions(g, ls)
 
 
 def _attr(v: Any) -> Any:
@@ -176,8 +186,11 @@ def read_group(g: Any, tag: str) -> Landscape:
         cp = (float(x[j]), float(y[i]), float(z[i, j]))
     clamped = np.asarray(g["clamped_channels"][()], dtype=np.int64).reshape(z.shape) \
         if "clamped_channels" in g else None
-    return Landscape(x=x, y=y, z=z, path=path, convergence_point=(cp[0], cp[1], cp[2]), metadata=md,
-                     surfaces=surfaces, tag=tag, markers=markers, paths=paths, clamped=clamped)
+    ls = Landscape(x=x, y=y, z=z, path=path, convergence_point=(cp[0], cp[1], cp[2]), metadata=md,
+                   surfaces=surfaces, tag=tag, markers=markers, paths=paths, clamped=clamped)
+    if DIRECTIONS in g and isinstance(g[DIRECTIONS], h5py.Group):  # read when asked for (Landscape.directions)
+        ls.directions_source = DirectionsInFile(g.file.filename, g.name.lstrip("/"))
+    return ls
 
 
 def read_h5(path: str | os.PathLike) -> dict[str, Landscape]:
@@ -415,3 +428,107 @@ def write_gen_stamp(path: str | os.PathLike, stamp: str) -> None:
         fh.attrs[GEN_STAMP] = stamp
 
     rewrite(path, add=add)
+
+
+# -- the run a landscapes.h5 belongs to, and each landscape's directions ------------------
+#: Root attribute of landscapes.h5: the run its landscapes belong to, JSON text (``landscape/io/_run.py``).
+RUN_ATTR = "run"
+#: The group of a landscape's group that holds its directions (:class:`DirectionsRecord`).
+DIRECTIONS = "directions"
+
+
+def read_run(path: str | os.PathLike) -> dict[str, Any] | None:
+    """The run record of ``landscapes.h5`` (None: a file written before runs were recorded).
+    Read without HDF5's file lock, like :func:`stored_landscapes`."""
+    with h5py.File(path, "r", locking=False) as fh:
+        raw = fh.attrs.get(RUN_ATTR)
+    return None if raw is None else json.loads(raw.decode() if isinstance(raw, bytes) else str(raw))
+
+
+def write_run(fh: Any, record: Mapping[str, Any]) -> None:
+    """Set the run record of the open file ``fh`` (inside :func:`rewrite`)."""
+    fh.attrs[RUN_ATTR] = json.dumps(dict(record), sort_keys=True)
+
+
+@dataclass
+class DirectionsRecord:
+    """A landscape's directions as ``landscapes.h5`` keeps them: the group ``directions`` of its group.
+
+    Attributes
+    ----------
+    info : dict
+        The group's attributes: ``kind`` ("arrays", or "recipe" for random directions), ``names`` and
+        ``shapes`` of the moved tensors in order, ``stored`` (whether the arrays are in the file),
+        ``digest_v``, ``digest_w`` (SHA-256 of the directions' dtypes, shapes and bytes, tensor by tensor),
+        ``digest_centre`` (of the centre's moved tensors), ``torch`` (the version that computed them);
+        for a recipe ``recipe`` (its parameters) and ``digest_draw`` (of the standard-normal draw before
+        normalization); ``reason`` when arrays are not stored. See ``landscape/io/_directions.py``.
+    v, w : dict of str to ndarray of float32, or None
+        The directions by parameter name (``w`` None for a line; both None for a recipe, or when the
+        arrays are not stored).
+    points : ndarray of shape (m, 2)
+        The engine's ``(a, b)`` of every point (``centre + a*v + b*w``): the grid (row-major over y,
+        then x), the path, the extra points of the markers.
+    """
+
+    info: dict[str, Any]
+    v: dict[str, np.ndarray] | None
+    w: dict[str, np.ndarray] | None
+    points: np.ndarray
+
+
+def _member(name: str) -> str:
+    """A parameter's name as an HDF5 member name (a '/' would make groups)."""
+    return name.replace("%", "%25").replace("/", "%2F")
+
+
+def write_directions(g: Any, rec: DirectionsRecord) -> None:
+    """Write ``rec`` as the group ``directions`` of the landscape's group ``g`` (inside :func:`rewrite`)."""
+    d = g.create_group(DIRECTIONS)
+    for key, val in rec.info.items():
+        # str() of a str subclass (torch.__version__ is one), which h5py would store as a numpy array
+        d.attrs[key] = str(val) if isinstance(val, str) else val if isinstance(val, (bool, int, float)) \
+            else json.dumps(val)
+    d.create_dataset("points", data=np.asarray(rec.points, dtype=np.float64))
+    for axis, arrays in (("v", rec.v), ("w", rec.w)):
+        if arrays is not None:
+            a = d.create_group(axis)
+            for name, arr in arrays.items():
+                a.create_dataset(_member(name), data=np.asarray(arr, dtype=np.float32))
+
+
+def read_directions(path: str | os.PathLike, tag: str) -> DirectionsRecord:
+    """The directions of landscape ``tag`` of ``path``, arrays included."""
+    with h5py.File(path, "r") as fh:
+        d = fh[tag][DIRECTIONS]
+        info = {k: _attr(v) for k, v in d.attrs.items()}
+
+        def arrays(axis: str) -> dict[str, np.ndarray] | None:
+            return None if axis not in d else {n: d[axis][_member(n)][()] for n in info["names"]}
+
+        return DirectionsRecord(info, arrays("v"), arrays("w"), d["points"][()])
+
+
+class DirectionsInFile:
+    """Where a landscape read from a file gets its directions (:meth:`Landscape.directions`): the file,
+    read only when they are asked for."""
+
+    def __init__(self, path: str | os.PathLike, tag: str) -> None:
+        self.path, self.tag = os.path.abspath(path), tag  # the same file after a change of directory
+
+    def record(self) -> DirectionsRecord:
+        return read_directions(self.path, self.tag)
+
+    def load(self, centre: Any) -> Any:
+        # the tensors need torch, which reading a file does not import (landscape ls, the stamp): loaded
+        # on first use, as the package's lazy names are
+        module = importlib.import_module("landscape.io._directions")
+        return module.load_record(self.record(), centre, self.tag)
+
+
+def _write_kept_directions(g: Any, ls: Landscape) -> None:
+    """The directions ``ls`` keeps (:attr:`Landscape.directions_source`), if any, into its group ``g``."""
+    source = ls.directions_source
+    record = getattr(source, "record", None)
+    if record is not None:
+        write_directions(g, record())

@@ -15,6 +15,11 @@ Crash safety (SIGKILL, Ctrl-C or a dying worker at any moment):
   the values are flushed before their ``done`` flags, so a ``done`` point always has its
   values. A crash between the two costs at most that chunk.
 
+The file records the run its landscapes belong to (:mod:`landscape.io._run`); a store made
+for a run (``run=``) refuses a file of another run's landscapes when it takes it
+(:meth:`Store.claim`), replaces it on ``restart``, and writes its record with every change.
+Each finished landscape is written with its directions (:mod:`landscape.io._directions`).
+
 Writes are batched in time (:data:`FLUSH_SECONDS`, or the environment variable
 ``LANDSCAPE_FLUSH_SECONDS``): each atomic rewrite costs two ``fsync`` calls, about 12 ms
 on a cloud disk, so a landscape gets its progress group only once it has been evaluated
@@ -28,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import logging
 import os
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -36,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from landscape.io._h5 import (
+    DirectionsInFile,
     Partial,
     drop_stale_copies,
     landscape_status,
@@ -46,26 +53,35 @@ from landscape.io._h5 import (
     rewrite,
     write_group,
     write_progress,
+    write_run,
 )
+from landscape.io._run import check_run
 from landscape.result import Landscape
 
-__all__ = ["Store", "Partial", "jsonable", "differences", "FLUSH_SECONDS"]
+__all__ = ["Store", "Partial", "jsonable", "differences", "FLUSH_SECONDS", "env_number"]
+_log = logging.getLogger("landscape")
 
 #: Seconds of evaluation that may pass before what is done is written (see the module docstring).
 FLUSH_SECONDS = 2.0
 
 
-def _flush_seconds() -> float:
-    text = os.environ.get("LANDSCAPE_FLUSH_SECONDS")
+def env_number(name: str, default: float, kind: Callable[[str], float], unit: str) -> float:
+    """The environment variable ``name`` read by ``kind`` (``float``, ``int``), or ``default`` when unset;
+    anything but a number >= 0 is refused, naming the variable and the ``unit``."""
+    text = os.environ.get(name)
     if text is None:
-        return FLUSH_SECONDS
+        return default
     try:
-        value = float(text)
+        value = kind(text)
     except ValueError:
-        raise ValueError(f"LANDSCAPE_FLUSH_SECONDS must be a number of seconds >= 0; got {text!r}.") from None
+        raise ValueError(f"{name} must be a number of {unit} >= 0; got {text!r}.") from None
     if not value >= 0:
-        raise ValueError(f"LANDSCAPE_FLUSH_SECONDS must be a number of seconds >= 0; got {text!r}.")
+        raise ValueError(f"{name} must be a number of {unit} >= 0; got {text!r}.")
     return value
+
+
+def _flush_seconds() -> float:
+    return env_number("LANDSCAPE_FLUSH_SECONDS", FLUSH_SECONDS, float, "seconds")
 
 
 def differences(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
@@ -109,10 +125,19 @@ def _alive(pid: int) -> bool:
 
 
 class Store:
-    """``landscapes.h5`` of one output folder, written only by one process (rank 0)."""
+    """``landscapes.h5`` of one output folder, written only by one process (rank 0).
 
-    def __init__(self, path: str | os.PathLike) -> None:
+    Parameters
+    ----------
+    path : str or os.PathLike
+    run : dict, optional
+        The record of the run whose landscapes this store writes (``landscape/io/_run.py``):
+        checked by :meth:`claim`, written with every change of the file.
+    """
+
+    def __init__(self, path: str | os.PathLike, run: Mapping[str, Any] | None = None) -> None:
         self.path = os.fspath(path)
+        self.run = None if run is None else dict(run)
         drop_stale_copies(self.path, _alive)
         self.flush_seconds = _flush_seconds()
         self._last_write = time.monotonic()
@@ -150,6 +175,33 @@ class Store:
                     os.remove(lock_path)
         finally:
             os.close(fd)
+
+    def claim(self, tags: Sequence[str], *, restart: bool = False, caller: str = "Store",
+              parameter: str = "output") -> None:
+        """Take the file for :attr:`run` (under :meth:`lock`): one of another run's landscapes is refused
+        (``InvalidParameterError`` naming ``parameter`` of ``caller``, nothing written), or with ``restart``
+        removed, to start afresh; with ``restart`` the landscapes ``tags`` are started over."""
+        diff = [] if self.run is None else check_run(self.path, self.run, caller=caller, parameter=parameter,
+                                                     restart=restart)
+        if diff:
+            _log.warning("%s holds another run's landscapes (%s): removed, as restart asks, to start afresh",
+                         self.path, "; ".join(diff))
+            os.remove(self.path)
+            self._plans = {}  # that run's tuned plans go with its file
+            return
+        if restart:
+            self.forget(tags)
+
+    def _rewrite(self, *, drop: Sequence[str] = (), add: Callable[[Any], None] | None = None) -> None:
+        """:func:`rewrite` of the groups ``drop`` (finished or not), with this store's run record."""
+
+        def add_all(fh: Any) -> None:
+            if self.run is not None:
+                write_run(fh, self.run)
+            if add is not None:
+                add(fh)
+
+        rewrite(self.path, drop=drop, drop_progress=drop, add=add_all)
 
     # -- reading ------------------------------------------------------------------
     def status(self, tag: str) -> tuple[str, dict[str, Any] | None]:
@@ -200,7 +252,7 @@ class Store:
     def forget(self, tags: Sequence[str]) -> None:
         """Start over: remove these landscapes, finished or not."""
         if os.path.exists(self.path):
-            rewrite(self.path, drop=tags, drop_progress=tags)
+            self._rewrite(drop=tags)
 
     def begin(self, tag: str, fingerprint: Mapping[str, Any], part: Partial) -> None:
         """A landscape's definition, with no point done: written with its progress group once
@@ -224,7 +276,8 @@ class Store:
                 fh[ls.tag or "landscape"].attrs["fingerprint"] = lfp
 
         drop = [tag, *(ls.tag or "landscape" for ls, _ in finished)]
-        rewrite(self.path, drop=drop, drop_progress=drop, add=add)
+        self._rewrite(drop=drop, add=add)
+        self._read_back(finished)
         self._last_write = time.monotonic()
 
     @contextlib.contextmanager
@@ -286,6 +339,13 @@ class Store:
                 write_group(fh, ls)
                 fh[ls.tag or "landscape"].attrs["fingerprint"] = fp
 
-        tags = [ls.tag or "landscape" for ls, _ in finished]
-        rewrite(self.path, drop=tags, drop_progress=tags, add=add)
+        self._rewrite(drop=[ls.tag or "landscape" for ls, _ in finished], add=add)
+        self._read_back(finished)
         self._last_write = time.monotonic()
+
+    def _read_back(self, written: list[tuple[Landscape, str]]) -> None:
+        """Landscapes written with their directions read them from the file from now on (what memory
+        held of them is freed)."""
+        for ls, _ in written:
+            if ls.directions_source is not None:
+                ls.directions_source = DirectionsInFile(self.path, ls.tag or "landscape")

@@ -65,6 +65,10 @@ class Landscape:
         and were clamped at zero (values there are the clamped network's, not the models');
         None where nothing can be clamped. Counted in :attr:`clamped_points` and
         :meth:`summary`, marked by the plots and the report.
+    directions_source : object or None
+        Where :meth:`directions` gets the directions: ``landscapes.h5`` (read when asked for), or
+        memory for a landscape computed in this process; None when they were not kept. Set by
+        ``landscape.io`` and ``landscape.generate``; ``None`` frees what it holds.
     """
 
     x: np.ndarray
@@ -78,6 +82,42 @@ class Landscape:
     markers: dict[str, tuple[float, float, float]] = field(default_factory=dict)
     paths: dict[str, LossPath] = field(default_factory=dict)
     clamped: np.ndarray | None = None
+    directions_source: Any = field(default=None, repr=False, compare=False)
+
+    def directions(self, centre: Any = None) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        """The landscape's directions ``(v, w)``: float32 CPU tensors by moved parameter name, ``w`` None
+        for a line; the point ``(a, b)`` of the grid (``a = x[j]``, ``b = y[i]`` for random, PCA, given and
+        Hessian planes) is ``centre + a*v + b*w``.
+
+        PCA, given and Hessian directions and those of views through models are read from
+        ``landscapes.h5`` (or kept in memory for a landscape computed in this process), checked against
+        the SHA-256 recorded with them. Random directions are their recipe, drawn again and checked
+        against the digest of the original draw: a torch that draws other numbers is refused, saying so.
+
+        Parameters
+        ----------
+        centre : mapping of str to Tensor, nn.Module or checkpoint path, optional
+            The weights the landscape is centred on: needed for random directions normalized against
+            them (every normalization but "none", "dlayer" and "dfilter"), and checked against the
+            recorded digest of the centre.
+
+        Returns
+        -------
+        (dict of str to Tensor, dict of str to Tensor or None)
+
+        Raises
+        ------
+        ValueError
+            The directions were not kept (a file written before they were, a model over the size
+            limit, a sharded network), do not match their digests, or ``centre`` is needed or wrong
+            (``InvalidParameterError``, naming it).
+        """
+        if self.directions_source is None:
+            raise ValueError(
+                f"{self.tag or 'This landscape'} holds no directions: it was read from a summary file, an export "
+                "or a landscapes.h5 written before directions were kept, or made by a rank other than 0. HINT: "
+                "generate it again (landscape gen --restart, or compute_landscape), which keeps them.")
+        return self.directions_source.load(centre)
 
     @property
     def dims(self) -> int:

@@ -1,0 +1,219 @@
+"""A landscape's directions, kept so that it can be audited: what is recorded, and how it comes back (private).
+
+What ``landscapes.h5`` keeps of a landscape's directions (the group ``directions`` of its group,
+:class:`landscape.io._h5.DirectionsRecord`):
+
+* directions that are data (PCA, given, Hessian, views through models: for an interpolation
+  ``v = A``, ``w = B`` around a centre whose moved tensors are zero; for a plane through models
+  and a target direction, differences of models): float32 arrays by parameter name, exactly the
+  tensors the engine evaluated, when ``v`` and ``w`` together take at most
+  :data:`DIRECTIONS_MAX_BYTES` (1 GiB: a plane of up to 134 million moved parameters, GPT-2's
+  124 million included; ``LANDSCAPE_DIRECTIONS_MAX_BYTES`` changes it). Above it only their
+  digests are kept: a 7B model's plane would be 56 GB, and every atomic rewrite of the file
+  copies what it holds. They are stored uncompressed: float32 directions barely compress.
+* random directions: their recipe (:class:`landscape.geometry.SeededDirections`: seed,
+  normalization, biasbn, draw, the moved tensors' names and shapes), nothing else; drawn again
+  when asked for, against the centre given, and checked against the SHA-256 of the original
+  draw (before normalization, ``digest_draw``) and of the directions (``digest_v``,
+  ``digest_w``), so a torch that draws other standard normals is detected and said, not used.
+
+Every record also holds ``digest_centre``, the SHA-256 of the centre's moved tensors (the point
+``(0, 0)``), and the engine's ``(a, b)`` of every point. A landscape computed in this process
+keeps its record in memory (:class:`DirectionsInMemory`: the arrays, under the same size rule)
+until the store writes it, then reads it back from the file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from collector.common import InvalidParameterError
+from collector.trajectory import load_checkpoint
+from landscape.geometry import SeededDirections
+from landscape.io._fingerprint import hash_tensor, tensor_digest
+from landscape.io._h5 import DirectionsRecord, Partial
+from landscape.io._store import env_number
+
+__all__ = ["DIRECTIONS_MAX_BYTES", "max_direction_bytes", "kept_directions", "load_record", "DirectionsInMemory"]
+
+#: The most bytes of array directions (``v`` and ``w`` together, float32) a landscape keeps (see the module docstring).
+DIRECTIONS_MAX_BYTES = 1 << 30
+#: Normalizations of random directions that do not read the centre's weights.
+_CENTRE_FREE = ("none", "dlayer", "dfilter")
+
+
+def max_direction_bytes() -> int:
+    """:data:`DIRECTIONS_MAX_BYTES`, or the environment variable ``LANDSCAPE_DIRECTIONS_MAX_BYTES``."""
+    return int(env_number("LANDSCAPE_DIRECTIONS_MAX_BYTES", DIRECTIONS_MAX_BYTES, int, "bytes"))
+
+
+class DirectionsInMemory:
+    """The directions of a landscape computed in this process (:meth:`Landscape.directions`), until the
+    store has written them."""
+
+    def __init__(self, record: DirectionsRecord) -> None:
+        self._record = record
+
+    def record(self) -> DirectionsRecord:
+        return self._record
+
+    def load(self, centre: Any) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor] | None]:
+        return load_record(self._record, centre, "this landscape")
+
+
+def _split(flat: np.ndarray, names: Sequence[str], shapes: Sequence[tuple[int, ...]]) -> dict[str, np.ndarray]:
+    """Views of a flat direction (the moved tensors one after the other) by name: no copy."""
+    out, o = {}, 0
+    for name, shape in zip(names, shapes):
+        k = int(np.prod(shape, dtype=np.int64))
+        out[name] = flat[o:o + k].reshape(shape)
+        o += k
+    return out
+
+
+def _digest(arrays: Mapping[str, np.ndarray] | Sequence[torch.Tensor]) -> str:
+    tensors = [torch.from_numpy(np.ascontiguousarray(a)) for a in arrays.values()] \
+        if isinstance(arrays, Mapping) else list(arrays)
+    return tensor_digest(*tensors)
+
+
+def _drawn(recipe: SeededDirections, c: torch.Tensor) -> bool:
+    """Whether the recipe draws a tensor against ``c`` (under ``biasbn="li"`` one of at most one dimension
+    is the centre's tensor itself)."""
+    return not (recipe.biasbn == "li" and c.dim() <= 1)
+
+
+def _recipe_digests(recipe: SeededDirections, centre: Sequence[torch.Tensor]) -> dict[str, str]:
+    """SHA-256 of the recipe's directions against ``centre`` (``digest_v``, ``digest_w``) and of its
+    standard-normal draw before normalization (``digest_draw``), tensor by tensor: one tensor's draws
+    in memory at a time, as the engine's ``lean`` reads them."""
+    axes = tuple(range(recipe.dims))
+    raw = dataclasses.replace(recipe, normalization="none", biasbn="normalize")
+    hashes = [hashlib.sha256() for _ in axes]
+    draw = hashlib.sha256()
+    for i, c in enumerate(centre):
+        for h, t in zip(hashes, recipe.tensors(i, axes, c)):
+            assert t is not None
+            hash_tensor(h, t)
+        if _drawn(recipe, c):  # the draw reads only the shape: a zero-stride stand-in
+            for t in raw.tensors(i, axes, torch.zeros((), dtype=torch.float32).expand(c.shape)):
+                assert t is not None
+                hash_tensor(draw, t)
+    out = {"digest_v": hashes[0].hexdigest(), "digest_draw": draw.hexdigest()}
+    if recipe.dims == 2:
+        out["digest_w"] = hashes[1].hexdigest()
+    return out
+
+
+def kept_directions(part: Partial, names: Sequence[str], centre: Mapping[str, torch.Tensor],
+                    recipe: SeededDirections | None) -> DirectionsInMemory:
+    """What a landscape keeps of its directions (see the module docstring), from its definition
+    ``part`` (the flat float32 ``v`` and ``w`` the engine evaluated, or a ``recipe``) and its centre."""
+    ref = [centre[n] for n in names]
+    shapes = [tuple(int(d) for d in t.shape) for t in ref]
+    info: dict[str, Any] = {"kind": "arrays" if recipe is None else "recipe", "names": list(names),
+                            "shapes": [list(s) for s in shapes], "torch": torch.__version__,
+                            "digest_centre": tensor_digest(*ref)}
+    if recipe is not None:
+        info["recipe"] = {"seed": int(recipe.seed), "normalization": recipe.normalization, "biasbn": recipe.biasbn,
+                          "dims": int(recipe.dims), "direction_draw": recipe.direction_draw}
+        info.update(_recipe_digests(recipe, ref))
+        info["stored"] = False
+        return DirectionsInMemory(DirectionsRecord(info, None, None, np.asarray(part.points)))
+    v = _split(np.asarray(part.v, dtype=np.float32), names, shapes)
+    w = _split(np.asarray(part.w, dtype=np.float32), names, shapes) if np.size(part.w) else None
+    info["digest_v"] = _digest(v)
+    if w is not None:
+        info["digest_w"] = _digest(w)
+    info["bytes"] = int(np.size(part.v) + np.size(part.w)) * 4
+    limit = max_direction_bytes()
+    info["stored"] = info["bytes"] <= limit
+    if not info["stored"]:
+        info["reason"] = (f"v and w take {info['bytes']} bytes, over the limit of {limit} "
+                          "(LANDSCAPE_DIRECTIONS_MAX_BYTES); their digests are kept")
+        return DirectionsInMemory(DirectionsRecord(info, None, None, np.asarray(part.points)))
+    return DirectionsInMemory(DirectionsRecord(info, v, w, np.asarray(part.points)))
+
+
+def load_record(rec: DirectionsRecord, centre: Any, tag: str
+                ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor] | None]:
+    """``(v, w)`` of a record by parameter name: its arrays checked against their digests, or its recipe
+    drawn again against ``centre`` and checked against the original draw's digests."""
+    info = rec.info
+    names = list(info["names"])
+    if info["kind"] == "recipe":
+        return _redraw(info, names, centre, tag)
+    if rec.v is None:
+        raise ValueError(f"The directions of {tag!r} were not kept: {info.get('reason', 'no arrays')}. HINT: set "
+                         "LANDSCAPE_DIRECTIONS_MAX_BYTES higher and generate it again (restart=True); the same "
+                         "inputs give the same directions.")
+    out: list[dict[str, torch.Tensor] | None] = []
+    for axis, arrays in (("v", rec.v), ("w", rec.w)):
+        if arrays is None:
+            out.append(None)
+            continue
+        tensors = {n: torch.from_numpy(np.ascontiguousarray(arrays[n], dtype=np.float32)) for n in names}
+        if _digest(list(tensors.values())) != info.get(f"digest_{axis}"):
+            raise ValueError(f"The direction {axis} of {tag!r} does not have the SHA-256 recorded with it "
+                             f"({str(info.get(f'digest_{axis}'))[:12]}): the file was changed or damaged.")
+        out.append(tensors)
+    assert out[0] is not None
+    return out[0], out[1]
+
+
+def _centre(info: Mapping[str, Any], names: list[str], centre: Any, tag: str) -> list[torch.Tensor]:
+    """The centre's moved tensors a recipe is drawn against, checked against the recorded digest."""
+    recipe = info["recipe"]
+    shapes = [tuple(s) for s in info["shapes"]]
+    caller = "Landscape.directions"
+    if centre is None:
+        if recipe["normalization"] in _CENTRE_FREE and recipe["biasbn"] != "li":
+            return [torch.zeros((), dtype=torch.float32).expand(s) for s in shapes]  # the draw reads only shapes
+        raise InvalidParameterError(
+            f"The 'centre' parameter of {caller} is required for the random directions of {tag!r}: they are "
+            f"normalized ({recipe['normalization']!r}) against the centre's weights, which landscapes.h5 does not "
+            "hold. Got None instead. HINT: pass the state dict, network or checkpoint the landscape is centred on "
+            "(for landscape gen's Random landscape, the last checkpoint of the last interval).")
+    if isinstance(centre, nn.Module):
+        state = {k: t.detach().cpu() for k, t in centre.state_dict().items()}
+    else:
+        state = load_checkpoint(centre, what=f"the 'centre' parameter of {caller}")
+    missing = [n for n in names if n not in state]
+    if missing:
+        raise InvalidParameterError(f"The 'centre' parameter of {caller} must hold every moved tensor of {tag!r}. "
+                                    f"Got one without {missing[:3]}{' ...' if len(missing) > 3 else ''}.")
+    tensors = [state[n] for n in names]
+    found = tensor_digest(*tensors)
+    if found != info.get("digest_centre"):
+        raise InvalidParameterError(
+            f"The 'centre' parameter of {caller} must be the weights {tag!r} is centred on (their moved tensors' "
+            f"SHA-256 {str(info.get('digest_centre'))[:12]}, dtypes included). Got weights with SHA-256 "
+            f"{found[:12]} instead.")
+    return tensors
+
+
+def _redraw(info: Mapping[str, Any], names: list[str], centre: Any, tag: str
+            ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor] | None]:
+    """A recipe's directions drawn again; refused unless they are the bits the landscape was computed with."""
+    r = info["recipe"]
+    recipe = SeededDirections(int(r["seed"]), str(r["normalization"]), str(r["biasbn"]), tuple(names),
+                              int(r["dims"]), str(r["direction_draw"]))
+    ref = _centre(info, names, centre, tag)
+    drawn = recipe.draw_axes(ref)
+    if _digest(drawn[0]) != info["digest_v"] or (recipe.dims == 2 and _digest(drawn[1]) != info["digest_w"]):
+        again = _recipe_digests(recipe, ref)["digest_draw"]
+        what = "draws other standard normals" if again != info["digest_draw"] else \
+            "draws the same standard normals but normalizes them to other bits"
+        raise ValueError(
+            f"The random directions of {tag!r} cannot be drawn again here: this torch ({torch.__version__}) {what} "
+            f"than torch {info.get('torch', '?')}, which computed the landscape (SHA-256 of the draw "
+            f"{str(info['digest_draw'])[:12]} recorded, {again[:12]} now). HINT: use torch {info.get('torch', '?')} "
+            "to recover these directions.")
+    return dict(zip(names, drawn[0])), dict(zip(names, drawn[1])) if recipe.dims == 2 else None

@@ -1,0 +1,164 @@
+"""A landscape reloaded from landscapes.h5 gives its directions back, and a grid point recomputed
+from them by a plain PyTorch loop (the centre plus a*v + b*w loaded into the network, a forward on
+the same samples) is the stored value: PCA, random and given directions."""
+
+from __future__ import annotations
+
+import math
+
+import h5py
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import landscape
+from collector.common import InvalidParameterError
+from landscape import SummaryLandscape, read_h5, write_h5
+from landscape.geometry import _directions as geometry_directions
+from tests.landscape._helpers import TinyMLP, make_data, plain_loss, point_state, seeded_draw, tiny_callback
+
+H5 = "landscapes.h5"
+
+
+def _loader():
+    x, y = make_data()  # tiny_callback's data, in its batches
+    return torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=16)
+
+
+def _recomputed(ls, centre, v, w, i, j):
+    names = ls.metadata["moved_parameters"]
+    a, b = ls.x[j], (ls.y[i] if ls.dims == 2 else 0.0)
+    state = point_state(centre, names, v, w if w is not None else {n: torch.zeros_like(v[n]) for n in names}, a, b)
+    return plain_loss(TinyMLP(), state, _loader(), int(ls.metadata["num_samples"]))
+
+
+def _assert_point(ls, centre, v, w, i=1, j=2):
+    got = ls.z[i, j] if ls.dims == 2 else ls.z[j]
+    want = _recomputed(ls, centre, v, w, i, j)
+    assert math.isclose(got, want, rel_tol=1e-5, abs_tol=1e-7), (ls.tag, got, want)
+
+
+@pytest.fixture
+def generated(summary_dir, tmp_path):
+    """landscape gen's PCA and Random landscapes of the fixture's run, reloaded from landscapes.h5."""
+    out = tmp_path / "out"
+    SummaryLandscape(summary_dir).gen_landscapes_with_multi_process(tiny_callback, output=out)
+    return summary_dir, read_h5(out / H5), out / H5
+
+
+def test_pca_directions_come_back_and_recompute_a_grid_point(generated, trained):
+    summary_dir, stored, _ = generated
+    _, traj = trained
+    pca = [ls for ls in stored.values() if ls.metadata["decomposition"] == "PCA"]
+    assert len(pca) == 2
+    for ls in pca:
+        v, w = ls.directions()
+        names = ls.metadata["moved_parameters"]
+        assert list(v) == names and list(w) == names
+        assert all(v[n].dtype == torch.float32 and v[n].shape == traj[0][n].shape for n in names)
+        centre = traj[ls.metadata["checkpoint_steps"][-1] - 1]  # the interval's last checkpoint
+        _assert_point(ls, centre, v, w)
+        _assert_point(ls, centre, v, w, i=0, j=3)
+
+
+def test_random_directions_are_redrawn_against_the_centre_and_recompute_a_grid_point(generated, trained):
+    summary_dir, stored, _ = generated
+    _, traj = trained
+    (ls,) = [ls for ls in stored.values() if ls.metadata["decomposition"] == "Random"]
+    with pytest.raises(InvalidParameterError, match="'centre' parameter of Landscape.directions is required"):
+        ls.directions()
+    ckpt = summary_dir / "ckpt_dir" / "TinyMLP_6_epoch.pt"
+    v, w = ls.directions(centre=ckpt)
+    names = ls.metadata["moved_parameters"]
+    # the documented draw, normalized by the layer's norm, computed here with numpy
+    n = "fc1.weight"
+    d = seeded_draw(0, 0, n, tuple(traj[-1][n].shape)).double().numpy()
+    p = traj[-1][n].double().numpy()
+    np.testing.assert_allclose(v[n].numpy(), d * np.linalg.norm(p) / np.linalg.norm(d), rtol=1e-6)
+    _assert_point(ls, traj[-1], v, w)
+    # a network or a state dict as the centre gives the same bits
+    net = TinyMLP()
+    net.load_state_dict(traj[-1])
+    v2, w2 = ls.directions(centre=net)
+    assert all(torch.equal(v[k], v2[k]) and torch.equal(w[k], w2[k]) for k in names)
+    with pytest.raises(InvalidParameterError, match="must be the weights 'landscape_\\[6\\]' is centred on"):
+        ls.directions(centre=traj[0])
+
+
+def test_a_torch_that_draws_other_numbers_is_detected(generated, trained, monkeypatch):
+    _, stored, _ = generated
+    _, traj = trained
+    (ls,) = [ls for ls in stored.values() if ls.metadata["decomposition"] == "Random"]
+    fill = geometry_directions._fill_block
+
+    def other_generator(out, *args):  # as if torch's generator gave other numbers
+        fill(out, *args)
+        out.add_(1e-3)
+
+    monkeypatch.setattr(geometry_directions, "_fill_block", other_generator)
+    with pytest.raises(ValueError, match=r"this torch \(.*\) draws other standard normals than torch"):
+        ls.directions(centre=traj[-1])
+
+
+def test_given_directions_round_trip_through_a_file(trained, data, tmp_path):
+    net, traj = trained
+    x, y = data
+    names = [n for n, _ in net.named_parameters()]
+    g = torch.Generator().manual_seed(1)
+    given = [{n: 0.1 * torch.randn(traj[-1][n].shape, generator=g) for n in names} for _ in range(2)]
+    net.load_state_dict(traj[-1])
+    ls = landscape.compute_landscape(net, nn.CrossEntropyLoss(), [(x[:32], y[:32])], directions=tuple(given),
+                                     size=4, num_samples=32)
+    write_h5(tmp_path / "given.h5", [ls])
+    (back,) = read_h5(tmp_path / "given.h5").values()
+    v, w = back.directions()
+    assert all(torch.equal(v[n], given[0][n]) and torch.equal(w[n], given[1][n]) for n in names)
+    loss = plain_loss(TinyMLP(), point_state(traj[-1], names, v, w, back.x[3], back.y[0]), [(x[:32], y[:32])], 32)
+    assert math.isclose(back.z[0, 3], loss, rel_tol=1e-5, abs_tol=1e-7)
+    # a plane reused: the directions given again give the same landscape, bit for bit
+    again = landscape.compute_landscape(net, nn.CrossEntropyLoss(), [(x[:32], y[:32])], directions=(v, w),
+                                        size=4, num_samples=32)
+    np.testing.assert_array_equal(again.z, back.z)
+    # damaged bytes are refused, not returned
+    with h5py.File(tmp_path / "given.h5", "r+") as fh:
+        fh[f"{back.tag or 'landscape'}/directions/v/fc1.weight"][0, 0] += 1.0
+    with pytest.raises(ValueError, match="does not have the SHA-256 recorded with it"):
+        back.directions()
+
+
+def test_directions_over_the_size_limit_keep_their_digests_only(trained, data, tmp_path, monkeypatch):
+    net, traj = trained
+    x, y = data
+    monkeypatch.setenv("LANDSCAPE_DIRECTIONS_MAX_BYTES", "100")
+    net.load_state_dict(traj[-1])
+    ls = landscape.compute_landscape(net, nn.CrossEntropyLoss(), (x, y), checkpoints=traj, directions="pca",
+                                     size=3, num_samples=32, tag="pca")
+    write_h5(tmp_path / "big.h5", [ls])
+    with h5py.File(tmp_path / "big.h5", "r") as fh:
+        d = fh["pca/directions"]
+        assert "v" not in d and len(d.attrs["digest_v"]) == 64 and not d.attrs["stored"]
+    with pytest.raises(ValueError, match="over the limit of 100 .*LANDSCAPE_DIRECTIONS_MAX_BYTES"):
+        read_h5(tmp_path / "big.h5")["pca"].directions()
+
+
+def test_a_line_has_no_second_direction_and_old_files_none_at_all(trained, data, tmp_path):
+    net, traj = trained
+    x, y = data
+    net.load_state_dict(traj[-1])
+    ls = landscape.compute_landscape(net, nn.CrossEntropyLoss(), (x, y), between=(traj[0], traj[-1]), size=5,
+                                     num_samples=32, tag="ab")
+    write_h5(tmp_path / "line.h5", [ls])
+    back = read_h5(tmp_path / "line.h5")["ab"]
+    v, w = back.directions()
+    names = back.metadata["moved_parameters"]
+    # an interpolation: v = A, w = B around a centre of zeros, the point of alpha at (1 - alpha, alpha)
+    assert w is not None and all(torch.equal(v[n], traj[0][n].float()) for n in names)
+    with h5py.File(tmp_path / "line.h5", "r+") as fh:
+        points = fh["ab/directions/points"][()]
+        np.testing.assert_array_equal(points[:5], np.stack([1 - back.x, back.x], axis=1))
+        del fh["ab/directions"]  # as written before directions were kept
+    with pytest.raises(ValueError, match="holds no directions"):
+        read_h5(tmp_path / "line.h5")["ab"].directions()
+    line = landscape.compute_landscape(net, nn.CrossEntropyLoss(), (x, y), dims=1, size=5, num_samples=32)
+    assert line.directions(centre=traj[-1])[1] is None
