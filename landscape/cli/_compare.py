@@ -32,8 +32,9 @@ def run_compare(args: argparse.Namespace) -> int:
     print(describe(ls))
     ev = ls.metadata.get("explained_variance_ratio")
     if ev:
-        print(f"plane: PCA of every checkpoint of {len(ls.paths)} runs around {ls.metadata.get('centre_on')}, "
-              f"explained variance {ev[0]:.1%} and {ev[1]:.1%}")
+        print(f"plane: PCA of every checkpoint of {len(ls.paths)} runs, explained variance {ev[0]:.1%} and "
+              f"{ev[1]:.1%}")
+    print(f"centre: {ls.metadata.get('centre_description') or ls.metadata.get('centre_on')}")
     for name, dist in (ls.metadata.get("path_distance") or {}).items():
         print(f"  {name}: {len(dist)} checkpoints, at most {max(dist):.1%} of their distance from the centre off "
               "the plane")

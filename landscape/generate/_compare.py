@@ -2,7 +2,11 @@
 
 The runs' collected checkpoints (``ckpt_dir`` of each SummaryCollector directory, every
 one, in order) are drawn on one plane: the PCA of all of them (a shared plane) or a
-random plane, centred on their common start, their mean or one run's end. It goes the
+random plane, centred on their start, their mean or one run's end. Their start is the
+initial weights SummaryCollector saved before the first step (not an interval's
+checkpoint: no path shows it): shared when they are equal bit for bit (one seed), else
+the first run's; a run written before they were saved starts at its first saved
+checkpoint, and the landscape's ``centre_description`` says which. It goes the
 same path as ``SummaryLandscape`` (checkpoints verified before any work, the resumable
 store with fingerprints, the summary events), so it resumes after a kill and gives the
 same bits.
@@ -21,6 +25,7 @@ from collector.trajectory import (
     CKPT_DIR,
     LANDSCAPE_SIZES,
     METADATA_FILE,
+    load_checkpoint,
     read_train_metadata,
     verify_checkpoint_file,
 )
@@ -29,7 +34,7 @@ from landscape.generate._build import run_jobs
 from landscape.generate._jobs import LandscapeJob
 from landscape.generate._options import check_runs, check_runs_view
 from landscape.generate._prepare import check_options, prepare_problem
-from landscape.geometry import Geometry
+from landscape.geometry import Geometry, RunStart, run_start
 from landscape.io import Fingerprints, Store
 from landscape.result import Landscape
 
@@ -69,8 +74,11 @@ def compare_runs(runs: Sequence[str | os.PathLike] | Mapping[str, str | os.PathL
     directions : {"pca", "random"}, default="pca"
         The PCA of every checkpoint of every run (a shared plane), or a seeded random plane.
     centre : {"start", "mean"} or a run's name, optional
-        The plane's centre: the runs' common first checkpoint, the mean of all their checkpoints,
-        or a run's last checkpoint (None: the first run's end).
+        The plane's centre: the runs' start (their shared initial weights, saved by
+        SummaryCollector before the first step; when the runs' differ, the first run's; for
+        runs saved without them, the first run's first saved checkpoint), the mean of all
+        their checkpoints, or a run's last checkpoint (None: the first run's end).
+        ``metadata["centre_description"]`` says which.
     size, num_samples, normalization, seed, eval_mode, device_ids, distributed, restart, plan
         As for ``compute_landscape`` and ``SummaryLandscape`` (``num_samples`` None: the first
         run's ``num_samples``).
@@ -94,14 +102,19 @@ def compare_runs(runs: Sequence[str | os.PathLike] | Mapping[str, str | os.PathL
     dirs = _run_names(runs)
     if len(dirs) < 2:
         raise InvalidParameterError(f"The 'runs' parameter of {_CALLER} must name at least 2 runs. Got {len(dirs)}.")
-    metadata, paths, found = {}, {}, {}
-    for name, folder in dirs.items():  # every checkpoint is the file training wrote, before any work
+    metadata, paths, initial, found = {}, {}, {}, {}
+    for name, folder in dirs.items():  # every checkpoint used is the file training wrote, before any work
         ckpt_dir = os.path.join(folder, CKPT_DIR)
-        md = metadata[name] = read_train_metadata(os.path.join(ckpt_dir, METADATA_FILE))
+        where = os.path.join(ckpt_dir, METADATA_FILE)
+        md = metadata[name] = read_train_metadata(where)
         paths[name] = [md.checkpoint_path(ckpt_dir, n) for n in sorted(md.files)]
-        for n, path in zip(sorted(md.files), paths[name]):
-            digest = verify_checkpoint_file(path, what=f"the checkpoint of {md.unit} {n} of run {name!r}",
-                                            digest=md.digests.get(n), recorded_in=os.path.join(ckpt_dir, METADATA_FILE))
+        checked = [(f"the checkpoint of {md.unit} {n} of run {name!r}", path, md.digests.get(n))
+                   for n, path in zip(sorted(md.files), paths[name])]
+        saved = initial[name] = md.initial_path(ckpt_dir) if centre == "start" else None
+        if saved is not None:  # the runs' start (SummaryCollector's initial weights): used as the centre
+            checked.append((f"the initial weights of run {name!r}", saved, md.initial_digest))
+        for what, path, recorded in checked:
+            digest = verify_checkpoint_file(path, what=what, digest=recorded, recorded_in=where)
             if digest is not None:
                 found[path] = digest.sha256
     run_paths = check_runs(paths, _CALLER)
@@ -116,8 +129,9 @@ def compare_runs(runs: Sequence[str | os.PathLike] | Mapping[str, str | os.PathL
                               task=task, metrics=metrics, num_samples=num_samples or first.num_samples,
                               eval_mode=eval_mode, plan=plan, ignore=None, include=None, caller=_CALLER,
                               where=" (callback_fn)")
+    start = _start(initial, metadata, run_paths, network) if centre == "start" else None
     geo = Geometry(kind=directions, size=size, normalization=normalization or "layer",
-                   seed=seed, runs=run_paths, centre_on=centre)
+                   seed=seed, runs=run_paths, centre_on=centre, run_start=start)
     job = LandscapeJob(geo, tag=f"{directions}_{'+'.join(run_paths)}", unit=first.unit,
                        step_per_epoch=first.step_per_epoch)
     out_dir = os.fspath(output)
@@ -146,3 +160,16 @@ def compare_runs(runs: Sequence[str | os.PathLike] | Mapping[str, str | os.PathL
             rec.add_value("landscape", job.tag or "landscape", result.to_proto())
             rec.record(0)
     return result
+
+
+def _start(initial: Mapping[str, str | None], metadata: Mapping[str, Any], run_paths: Mapping[str, list],
+           network: Any) -> RunStart:
+    """The runs' start (:func:`landscape.geometry.run_start`): their initial weights, loaded into
+    ``network`` to be compared bit for bit."""
+    first = next(iter(run_paths))
+    md = metadata[first]
+
+    def load(path: str) -> dict[str, Any]:
+        return load_checkpoint(path, what=f"the initial weights {path!r}", network=network)
+
+    return run_start(initial, load, first_saved=(run_paths[first][0], f"{md.unit} {min(md.files)}"))

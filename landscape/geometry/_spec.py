@@ -13,6 +13,8 @@ from typing import Literal
 
 import torch
 
+from landscape.geometry._runs import RunStart
+
 __all__ = ["Geometry", "Kind", "KINDS", "AxisRange", "BN_STATISTICS"]
 
 Kind = Literal["pca", "random", "given", "hessian", "interpolation", "plane", "target"]
@@ -76,9 +78,12 @@ class Geometry:
         with its distance from it). With ``kind="pca"`` the plane is the PCA of all their
         checkpoints together (a shared plane); with the other 2-D views they are projected.
     centre_on : str, optional
-        Where a plane of several runs is centred (without ``models``): "start" (the runs'
-        first checkpoint), "mean" (of all their checkpoints) or a run's name (its last
-        checkpoint); None is the first run's end.
+        Where a plane of several runs is centred (without ``models``): "start" (``run_start``,
+        else the first run's first checkpoint), "mean" (of all their checkpoints) or a run's
+        name (its last checkpoint); None is the first run's end.
+    run_start : RunStart, optional
+        With ``centre_on="start"``: the runs' saved initial weights to centre on, and their
+        words (``landscape compare``, from SummaryCollector runs).
     """
 
     kind: Kind
@@ -101,6 +106,7 @@ class Geometry:
     bn_statistics: str = "recompute"
     runs: Mapping[str, Sequence[object]] | None = None
     centre_on: str | None = None
+    run_start: RunStart | None = None
 
     @property
     def through_models(self) -> bool:

@@ -46,7 +46,7 @@ from landscape.geometry._directions import (
     random_directions,
 )
 from landscape.geometry._models import deviation_axis, difference, plane_axes
-from landscape.geometry._runs import mean_state, project, run_items
+from landscape.geometry._runs import centre_description, mean_state, project, run_items
 from landscape.geometry._spec import Geometry
 from landscape.geometry._state import fit_state, flat_float
 from landscape.geometry._streamed_pca import trajectory_pca
@@ -166,7 +166,8 @@ def centre_state(network: nn.Module, geo: Geometry, names: Sequence[str], label:
 
 
 def _runs_centre(network: nn.Module, geo: Geometry, label: str) -> Mapping[str, torch.Tensor]:
-    """The centre of a plane of several runs: their start, their mean or one run's end."""
+    """The centre of a plane of several runs: their start (their saved initial weights when given),
+    their mean or one run's end."""
     assert geo.runs is not None
     runs = geo.runs
 
@@ -174,6 +175,9 @@ def _runs_centre(network: nn.Module, geo: Geometry, label: str) -> Mapping[str, 
         return load_checkpoint(runs[run][k], what=f"checkpoint {k} of run {run!r} of {label}", network=network)
 
     first = next(iter(runs))
+    if geo.centre_on == "start" and geo.run_start is not None:
+        return load_checkpoint(geo.run_start.checkpoint, what=f"the start of {label} ({geo.run_start.description})",
+                               network=network)
     if geo.centre_on == "start":
         return load(first, 0)
     if geo.centre_on == "mean":
@@ -270,6 +274,7 @@ def _with_runs(vi: ViewInputs, lay: _Layout) -> _Layout:
     lay.path_xy = coords
     counts = {name: len(ckpts) for name, ckpts in geo.runs.items()}
     lay.md["runs"] = counts
+    lay.md["centre_description"] = centre_description(geo.centre_on, list(geo.runs), geo.run_start)
     lay.md["path_distance"], o = {}, 0
     for name, c in counts.items():  # relative distance of each checkpoint from the plane
         lay.md["path_distance"][name] = [round(float(d), 6) for d in distance[o:o + c]]

@@ -135,4 +135,6 @@ class Fingerprints:
         if geo.runs is not None:  # several runs on one plane: every checkpoint of each, and the centre's rule
             fp["runs"] = {str(name): [self._item_digest(c) for c in ckpts] for name, ckpts in geo.runs.items()}
             fp["centre_on"] = geo.centre_on
+            if geo.run_start is not None:  # the start the runs' saved initial weights give (absent before them)
+                fp["run_start"] = self._item_digest(geo.run_start.checkpoint)
         return fp

@@ -168,7 +168,9 @@ def centre_name(ls: Landscape) -> str:
 
     - a view through models (``markers``): ``"model A"`` (the view's centre is its first model);
     - a plane shared by several runs (``paths``, ``metadata["runs"]`` or ``["centre_on"]``):
-      ``"shared centre: the runs' start"``, ``"... the runs' mean"`` or ``"... run sgd's end"``;
+      ``"shared centre: "`` and ``metadata["centre_description"]`` (``"the runs' shared initial
+      weights"``, ...) when the generation wrote it, else ``"shared centre: the runs' start"``,
+      ``"... the runs' mean"`` or ``"... run sgd's end"``;
     - the network's own weights, evaluated exactly (``metadata["centre"]``, or a PCA path's
       end, or a convergence point at the origin): ``"trained weights"``;
     - else MindSpore's convergence point, a grid point beside the centre:
@@ -184,6 +186,8 @@ def centre_name(ls: Landscape) -> str:
     md = ls.metadata
     on = md.get("centre_on")
     if ls.paths or md.get("runs") or on is not None:
+        if md.get("centre_description"):  # the generation's own words (landscape compare: which start it is)
+            return f"shared centre: {md['centre_description']}"
         if on in ("start", "mean"):
             return f"shared centre: the runs' {on}"
         run = on if on is not None else next(iter(ls.paths or md.get("runs") or {}), None)
