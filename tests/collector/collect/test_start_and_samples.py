@@ -119,7 +119,6 @@ def test_the_initial_weights_checkpoint_is_verified_by_its_digest(tmp_path, canc
     check_checkpoints([path], _net(), name="checkpoints", caller="test")  # the file training wrote: accepted
     data = bytearray(path.read_bytes())
     data[-30] ^= 1  # one bit of the archive's end: only the recorded digest can tell
-    os.chmod(path, 0o644)
     path.write_bytes(bytes(data))
     with pytest.raises(CheckpointError, match="is not the file training wrote: expected SHA-256"):
         check_checkpoints([path], _net(), name="checkpoints", caller="test")
@@ -146,7 +145,6 @@ def test_a_resumed_run_keeps_the_first_parts_initial_weights(tmp_path, cancer):
             sc.end()
         if part == 0:
             initial = (tmp_path / "ckpt_dir" / "Sequential_0_epoch.pt").read_bytes()
-            os.chmod(tmp_path / "ckpt_dir" / "train_metadata.json", 0o644)
     md = read_train_metadata(tmp_path / "ckpt_dir")
     assert md.intervals == [[1, 2, 3, 4]] and md.initial == "Sequential_0_epoch.pt"
     assert (tmp_path / "ckpt_dir" / md.initial).read_bytes() == initial  # not overwritten by the second part
