@@ -137,8 +137,9 @@ def _add_compare(sub: Any) -> None:
     p.add_argument("--directions", choices=("pca", "random"), default="pca",
                    help="pca: the shared plane of all the runs' checkpoints (default); random: a seeded random plane")
     p.add_argument("--centre", metavar="start|mean|RUN",
-                   help="the plane's centre: the runs' first checkpoint, the mean of all checkpoints, or a run's "
-                        "folder name (its last checkpoint); default: the first run's end")
+                   help="the plane's centre: the runs' start (their initial weights, saved by SummaryCollector "
+                        "before the first step; shared when equal, else the first run's), the mean of all "
+                        "checkpoints, or a run's folder name (its last checkpoint); default: the first run's end")
     p.add_argument("--size", type=_positive, help="grid points per side (3 to 256, default 40)")
     p.add_argument("--num-samples", type=_positive, help="samples the loss averages over (default: the first run's)")
     p.add_argument("--normalization", choices=("layer", "filter", "dfilter", "dlayer", "weight", "none"),
