@@ -15,6 +15,7 @@ import math
 import re
 import sys
 from collections.abc import Callable, Sequence
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -95,9 +96,27 @@ def _checkpoints(text: str) -> list[int | str]:
     return [int(t) if t.lstrip("-").isdigit() else t for t in items]
 
 
+class _Version(argparse.Action):
+    """``--version``: the installed distribution's version, read from its metadata only when asked
+    (the one place the version is written is pyproject.toml)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any) -> None:
+        try:
+            text = f"landscape (torch-landscape) {metadata.version('torch-landscape')}"
+        except metadata.PackageNotFoundError:  # a source tree on sys.path that was never installed
+            parser.exit(1, "landscape: error: the torch-landscape distribution is not installed, so it has no "
+                           "version. HINT: pip install -e . in the source tree\n")
+        print(text)  # on stdout, as argparse's own --version
+        parser.exit(0)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand (argparse only: building it imports nothing heavy)."""
     parser = _Parser(prog="landscape", description="Loss landscapes for PyTorch: train, collect, generate, look.")
+    parser.add_argument("--version", action=_Version, help="print the installed version and exit")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress at INFO level")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser, metavar="COMMAND",
                                 help="what to do (landscape COMMAND --help for its options)")
