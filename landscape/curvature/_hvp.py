@@ -1,16 +1,26 @@
-"""Exact Hessian-vector products of the loss over the evaluation samples (private).
+"""Hessian-vector products of the loss over the evaluation samples (private).
 
 The loss is the task's (``task(model, batch) -> loss``, :mod:`landscape.tasks`),
 over exactly the samples the landscape uses, batches weighted by their sizes; the
 Hessian is taken with respect to the moved parameters only (every other parameter and
-every buffer is a constant). ``H v`` is forward-over-reverse: ``torch.func.jvp`` of
-``torch.func.grad`` through ``functional_call`` (one forward, one backward and their
-tangents per batch; no graph is kept between products), and linear in the batches, so
-``H v = sum_i (k_i / n) H_i v``.
+every buffer is a constant). Products are linear in the batches, ``H v = sum_i (k_i / n)
+H_i v``, and come three ways (``product=``):
+
+* ``"reverse"``: ``vjp`` of ``torch.func.grad`` through ``functional_call``
+  (reverse-over-reverse), each batch's gradient graph kept between products (the point
+  is fixed), so a product is one backward pass through it;
+* ``"forward"``: ``jvp`` of ``grad`` (forward-over-reverse; nothing kept);
+* ``"finite_difference"``: central differences of gradients,
+  ``(g(theta + eps v) - g(theta - eps v)) / (2 eps)``, first derivatives only: for models
+  with no double backward (FSDP2-sharded ones). ``eps = eps_mach^(1/3) (1 + ||theta||) /
+  ||v||`` balances the truncation error, ``O(eps^2)``, against the rounding of the two
+  gradients, ``O(eps_mach / eps)``: about ``1e-8`` relative in float64 and ``1e-3``
+  in float32 (measured in the tests).
 
 Vectors are flat: the moved parameters' values concatenated in ``names`` order, in
-``dtype`` (float64 by default: the products are then exact to ~1e-15, which Lanczos'
-full reorthogonalisation can use; float32 halves memory and time on large models).
+``dtype`` (float32 by default: PyTorch's CPU convolutions have no fast float64 path, a
+ResNet-20's product takes 100 times as long in float64; float64 where asked, exact to
+~1e-15).
 
 Attention: ``scaled_dot_product_attention``'s fused kernels (flash and memory-efficient
 attention on GPUs, the flash kernel on CPUs) have no double backward, so every product
@@ -23,7 +33,8 @@ attention matrix held in memory (``batch x heads x length^2`` values per layer).
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+import math
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -40,7 +51,7 @@ except ImportError:  # torch < 2.3: the older switch of the same kernels
 from landscape.engine import Samples
 from landscape.tasks import map_tensors
 
-__all__ = ["HessianOperator", "math_attention"]
+__all__ = ["HessianOperator", "PointOperator", "math_attention", "shifted"]
 _log = logging.getLogger("landscape")
 
 
@@ -74,8 +85,8 @@ def _cast(batch: Any, device: torch.device, dtype: torch.dtype) -> Any:
     return map_tensors(batch, lambda t: t.to(device, dtype) if t.is_floating_point() else t.to(device))
 
 
-class HessianOperator:
-    """``H v`` for the mean loss over ``samples`` at the network's current weights.
+class PointOperator:
+    """The loss at the network's current weights, over ``samples``: what every curvature operator shares.
 
     Parameters
     ----------
@@ -88,41 +99,36 @@ class HessianOperator:
         The batches and their weights (host or device memory; copied once to ``device``
         in ``dtype``).
     names : sequence of str
-        The moved parameters: the Hessian's rows and columns, in this order.
-    dtype : torch.dtype, default=torch.float64
+        The moved parameters: the operator's rows and columns, in this order.
+    dtype : torch.dtype, default=torch.float32
     device : str or torch.device, optional
         Default: the device of the network's first parameter.
     seed : int, default=0
         In train mode, seeds each batch's randomness (dropout) identically for every
-        product, so that ``H`` is one fixed matrix.
-    mode : {"reverse", "forward"}, default="reverse"
-        ``vjp`` of ``grad`` (reverse-over-reverse) or ``jvp`` of ``grad``
-        (forward-over-reverse).
-    cache : bool, default=True
-        In reverse mode, keep each batch's gradient graph between products: the point is
-        fixed, so every product after the first is one backward pass through it (about
-        twice as fast on the digits MLP), at the memory of one forward-backward pass per
-        batch held for the operator's life.
+        product, so that the operator is one fixed matrix.
 
     Attributes
     ----------
     dim : int
-        Number of moved values (the Hessian is ``dim x dim``).
+        Number of moved values (the operator is ``dim x dim``).
     products : int
-        Hessian-vector products computed so far.
+        Products computed so far.
     """
 
+    curvature = ""
+    product = ""
+
     def __init__(self, network: nn.Module, task: Any, samples: Samples, names: Sequence[str], *,
-                 dtype: torch.dtype = torch.float64, device: str | torch.device | None = None, seed: int = 0,
-                 mode: str = "reverse", cache: bool = True) -> None:
+                 dtype: torch.dtype = torch.float32, device: str | torch.device | None = None,
+                 seed: int = 0) -> None:
         params = dict(network.named_parameters())
         missing = [k for k in names if k not in params]
         if missing:
-            raise ValueError(f"HessianOperator: the network has no parameters {missing}.")
+            raise ValueError(f"{type(self).__name__}: the network has no parameters {missing}.")
         first = next(iter(params.values()), None)
         self.device = torch.device(device) if device is not None else (
             first.device if first is not None else torch.device("cpu"))
-        self.dtype, self.net, self.task, self.mode = dtype, network, task, mode
+        self.dtype, self.net, self.task = dtype, network, task
         self.names = list(names)
         self.training, self.seed = network.training, int(seed)
 
@@ -142,11 +148,9 @@ class HessianOperator:
         self.weights = [k / samples.n for k in samples.sizes]
         self.offsets = [int(sum(samples.sizes[:i])) for i in range(len(samples.sizes))]
         self.products = 0
-        self.cache = cache and mode == "reverse"
-        self._fns: list[Any] = [None] * len(self.batches)
         self._tied = self._tied_names(network)
         if _has_attention(network):
-            _log.info("Hessian-vector products through attention: scaled_dot_product_attention runs its math "
+            _log.info("Curvature products through attention: scaled_dot_product_attention runs its math "
                       "kernel (the fused kernels have no double backward).")
 
     @staticmethod
@@ -165,18 +169,35 @@ class HessianOperator:
         """``flat`` as ``{name: tensor}`` views, shaped like the parameters."""
         return {k: t.view(s) for k, t, s in zip(self.names, torch.split(flat, self.sizes), self.shapes)}
 
-    def _loss(self, moved: Mapping[str, torch.Tensor], batch: Any) -> torch.Tensor:
+    def flatten(self, tensors: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        """``{name: tensor}`` as one flat vector in ``names`` order."""
+        return torch.cat([tensors[k].reshape(-1) for k in self.names])
+
+    def point_dict(self) -> dict[str, torch.Tensor]:
+        """The point as ``{name: tensor}`` (the moved parameters, in ``dtype``)."""
+        return dict(zip(self.names, self.point))
+
+    def bound(self, moved: Mapping[str, torch.Tensor]) -> _Bound:
+        """The network with the moved parameters replaced by ``moved`` (what a task calls)."""
         tensors = dict(self.fixed)
         tensors.update(moved)
         for alias, name in self._tied.items():  # a tied parameter moves under each of its names
             if name in moved:
                 tensors[alias] = moved[name]
-        return self.task(_Bound(self.net, tensors), batch)
+        return _Bound(self.net, tensors)
+
+    def _loss(self, moved: Mapping[str, torch.Tensor], batch: Any) -> torch.Tensor:
+        return self.task(self.bound(moved), batch)
+
+    def _seeded(self, i: int) -> None:
+        """In train mode, batch ``i``'s randomness (dropout masks) the same in every product."""
+        if self.training:
+            torch.manual_seed(self.seed + self.offsets[i])
 
     def matvec(self, v: torch.Tensor) -> torch.Tensor:
-        """``H v`` for a flat vector ``v`` (``dim`` values, any dtype and device): flat, in ``dtype``."""
+        """The product with a flat vector ``v`` (``dim`` values, any dtype and device): flat, in ``dtype``."""
         v = v.to(self.device, self.dtype)
-        point = dict(zip(self.names, self.point))
+        point = self.point_dict()
         tangent = self.unflatten(v)
         out = torch.zeros(self.dim, dtype=self.dtype, device=self.device)
         with math_attention():
@@ -187,16 +208,90 @@ class HessianOperator:
 
     def _add_product(self, i: int, batch: Any, wt: float, point: dict[str, torch.Tensor],
                      tangent: dict[str, torch.Tensor], out: torch.Tensor) -> None:
+        """``out += wt * A_i v`` for batch ``i``."""
+        raise NotImplementedError
+
+    def loss(self) -> float:
+        """The mean loss at the point (a check of the set-up)."""
+        point = self.point_dict()
+        total = 0.0
+        with torch.no_grad(), math_attention():  # the kernel of the products
+            for i, (batch, wt) in enumerate(zip(self.batches, self.weights)):
+                self._seeded(i)
+                total += wt * float(self._loss(point, batch))
+        return total
+
+    def fd_step(self, v: Mapping[str, torch.Tensor]) -> float:
+        """The central-difference step for the tangent ``v``: ``eps_mach^(1/3) (1 + ||theta||) / ||v||``."""
+        if not hasattr(self, "_theta_norm"):
+            self._theta_norm = math.sqrt(sum(float(torch.sum(p.double() ** 2)) for p in self.point))
+        v_norm = math.sqrt(sum(float(torch.sum(t.double() ** 2)) for t in v.values()))
+        rel = torch.finfo(self.dtype).eps ** (1 / 3)
+        return rel * (1.0 + self._theta_norm) / v_norm if v_norm > 0 else 0.0
+
+
+def shifted(point: Mapping[str, torch.Tensor], v: Mapping[str, torch.Tensor], eps: float) -> dict[str, torch.Tensor]:
+    """``point + eps * v``, tensor by tensor."""
+    return {k: p + eps * v[k] for k, p in point.items()}
+
+
+class HessianOperator(PointOperator):
+    """``H v`` for the mean loss over ``samples`` at the network's current weights.
+
+    Parameters
+    ----------
+    network, task, samples, names, dtype, device, seed
+        As in :class:`PointOperator` (float32 by default).
+    product : {"reverse", "forward", "finite_difference"}, default="reverse"
+        ``vjp`` of ``grad`` (reverse-over-reverse), ``jvp`` of ``grad``
+        (forward-over-reverse), or central differences of gradients (first derivatives
+        only; see the module docstring for the step and its error).
+    cache : bool, default=True
+        In reverse mode, keep each batch's gradient graph between products: the point is
+        fixed, so every product after the first is one backward pass through it (about
+        twice as fast on the digits MLP), at the memory of one forward-backward pass per
+        batch held for the operator's life.
+
+    Attributes
+    ----------
+    dim : int
+        Number of moved values (the Hessian is ``dim x dim``).
+    products : int
+        Hessian-vector products computed so far.
+    """
+
+    curvature = "hessian"
+
+    def __init__(self, network: nn.Module, task: Any, samples: Samples, names: Sequence[str], *,
+                 dtype: torch.dtype = torch.float32, device: str | torch.device | None = None, seed: int = 0,
+                 product: str = "reverse", cache: bool = True) -> None:
+        super().__init__(network, task, samples, names, dtype=dtype, device=device, seed=seed)
+        self.product = product
+        self.cache = cache and product == "reverse"
+        self._fns: list[Any] = [None] * len(self.batches)
+
+    def _grad(self, batch: Any) -> Callable[[dict[str, torch.Tensor]], Any]:
+        def g(p: dict[str, torch.Tensor]) -> Any:
+            return grad(self._loss)(p, batch)
+        return g
+
+    def _add_product(self, i: int, batch: Any, wt: float, point: dict[str, torch.Tensor],
+                     tangent: dict[str, torch.Tensor], out: torch.Tensor) -> None:
         """``out += wt * H_i v`` for batch ``i``."""
+        g = self._grad(batch)
+        if self.product == "finite_difference":
+            eps = self.fd_step(tangent)
+            if eps == 0.0:
+                return
+            self._seeded(i)
+            plus = self.flatten(g(shifted(point, tangent, eps)))
+            self._seeded(i)
+            out.add_(plus.sub_(self.flatten(g(shifted(point, tangent, -eps)))), alpha=wt / (2 * eps))
+            return
         fn = self._fns[i]
         if fn is None:
-            if self.training:  # the same dropout masks in every product
-                torch.manual_seed(self.seed + self.offsets[i])
-
-            def g(p: dict[str, torch.Tensor], batch: Any = batch) -> Any:
-                return grad(self._loss)(p, batch)
-
-            if self.mode == "forward":
+            self._seeded(i)
+            if self.product == "forward":
                 hv = jvp(g, (point,), (tangent,))[1]
             else:
                 fn = vjp(g, point)[1]
@@ -204,16 +299,4 @@ class HessianOperator:
                     self._fns[i] = fn
         if fn is not None:
             hv = fn(tangent)[0]
-        out.add_(torch.cat([hv[k].reshape(-1) for k in self.names]), alpha=wt)
-
-    def loss(self) -> float:
-        """The mean loss at the point (a check of the set-up)."""
-        point = dict(zip(self.names, self.point))
-        total = 0.0
-        with torch.no_grad(), math_attention():  # the kernel of the products
-            for i, (batch, wt) in enumerate(zip(self.batches, self.weights)):
-                if self.training:
-                    torch.manual_seed(self.seed + self.offsets[i])
-                total += wt * float(self._loss(point, batch))
-        return total
-
+        out.add_(self.flatten(hv), alpha=wt)
