@@ -110,7 +110,7 @@ class GGNOperator(PointOperator):
         if self._graphs[i] is None:
             inputs, targets = self.task.split(batch)
             f = self._outputs_fn(i, inputs)
-            outputs, back = vjp(f, point)
+            outputs, back = vjp(f, point)[:2]
 
             def loss_grad(o: Any) -> Any:
                 return grad(lambda z: self.task.loss(z, targets))(o)
@@ -166,7 +166,12 @@ class FisherOperator(PointOperator):
     @staticmethod
     def _tensors(batch: Any) -> list[torch.Tensor]:
         found: list[torch.Tensor] = []
-        map_tensors(batch, lambda t: found.append(t) or t)
+
+        def keep(t: torch.Tensor) -> torch.Tensor:
+            found.append(t)
+            return t
+
+        map_tensors(batch, keep)
         return found
 
     @staticmethod
