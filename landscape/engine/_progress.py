@@ -90,7 +90,8 @@ class ProgressMeter:
         self.label, self.total, self.unit, self.capped = label, int(total), unit, capped
         self.clock = clock or time.perf_counter
         self.done = 0
-        self.started = self.last = self.last_line = self.last_postfix = self.clock()
+        self.started = self.last = self.last_line = self.clock()
+        self.last_postfix = -math.inf  # the first rated step shows the estimate at once, then every half second
         self.weighted_steps = self.weighted_seconds = 0.0  # the moving rate's numerator and denominator
         self.pending = 0  # steps reported at the instant of the last update (no time to rate them over yet)
         self.next_mark = 1  # a line once this many steps are done (or a minute has passed)
