@@ -35,8 +35,15 @@ def _done(h5: Path) -> dict[str, tuple[int, int]]:
                 for t, g in fh.get("_in_progress", {}).items()}
 
 
+def _interruptible() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _interrupt_after_first_points(cmd: list[str], h5: Path, env: dict) -> subprocess.CompletedProcess:
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # SIGINT's default action restored in the child: a suite started in the background (``pytest &``
+    # from a script) inherits an ignored SIGINT, and Python then never raises KeyboardInterrupt
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_interruptible)
     deadline = time.time() + 90
     while time.time() < deadline and proc.poll() is None:
         time.sleep(0.02)

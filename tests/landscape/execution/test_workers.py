@@ -166,7 +166,8 @@ def test_ctrl_c_stops_workers_and_keeps_finished_points(summary_dir, tmp_path):
     env = dict(os.environ, LANDSCAPE_TEST_SLOW="0.02", LANDSCAPE_TEST_ONE_POINT="1", LANDSCAPE_FLUSH_SECONDS="0")
     proc = subprocess.Popen([sys.executable, "-m", "landscape", "gen", str(summary_dir), "--task",
                              "tests.landscape._gen_task:task", "--output", str(out), "--size", "12",
-                             "--devices", "0,1"], cwd=root, env=env, stderr=subprocess.PIPE, text=True)
+                             "--devices", "0,1"], cwd=root, env=env, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # see test_interrupt
     workers = []
     deadline = time.time() + 60
     while time.time() < deadline and proc.poll() is None:
