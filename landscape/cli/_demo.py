@@ -23,6 +23,7 @@ __all__ = ["run_demo", "run_config"]
 
 def _print_results(results: dict[str, Any], started: float) -> None:
     print(f"Output: {results['out']}")
+    print(f"Seed: {results['seed']}")
     for name, run in results["runs"].items():
         print(f"  run {name}: summary directory {run['summary_dir']}")
         if "final_loss" in run:
@@ -37,6 +38,10 @@ def _print_results(results: dict[str, Any], started: float) -> None:
         if "surface_nonconvexity" in run:
             sc = run["surface_nonconvexity"]
             print(f"    Random plane: max {sc['max']:.4g}; {score_text(sc)}")
+        if "centre_nonconvexity" in run:
+            sc = run["centre_nonconvexity"]
+            print(f"    within {sc['radius']:g} of the centre: negative at {sc['negative']} of {sc['points']} interior "
+                  f"points" + (f", {sc['undefined']} undefined (NaN/inf in their stencil)" if sc["undefined"] else ""))
         if "nonconvexity" in run:
             sc = run["nonconvexity"]
             print(f"    eigen-ratio |λmin/λmax| ({run['eigen_ratio_seconds']} s): mean {sc['mean_ratio_low_loss']:.4f} "
@@ -63,12 +68,15 @@ def run_demo(args: argparse.Namespace) -> int:
 
 
 def run_config(args: argparse.Namespace) -> int:
-    """``landscape run CONFIG.toml [--out DIR]``."""
+    """``landscape run CONFIG.toml [--out DIR] [--seed N]``."""
     tune_malloc(owned=True)
     started = time.perf_counter()
     if not args.config.is_file():
         raise UsageError(f"no configuration file at {str(args.config)!r}")
     cfg = load_config(args.config)
+    if args.seed is not None:
+        cfg = dataclasses.replace(cfg, seed=args.seed)
+        validate_config(cfg, "--seed")
     out = fresh_dir(args.out, cfg.name)
     _print_results(run_pipeline(cfg, out), started)
     return 0

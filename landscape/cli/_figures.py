@@ -22,6 +22,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.colors import LogNorm, Normalize
 from matplotlib.figure import Figure
+from matplotlib.patches import Circle
 
 import viz
 from landscape.cli._common import safe_name
@@ -99,6 +100,9 @@ def _compare_planes(chosen: Mapping[str, Landscape], info: Mapping[str, Mapping[
         tail = f"non-convex {100 * score['fraction_negative']:.0f} % of the plane"
         if score["nonfinite"]:
             tail += f", {score['nonfinite']} NaN/inf"
+        centre = run.get("centre_nonconvexity")
+        if centre:  # the basin alone: the points inside the dashed circle
+            tail += f";\nwithin {centre['radius']:g} of the centre: at {centre['negative']}/{centre['points']} points"
         draw(ls, ax, levels=lv, log=isinstance(norm, LogNorm), vmin=float(lv[0]), vmax=float(lv[-1]),
              colorbar=False, path=False, title=f"{head}\n{tail}")
         lo, _ = surface_hessian(ls)
@@ -106,11 +110,14 @@ def _compare_planes(chosen: Mapping[str, Landscape], info: Mapping[str, Mapping[
         neg = np.isfinite(lo) & (lo < 0)
         ax.plot(gx[neg], gy[neg], ls="none", marker="o", ms=2.2, color="tab:red", alpha=0.7,
                 label="negative curvature" if ax is axes[0] else None)
+        if centre:
+            ax.add_patch(Circle((0.0, 0.0), centre["radius"], fill=False, ls="--", lw=0.9, color="0.25",
+                                label=f"within {centre['radius']:g} of the centre" if ax is axes[0] else None))
         cx, cy = ls.convergence_point[:2]
         ax.plot([cx], [cy], ls="none", marker="*", ms=13, mfc="gold", mec="black",
                 label="trained weights" if ax is axes[0] else None)
         ax.set_aspect("equal")
-    fig.legend(loc="lower center", ncols=2, bbox_to_anchor=(0.5, -0.06), frameon=False)
+    fig.legend(loc="lower center", ncols=3, bbox_to_anchor=(0.5, -0.06), frameon=False)
     sm = plt.cm.ScalarMappable(norm=norm, cmap="viridis")
     cb = fig.colorbar(sm, ax=axes, shrink=0.8, pad=0.02)
     cb.set_label(f"loss ({len(lv)} shared {'log-spaced ' if isinstance(norm, LogNorm) else ''}levels)")

@@ -138,6 +138,9 @@ def _add_run_commands(sub: Any) -> None:
     p = sub.add_parser("run", help="the demo pipeline from a TOML configuration (see configs/)")
     p.add_argument("config", type=Path, help="TOML file")
     p.add_argument("--out", type=Path, help="output directory (default: a fresh ./<name>_<time>)")
+    p.add_argument("--seed", type=int, help="train with this seed instead of the configuration's top-level 'seed' "
+                                            "(the weights' initialisation and the batches' order; [generate] seed, "
+                                            "the plane's directions, is kept)")
 
 
 def _add_compare(sub: Any) -> None:

@@ -46,6 +46,8 @@ from collector.common import Interval, InvalidParameterError, Options, Predicate
 from collector.train import Callback, LearningRateScheduler, Model
 from collector.trajectory import LANDSCAPE_SIZES, validate_collect_landscape
 from landscape.cli._figures import plot_compare, plot_run, result_landscape
+from landscape.cli._scores import centre_nonconvexity
+from landscape.cli._training import effective_config, flatten_section, learning_rate_at, run_overrides
 from landscape.curvature import EIGEN_RATIO, EigenRatio, nonconvexity, surface_nonconvexity
 from landscape.examples import IMAGE_KINDS, build_model, digits_loader, digits_tensors
 from landscape.generate import SummaryLandscape
@@ -63,7 +65,7 @@ logger = logging.getLogger(__name__)
 _TOP_KEYS = {"name", "seed", "train", "collect", "generate", "curvature", "plot", "runs"}
 _SECTION_KEYS = {
     "train": {"epochs", "batch_size", "optimizer", "learning_rate", "momentum", "weight_decay", "lr_milestones",
-              "lr_gamma"},
+              "lr_gamma", "warmup_epochs"},
     "collect": {"collect_freq", "landscape_size", "unit", "num_samples", "intervals", "create_train", "create_result"},
     "generate": {"normalization", "ignore", "seed", "eval_mode", "workers"},
     "curvature": {"eigen_ratio", "size", "tol", "dtype", "quantile", "threshold"},
@@ -73,10 +75,12 @@ _SECTION_KEYS = {
 
 @dataclass
 class RunSpec:
-    """One model to train: a name (its summary folder) and the built-in model's options."""
+    """One model to train: a name (its summary folder), the built-in model's options and the
+    ``PipelineConfig`` fields its ``[runs.train]``/``[runs.collect]`` tables set for it alone."""
 
     name: str
     model: dict[str, Any]
+    overrides: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -93,6 +97,7 @@ class PipelineConfig:
     weight_decay: float = 0.0
     lr_milestones: list[int] = field(default_factory=list)
     lr_gamma: float = 0.1
+    warmup_epochs: int = 0
     collect_freq: int = 10
     landscape_size: int = 40
     unit: str = "epoch"
@@ -139,16 +144,7 @@ def config_from_dict(data: dict[str, Any], *, source: str = "the configuration")
         raise InvalidParameterError(f"{source}: unknown key(s) {sorted(unknown)}; accepted: {sorted(_TOP_KEYS)}")
     flat: dict[str, Any] = {k: data[k] for k in ("name", "seed") if k in data}
     for section, keys in _SECTION_KEYS.items():
-        values = data.get(section, {})
-        check_param(section, values, [dict], caller=source)
-        bad = set(values) - keys
-        if bad:
-            raise InvalidParameterError(f"{source}: unknown key(s) {sorted(bad)} in [{section}]; "
-                                        f"accepted: {sorted(keys)}")
-        for key, value in values.items():
-            if section == "curvature" and key != "eigen_ratio":
-                key = f"curvature_{key}"
-            flat["generate_seed" if (section, key) == ("generate", "seed") else key] = value
+        flat.update(flatten_section(section, data.get(section, {}), keys, f"{source}: [{section}]"))
     if "ignore" in flat and flat["ignore"] in ("", "none"):
         flat["ignore"] = None
     if "runs" in data:
@@ -158,7 +154,8 @@ def config_from_dict(data: dict[str, Any], *, source: str = "the configuration")
             check_param(f"runs[{i}]", run, [dict], caller=source)
             check_param(f"runs[{i}].name", run.get("name"), ["nonempty_str"], caller=source)
             check_param(f"runs[{i}].model", run.get("model", {"kind": "mlp"}), [dict], caller=source)
-            runs.append(RunSpec(run["name"], dict(run.get("model", {"kind": "mlp"}))))
+            runs.append(RunSpec(run["name"], dict(run.get("model", {"kind": "mlp"})),
+                                run_overrides(run, i, _SECTION_KEYS["train"], source)))
         flat["runs"] = runs
     cfg = PipelineConfig(**flat)
     validate_config(cfg, source)
@@ -166,9 +163,11 @@ def config_from_dict(data: dict[str, Any], *, source: str = "the configuration")
 
 
 def validate_config(cfg: PipelineConfig, source: str) -> None:
-    """Check every value of ``cfg`` (``source`` names the file or option in messages)."""
+    """Check every value of ``cfg`` (``source`` names the file or option in messages), and of
+    each run's own training settings (``[runs.train]``, ``[runs.collect]``) in their place."""
     check_param("name", cfg.name, ["nonempty_str"], caller=source)
-    check_param("seed", cfg.seed, ["int"], caller=source)
+    # torch.manual_seed's range: a seed beyond it would fail only once the output folder exists
+    check_param("seed", cfg.seed, [Interval(int, -2 ** 63, 2 ** 64 - 1)], caller=source)
     check_param("train.optimizer", cfg.optimizer, [Options(("sgd", "momentum", "adam"))], caller=source)
     for key in ("epochs", "batch_size", "collect_freq", "workers"):
         value = getattr(cfg, key)
@@ -184,6 +183,9 @@ def validate_config(cfg: PipelineConfig, source: str) -> None:
                            and all(1 <= a < b for a, b in zip(m, m[1:] + [cfg.epochs])),
                            f"a list of strictly increasing epochs in 1..{cfg.epochs - 1}")], caller=source)
     check_param("train.lr_gamma", cfg.lr_gamma, [Interval(float, 0, 1, closed="right")], caller=source)
+    # the warm-up ends before the first decay: a decay during it would cut a rate still rising
+    check_param("train.warmup_epochs", cfg.warmup_epochs,
+                [Interval(int, 0, min([cfg.epochs - 1, *cfg.lr_milestones]))], caller=source)
     check_param("generate.normalization", cfg.normalization, [Options(("layer", "filter", "none"))], caller=source)
     check_param("generate.ignore", cfg.ignore, [Options(("biasbn",)), None], caller=source)
     check_param("curvature.eigen_ratio", cfg.eigen_ratio, ["boolean"], caller=source)
@@ -213,6 +215,9 @@ def validate_config(cfg: PipelineConfig, source: str) -> None:
             build_model(run.model.get("kind", "mlp"), **kwargs)
         except TypeError as exc:
             raise InvalidParameterError(f"{source}: run {run.name!r}: bad model options {run.model}: {exc}") from None
+        if run.overrides:  # the run's settings checked as a configuration of that one run
+            own = dataclasses.replace(effective_config(cfg, run), runs=[RunSpec(run.name, run.model)])
+            validate_config(own, f"{source}: run {run.name!r}")
 
 
 def _collect_landscape(cfg: PipelineConfig) -> dict[str, Any]:
@@ -225,24 +230,21 @@ def _collect_landscape(cfg: PipelineConfig) -> dict[str, Any]:
     }
 
 
-def _optimizer(cfg: PipelineConfig, params) -> torch.optim.Optimizer:
+def _optimizer(cfg: PipelineConfig, params, steps_per_epoch: int) -> torch.optim.Optimizer:
+    lr = learning_rate_at(cfg, 0, steps_per_epoch)  # the first step's: a warm-up starts low
     if cfg.optimizer == "adam":
-        return torch.optim.Adam(params, lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
+        return torch.optim.Adam(params, lr=lr, weight_decay=cfg.weight_decay)
     momentum = cfg.momentum if cfg.optimizer == "momentum" else 0.0
-    return torch.optim.SGD(params, lr=cfg.learning_rate, momentum=momentum, weight_decay=cfg.weight_decay)
+    return torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=cfg.weight_decay)
 
 
 def _callbacks(cfg: PipelineConfig, collector: SummaryCollector, steps_per_epoch: int) -> list[Callback]:
-    """The collector, and the step decay of the learning rate when ``lr_milestones`` asks for it:
-    the rate is multiplied by ``lr_gamma`` after each milestone epoch (torch's MultiStepLR)."""
-    if not cfg.lr_milestones:
+    """The collector, and the learning rate's schedule when ``lr_milestones`` or ``warmup_epochs``
+    asks for one (:func:`landscape.cli._training.learning_rate_at`)."""
+    if not cfg.lr_milestones and not cfg.warmup_epochs:
         return [collector]
-
-    def rate(_lr: float, step: int) -> float:
-        passed = sum(step >= m * steps_per_epoch for m in cfg.lr_milestones)
-        return cfg.learning_rate * cfg.lr_gamma ** passed
-
-    return [collector, LearningRateScheduler(rate)]
+    # called after each step with the steps done so far: the next step's rate
+    return [collector, LearningRateScheduler(lambda _lr, step: learning_rate_at(cfg, step, steps_per_epoch))]
 
 
 def _make_callback_fn(model_spec: dict[str, Any], image: bool, metrics: dict[str, Any] | None = None):
@@ -291,27 +293,28 @@ def run_pipeline(cfg: PipelineConfig, out_dir: str | os.PathLike, *, progress: b
     a sub-folder named after it (so ``out_dir`` is a MindInsight summary base directory).
     """
     out = Path(out_dir)
-    results: dict[str, Any] = {"out": str(out), "runs": {}, "figures": []}
+    results: dict[str, Any] = {"out": str(out), "seed": cfg.seed, "runs": {}, "figures": []}
     t_start = time.perf_counter()
     all_landscapes = {}
     curvature: dict[str, Any] = {}
     for run in cfg.runs:
         summary_dir = out if len(cfg.runs) == 1 else out / run.name
-        torch.manual_seed(cfg.seed)
+        own = effective_config(cfg, run)  # the run's own [runs.train] and [runs.collect], if any
+        torch.manual_seed(own.seed)
         kwargs = {k: v for k, v in run.model.items() if k != "kind"}
         kind = run.model.get("kind", "mlp")
         network = build_model(kind, **kwargs)
         image = kind in IMAGE_KINDS
         loss_fn = torch.nn.CrossEntropyLoss()
         initial = _mean_loss(network, image, cfg.num_samples)
-        model = Model(network, loss_fn, _optimizer(cfg, network.parameters()))
+        loader = digits_loader(own.batch_size, image=image, seed=own.seed)
+        model = Model(network, loss_fn, _optimizer(own, network.parameters(), len(loader)))
         collector = SummaryCollector(
-            str(summary_dir), collect_freq=cfg.collect_freq,
-            collect_specified_data={"collect_landscape": _collect_landscape(cfg)},
+            str(summary_dir), collect_freq=own.collect_freq,
+            collect_specified_data={"collect_landscape": _collect_landscape(own)},
         )
         t0 = time.perf_counter()
-        loader = digits_loader(cfg.batch_size, image=image, seed=cfg.seed)
-        model.train(cfg.epochs, loader, callbacks=_callbacks(cfg, collector, len(loader)))
+        model.train(own.epochs, loader, callbacks=_callbacks(own, collector, len(loader)))
         t_train = time.perf_counter() - t0
         t0 = time.perf_counter()
         landscapes = SummaryLandscape(str(summary_dir)).gen_landscapes_with_multi_process(
@@ -337,9 +340,12 @@ def run_pipeline(cfg: PipelineConfig, out_dir: str | os.PathLike, *, progress: b
             "initial_loss": round(initial, 6), "final_loss": round(final, 6), "accuracy": round(accuracy, 4),
             "warning": note,
             "figures": figures,
+            # the settings this run trained with (its own where [runs.train] gave them)
+            "train": {key: getattr(own, key) for key in sorted(_SECTION_KEYS["train"])}, "intervals": own.intervals,
         }
         if result_landscape(landscapes).dims == 2:
             info["surface_nonconvexity"] = surface_nonconvexity(result_landscape(landscapes))
+            info["centre_nonconvexity"] = centre_nonconvexity(result_landscape(landscapes))
         if cfg.eigen_ratio:
             t0 = time.perf_counter()
             curv = SummaryLandscape(str(summary_dir)).gen_landscapes_with_multi_process(
