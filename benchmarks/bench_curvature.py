@@ -34,14 +34,52 @@ letting pip touch torch (it declares none of its imports as requirements anyway)
 
 Run: ``python benchmarks/bench_curvature.py [--repeats 5] [--seeds 20] [--threads N] [--no-exact-trace]
 [--only-pyhessian]``.
+
+``--density`` runs one other case alone (issue 36), on ``landscape.examples``' ResNet-20
+(``DigitsResNet(20, 16)``, 272,186 parameters, trained 3 epochs on the digits: SGD 0.05 with
+momentum 0.9, batches of 64, seed 0; eval mode; the first 512 digits): the eigenvalue density
+by stochastic Lanczos quadrature, ``spectral_density`` at its defaults (10 runs x 80 steps,
+float32 products, Lanczos arithmetic in float64 with full reorthogonalisation) against
+hessian-eigenthings 1.0.0a5's ``spectral_density(HessianOperator(...), num_runs=10,
+lanczos_steps=80)`` (float32, its own full reorthogonalisation), and our Hutch++ trace
+(``hessian_trace(method="hutch++", dtype=float32, rel_tol=--hutch-rel-tol)``) over ``n``:
+the SLQ means (``tr / n``, the runs' average of sum(weights * nodes)), their ratios, and wall
+times, alternating ours, theirs, Hutch++ in one process for ``--repeats`` seeds. On a
+shared machine the times of one process are slowed alike: read the ratios. hessian-eigenthings
+is NOT a dependency of this project (``pip install --no-deps hessian-eigenthings==1.0.0a5``).
+``python benchmarks/bench_curvature.py --density [--repeats 1] [--threads 1] [--runs 10 --steps 80]``.
+
+``--resnet hessian,ggn`` (issue 36) runs the eigenvalue cases on the same ResNet-20 and 512
+digits against hessian-eigenthings 1.0.0a5, in one process: ``hessian`` the top three
+Hessian eigenvalues, ``ggn`` the top GGN eigenvalue (its ``GGNOperator``). The reference
+for each is independent of both codes: 120 steps of plain Lanczos with every vector kept
+and fully reorthogonalised, float64 arithmetic, on float32 products written here (double
+backward for the Hessian; ``jvp``, the cross-entropy's Hessian on the logits in closed form
+and a backward pass for the GGN). Ours runs at its defaults (``hessian_eigs(k=3)``,
+``curvature="ggn", k=1``: float32 products, tol 1e-4); theirs, ``lanczos(op, k, max_iter=m,
+which="LA", seed)``, at the fewest steps ``m`` that reach 1e-3 relative error, and at those
+that reach our error (or, where its float32 arithmetic cannot, at its best within 50 steps),
+found from one 50-step ``lanczos_tridiagonal`` from its start vector (the leading ``m x m``
+block is what ``max_iter=m`` computes). Then ours and theirs alternate ``--repeats`` times:
+wall time (median, range) in a plain process, as a user runs them, the peak resident memory
+above each run's start (a lower bound there: glibc keeps freed memory for the next run; exact
+with ``--fixed-mmap``, which re-executes the process with glibc's mmap threshold fixed so that
+freed tensors are given back, and which slows every product of both codes 2 to 3 times),
+errors and products. ``--gpt2``: GPT-2 124M (randomly initialised, float32), 4 sequences of
+32 tokens: 3 products of ours and of theirs alternating, and our top eigenvalue (a window of
+6 vectors, at most 12 products: finite values, not a converged one, on this CPU).
+``python benchmarks/bench_curvature.py --resnet hessian,ggn [--gpt2] --repeats 3 [--fixed-mmap]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import gc
 import json
+import os
 import statistics
+import sys
 import time
 
 import numpy as np
@@ -49,8 +87,8 @@ import torch
 from torch import nn
 from torch.func import functional_call, grad, vjp
 
-from landscape.curvature import hessian_eigs, hessian_trace
-from landscape.examples import MLP, digits_loader, digits_tensors
+from landscape.curvature import hessian_eigs, hessian_trace, spectral_density
+from landscape.examples import MLP, DigitsResNet, digits_loader, digits_tensors, train_epoch
 
 N = 512
 
@@ -131,9 +169,33 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=0,
                     help="torch threads (0: torch's default). On a shared machine 1 thread is far steadier: two "
                          "threads that wait for each other while other processes hold the cores can be 10-30x slower")
+    ap.add_argument("--density", action="store_true", help="only the ResNet-20 spectral density case (issue 36)")
+    ap.add_argument("--resnet", default="", help="only the ResNet-20 eigenvalue cases against hessian-eigenthings "
+                                                 "(issue 36): 'hessian', 'ggn' or 'hessian,ggn'")
+    ap.add_argument("--gpt2", action="store_true", help="only GPT-2 124M: 3 products of each and our top eigenvalue")
+    ap.add_argument("--runs", type=int, default=10, help="SLQ runs of the density case")
+    ap.add_argument("--steps", type=int, default=80, help="Lanczos steps per run of the density case")
+    ap.add_argument("--fixed-mmap", action="store_true",
+                    help="re-execute with glibc's mmap threshold fixed at 128 KB, so that freed tensors are given "
+                         "back and the peaks above each run's start are exact; every large tensor is then a fresh "
+                         "mmap, which slows both codes 2-3x: the times are a user's only without it (the default)")
+    ap.add_argument("--hutch-rel-tol", type=float, default=0.02, help="Hutch++'s rel_tol in the density case")
     args = ap.parse_args()
+    if args.fixed_mmap and MALLOC_TUNABLES not in os.environ.get("GLIBC_TUNABLES", ""):
+        env = {**os.environ, "GLIBC_TUNABLES": ":".join(t for t in (os.environ.get("GLIBC_TUNABLES"),
+                                                                     MALLOC_TUNABLES) if t)}
+        os.execve(sys.executable, [sys.executable, *sys.argv], env)  # peaks measured with the threshold fixed
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.resnet or args.gpt2:
+        if args.resnet:
+            resnet_sections(args.repeats, args.resnet.split(","))
+        if args.gpt2:
+            gpt2_section()
+        return
+    if args.density:
+        density_case(args.repeats, args.runs, args.steps, args.hutch_rel_tol)
+        return
     try:
         from pyhessian import hessian as pyhessian_hessian
     except ImportError:
@@ -228,6 +290,306 @@ def pyhessian_defaults(pyhessian_hessian, net, lf, x, y, ref, seeds):
                       "runs_unsorted": int(sum(list(v) != sorted(v, reverse=True) for v in vals)),
                       "rel_error_median": np.median(rel, axis=0).tolist(), "rel_error_max": rel.max(axis=0).tolist(),
                       "trace_probes_min_median_max": [int(min(probes)), int(np.median(probes)), int(max(probes))]}))
+
+
+
+def trained_resnet20() -> nn.Module:
+    """``DigitsResNet(20, 16)`` trained 3 epochs on the digits (SGD 0.05, momentum 0.9, batch 64, seed 0), eval mode."""
+    torch.manual_seed(0)
+    net = DigitsResNet(20, 16)
+    x, y = digits_tensors(image=True)
+    opt = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(3):
+        train_epoch(net, opt, x, y, gen)
+    return net.eval()
+
+
+def density_case(repeats: int, runs: int, steps: int, hutch_rel_tol: float) -> None:
+    """Our SLQ density, hessian-eigenthings' and our Hutch++ trace on the ResNet-20, alternating."""
+    try:
+        import hessian_eigenthings as he
+    except ImportError:
+        he = None
+        print("hessian-eigenthings not installed (pip install --no-deps hessian-eigenthings==1.0.0a5): our side only")
+    t_train, net = timed(trained_resnet20)
+    x, y = digits_tensors(image=True)
+    x, y = x[:N], y[:N]
+    lf = nn.CrossEntropyLoss()
+    n = sum(p.numel() for p in net.parameters())
+    print(json.dumps({"case": "density_setup", "parameters": n, "train_seconds": round(t_train, 1),
+                      "torch_threads": torch.get_num_threads(), "runs": runs, "steps": steps}), flush=True)
+    for r in range(repeats):  # alternate, so that load on the machine hits all three alike
+        t_ours, ours = timed(lambda: spectral_density(net, lf, (x, y), num_samples=N, runs=runs, steps=steps, seed=r,
+                                                      progress=False))
+        row = {"case": "density", "seed": r,
+               "ours": {"seconds": round(t_ours, 1), "mean": ours.mean, "stderr": ours.stderr,
+                        "top": ours.top.tolist(), "sigma": ours.sigma, "products": runs * steps}}
+        if he is not None:
+            model = copy.deepcopy(net)
+            op = he.HessianOperator(model, [(x, y)], he.supervised_loss(lf))
+            t_theirs, theirs = timed(lambda: he.spectral_density(op, num_runs=runs, lanczos_steps=steps, seed=r))
+            nodes = theirs.raw_eigenvalues.double().numpy()
+            weights = theirs.raw_weights.double().numpy()
+            means = np.nansum(nodes * weights, axis=1)  # the same quadrature's mean (padding: NaN nodes, 0 weights)
+            row["hessian_eigenthings"] = {"seconds": round(t_theirs, 1), "mean": float(means.mean()),
+                                          "stderr": float(means.std(ddof=1) / np.sqrt(len(means))),
+                                          "top": np.sort(nodes[np.isfinite(nodes)])[::-1][:3].tolist()}
+            row["time_ours_over_theirs"] = round(t_ours / t_theirs, 3)
+            row["mean_ours_over_theirs"] = round(ours.mean / float(means.mean()), 4)
+        t_h, tr = timed(lambda: hessian_trace(net, lf, (x, y), num_samples=N, method="hutch++", dtype=torch.float32,
+                                              rel_tol=hutch_rel_tol, seed=r, progress=False))
+        row["hutch++"] = {"seconds": round(t_h, 1), "trace_over_n": tr.estimate / n,
+                          "interval_over_n": [tr.interval[0] / n, tr.interval[1] / n], "products": tr.probes,
+                          "sketch": tr.sketch, "converged": tr.converged}
+        row["mean_ours_over_hutch++"] = round(ours.mean / (tr.estimate / n), 4)
+        print(json.dumps(row), flush=True)
+
+
+
+# ----------------------------------------------------------------------------------------------
+# ResNet-20 and GPT-2 against hessian-eigenthings 1.0.0a5 (--sections resnet,gpt2)
+# ----------------------------------------------------------------------------------------------
+
+#: glibc's mmap threshold fixed in the ResNet/GPT-2 sections' process (set by re-executing it), so
+#: that every large tensor is given back when freed and the peak resident memory above a run's start
+#: is the memory that run held (not the allocator's fragmentation).
+MALLOC_TUNABLES = "glibc.malloc.mmap_threshold=131072"
+REFERENCE_STEPS = 120
+
+
+def plain_hvp(net: nn.Module, x: torch.Tensor, y: torch.Tensor):
+    """Hessian-vector products by plain double backward in float32 (independent of both codes)."""
+    params = list(net.parameters())
+    sizes = [p.numel() for p in params]
+    g = torch.autograd.grad(nn.functional.cross_entropy(net(x), y), params, create_graph=True)
+
+    def mv(v: torch.Tensor) -> torch.Tensor:
+        vs = [t.view_as(p) for t, p in zip(torch.split(v, sizes), params)]
+        return torch.cat([t.reshape(-1) for t in torch.autograd.grad(g, params, grad_outputs=vs, retain_graph=True)])
+
+    return mv, sum(sizes)
+
+
+def plain_ggn(net: nn.Module, x: torch.Tensor, y: torch.Tensor):
+    """GGN-vector products J^T H_out J v in float32, written out here: J v by ``torch.func.jvp``, the
+    cross-entropy's Hessian on the logits in closed form, ``(diag(p) - p p^T) / n`` per sample, and
+    J^T u by a backward pass through the logits' graph (independent of both codes)."""
+    names = [k for k, _ in net.named_parameters()]
+    point = {k: p.detach() for k, p in net.named_parameters()}
+    buffers = dict(net.named_buffers())
+    sizes = [point[k].numel() for k in names]
+
+    def logits(p):
+        return functional_call(net, {**p, **buffers}, (x,))
+
+    out, back = torch.func.vjp(logits, point)
+    prob = torch.softmax(out.detach(), dim=1)
+
+    def mv(v: torch.Tensor) -> torch.Tensor:
+        tangent = {k: t.view_as(point[k]) for k, t in zip(names, torch.split(v, sizes))}
+        jv = torch.func.jvp(logits, (point,), (tangent,))[1]
+        hu = (prob * jv - prob * (prob * jv).sum(1, keepdim=True)) / len(x)
+        return torch.cat([back(hu)[0][k].reshape(-1) for k in names])
+
+    return mv, sum(sizes)
+
+
+def reference_lanczos(matvec, dim: int, k: int, steps: int = REFERENCE_STEPS, seed: int = 0) -> dict:
+    """Plain Lanczos, every vector kept (float64 numpy), full reorthogonalisation twice: the top-k Ritz
+    values after ``steps`` products and their residuals (the converged reference)."""
+    rng = np.random.default_rng(seed)
+    q = rng.standard_normal(dim)
+    q /= np.linalg.norm(q)
+    basis = np.zeros((steps, dim))
+    alpha, beta = [], []
+    for j in range(steps):
+        basis[j] = q
+        w = matvec(torch.from_numpy(q).float()).double().numpy()
+        alpha.append(float(q @ w))
+        w -= alpha[-1] * q
+        if j:
+            w -= beta[-1] * basis[j - 1]
+        for _ in range(2):
+            w -= basis[:j + 1].T @ (basis[:j + 1] @ w)
+        beta.append(float(np.linalg.norm(w)))
+        q = w / beta[-1]
+    t = np.diag(alpha) + np.diag(beta[:-1], 1) + np.diag(beta[:-1], -1)
+    theta, s = np.linalg.eigh(t)
+    return {"eigenvalues": theta[::-1][:k], "residuals": (beta[-1] * np.abs(s[-1]))[::-1][:k]}
+
+
+def _reset_peak() -> int:
+    """Reset this process's ``VmHWM`` to its ``VmRSS`` (Linux); return that, in bytes."""
+    with open("/proc/self/clear_refs", "w") as fh:
+        fh.write("5")
+    return _status_kb("VmRSS")
+
+
+def _status_kb(key: str) -> int:
+    with open("/proc/self/status") as fh:
+        return next(int(line.split()[1]) for line in fh if line.startswith(key + ":")) * 1024
+
+
+def measured(fn):
+    """``fn()``'s wall time, peak resident memory above its start (bytes) and result."""
+    gc.collect()
+    base = _reset_peak()
+    t = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - t, _status_kb("VmHWM") - base, out
+
+
+def rel_error(values, ref) -> float:
+    values = np.asarray(values, dtype=np.float64)
+    return float(np.max(np.abs(values - ref) / np.abs(ref)))
+
+
+def their_steps_for(he, op, ref: np.ndarray, k: int, targets: dict, longest: int = 50) -> dict:
+    """The fewest Lanczos steps hessian-eigenthings' ``lanczos(op, k, max_iter=m, which="LA", seed=0)``
+    needs for each target error: its ``lanczos_tridiagonal`` from the same start vector (reorthogonalised,
+    as its ``lanczos`` is up to 50 steps), whose leading m x m block is exactly what ``max_iter=m`` uses."""
+    gen = torch.Generator(device="cpu").manual_seed(0)
+    v0 = torch.randn(op.size, dtype=op.dtype, generator=gen).to(op.device)
+    td = he.lanczos_tridiagonal(op, v0, longest, reorthogonalize=True)
+    a, b = td.alphas.double().numpy(), td.betas.double().numpy()
+    errors = {}
+    for m in range(k, td.iterations + 1):
+        theta = np.linalg.eigvalsh(np.diag(a[:m]) + np.diag(b[:m - 1], 1) + np.diag(b[:m - 1], -1))[::-1][:k]
+        errors[m] = rel_error(theta, ref)
+    steps = {name: next((m for m, e in errors.items() if e <= target), None) for name, target in targets.items()}
+    best = min(errors, key=lambda m: (errors[m], m))
+    return {**steps, "their_best_error": errors[best], "their_best_steps": best}
+
+
+def versus(label: str, ours, theirs: dict, ref: np.ndarray, repeats: int) -> dict:
+    """``ours(seed)`` and each ``theirs[name](seed)`` alternating, ``repeats`` times: time, peak, error."""
+    runs: dict[str, dict[str, list]] = {"ours": {"s": [], "peak": [], "err": [], "its": []}}
+    runs.update({name: {"s": [], "peak": [], "err": [], "its": []} for name in theirs})
+    for r in range(repeats):
+        for name, fn in [("ours", ours), *theirs.items()]:
+            t, peak, (values, its) = measured(lambda: fn(r))
+            runs[name]["s"].append(t)
+            runs[name]["peak"].append(peak)
+            runs[name]["err"].append(rel_error(values, ref))
+            runs[name]["its"].append(its)
+    row: dict = {"case": label, "reference": ref.tolist()}
+    for name, d in runs.items():
+        row[name] = {**summary(d["s"]), "peak_MB_median": round(statistics.median(d["peak"]) / 2**20, 1),
+                     "max_rel_error": max(d["err"]), "products": d["its"]}
+    for name in theirs:
+        row[f"time_ratio_ours_over_{name}"] = round(statistics.median(runs["ours"]["s"]) /
+                                                    statistics.median(runs[name]["s"]), 3)
+    return row
+
+
+def resnet_sections(repeats: int, sections: list[str]) -> None:
+    import hessian_eigenthings as he
+
+    assert he.__version__ == "1.0.0a5", he.__version__
+    net = trained_resnet20()
+    x, y = digits_tensors(image=True)
+    x, y = x[:N], y[:N]
+    lf = nn.CrossEntropyLoss()
+    batches = [(x, y)]
+    dim = sum(p.numel() for p in net.parameters())
+    print(json.dumps({"case": "resnet20", "allocator": os.environ.get("GLIBC_TUNABLES") or "glibc defaults",
+                      "parameters": dim, "samples": len(x), "torch_threads":
+                      torch.get_num_threads(), "hessian_eigenthings": he.__version__}))
+
+    def loss_of(m, b):
+        return nn.functional.cross_entropy(m(b[0]), b[1])
+
+    for curvature, k in (("hessian", 3), ("ggn", 1)):
+        if curvature not in sections:
+            continue
+        mv, _ = (plain_hvp if curvature == "hessian" else plain_ggn)(net, x, y)
+        t, ref = timed(lambda: reference_lanczos(mv, dim, k))
+        ref_vals = np.asarray(ref["eigenvalues"])
+        print(json.dumps({"case": f"{curvature}_reference", "what": f"{REFERENCE_STEPS}-step Lanczos, every vector "
+                          "kept, full reorthogonalisation, float64 arithmetic, float32 products (plain autograd)",
+                          "eigenvalues": ref_vals.tolist(), "residuals": np.asarray(ref["residuals"]).tolist(),
+                          "seconds": round(t, 1)}))
+        if curvature == "hessian":
+            op = he.HessianOperator(net, batches, loss_of)
+        else:
+            op = he.GGNOperator(net, batches, lambda m, b: m(b[0]), lambda o, b: nn.functional.cross_entropy(o, b[1]))
+
+        def ours(seed: int, curvature: str = curvature, k: int = k):
+            e = hessian_eigs(net, lf, (x, y), k=k, num_samples=len(x), seed=seed, curvature=curvature,
+                             progress=False)
+            return e.eigenvalues, e.iterations
+
+        # our accuracy at the defaults, then the steps theirs needs for it and for 1e-3
+        _, first = timed(lambda: ours(0))
+        mine = rel_error(first[0], ref_vals)
+        steps = their_steps_for(he, op, ref_vals, k, {"theirs_at_our_error": mine, "theirs_at_1e-3": 1e-3})
+        print(json.dumps({"case": f"{curvature}_calibration", "our_error_at_defaults": mine,
+                          "our_products": first[1], "their_steps": steps}))
+        if steps["theirs_at_our_error"] is None:  # their float32 arithmetic stops short of ours: their best
+            steps["theirs_at_their_best"] = steps["their_best_steps"]
+        steps = {name: m for name, m in steps.items() if name.startswith("theirs_at")}
+
+        def theirs_with(m: int | None, op=op, k: int = k):
+            def run(seed: int):
+                res = he.lanczos(op, k=k, max_iter=m, which="LA", seed=seed)
+                return res.eigenvalues.double().numpy(), res.iterations
+            return run
+
+        contenders = {name: theirs_with(m) for name, m in steps.items() if m is not None}
+        print(json.dumps(versus(f"{curvature}_top{k}", ours, contenders, ref_vals, repeats)))
+
+
+def gpt2_section() -> None:
+    """GPT-2 124M (randomly initialised, float32), 4 sequences of 32 tokens: the time of 3 products of
+    ours and of hessian-eigenthings' (alternating), and our top eigenvalue (k=1, a window of 6 vectors,
+    at most 12 products: finite values, not a converged one on this CPU)."""
+    import hessian_eigenthings as he
+    import transformers
+
+    torch.manual_seed(0)
+    model = transformers.GPT2LMHeadModel(transformers.GPT2Config()).eval()
+    ids = torch.randint(0, model.config.vocab_size, (4, 32), generator=torch.Generator().manual_seed(1))
+
+    def task(m, batch):
+        logits = m(input_ids=batch).logits
+        return nn.functional.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), batch[:, 1:].reshape(-1))
+
+    names = [k for k, _ in model.named_parameters()]
+    dim = sum(p.numel() for p in model.parameters())
+    from landscape.curvature import make_operator
+    from landscape.engine import collect
+
+    ours = make_operator(model, task, collect([ids], None, task, caller="bench"), names)
+    theirs = he.HessianOperator(model, [ids], task)
+    v = torch.randn(dim, generator=torch.Generator().manual_seed(2))
+    # theirs as shipped: transformers' default attention is SDPA, whose fused CPU kernel has no double
+    # backward; the caller can force the math kernel around their products (we do it inside ours)
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    try:
+        theirs.matvec(v)
+        as_shipped = "ran"
+    except RuntimeError as exc:
+        as_shipped = f"{type(exc).__name__}: {exc}"
+
+    def theirs_math(vec: torch.Tensor) -> torch.Tensor:
+        with sdpa_kernel(SDPBackend.MATH):
+            return theirs.matvec(vec)
+
+    times: dict[str, list[float]] = {"ours": [], "theirs_math_kernel": []}
+    for _ in range(3):
+        for name, mv in (("ours", ours.matvec), ("theirs_math_kernel", theirs_math)):
+            t, _ = timed(lambda: mv(v))
+            times[name].append(t)
+    t, peak, eig = measured(lambda: hessian_eigs(model, data=[ids], task=task, k=1, num_samples=None, basis=6,
+                                                 max_iter=12, progress=False))
+    print(json.dumps({"case": "gpt2_124m", "parameters": dim, "tokens": list(ids.shape),
+                      "theirs_as_shipped": as_shipped,
+                      "product_seconds": {n: [round(s, 2) for s in ts] for n, ts in times.items()},
+                      "top_eigenvalue": float(eig.eigenvalues[0]), "finite": bool(np.isfinite(eig.eigenvalues).all()),
+                      "residual": float(eig.residuals[0]), "products": eig.iterations, "seconds": round(t, 1),
+                      "peak_GB": round(peak / 2**30, 2)}))
 
 
 if __name__ == "__main__":

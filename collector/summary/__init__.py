@@ -36,13 +36,14 @@ from typing import TYPE_CHECKING, Any
 __all__ = ["scalar", "tensor", "image", "histogram", "is_recording",
            "SummaryRecord", "PLUGINS", "SummaryReader", "read_events", "summary_files",
            "SummaryReadError", "CorruptRecordError", "RecordIssue", "TensorBoardWriter",
-           "VERSION", "EventFile", "lineage_filename", "discard_pending", "custom_lineage", "is_lineage_file"]
+           "VERSION", "EventFile", "lineage_filename", "discard_pending", "custom_lineage", "is_lineage_file",
+           "open_record"]
 
 # Loaded on first use (PEP 562): ``collector.proto`` and the reader need only the message
 # classes, not SummaryRecord's torch and fx tracer.
 _WHERE = {
     **dict.fromkeys(("scalar", "tensor", "image", "histogram", "is_recording"), "collector.summary._operators"),
-    **dict.fromkeys(("SummaryRecord", "PLUGINS"), "collector.summary._record"),
+    **dict.fromkeys(("SummaryRecord", "PLUGINS", "open_record"), "collector.summary._record"),
     **dict.fromkeys(("SummaryReader", "read_events", "summary_files"), "collector.summary._reader"),
     **dict.fromkeys(("SummaryReadError", "CorruptRecordError", "RecordIssue"), "collector.summary._framing"),
     # what the sibling subpackages (lineage, collect) use
@@ -73,5 +74,5 @@ if TYPE_CHECKING:
     from collector.summary._operators import discard_pending, histogram, image, is_recording, scalar, tensor
     from collector.summary._packing import custom_lineage
     from collector.summary._reader import SummaryReader, is_lineage_file, read_events, summary_files
-    from collector.summary._record import PLUGINS, SummaryRecord
+    from collector.summary._record import PLUGINS, SummaryRecord, open_record
     from collector.summary._tensorboard import TensorBoardWriter

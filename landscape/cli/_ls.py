@@ -7,6 +7,7 @@ Its landscapes are those of its summary events and the finished ones of its
 progress, points done of points in all, which the same ``landscape gen`` command resumes.
 A ``landscapes.h5`` records the run its landscapes belong to (one run per folder): its summary
 directory is listed (``generated_from``), and printed when it is another folder (an ``--output``).
+What ``landscape curvature`` measured (its group ``curvature``) is listed per checkpoint.
 
 A run that cannot be read is listed as unreadable (and warned about on stderr); a
 damaged file or record of a run is listed under it; the healthy runs are listed as usual.
@@ -24,7 +25,7 @@ from typing import Any
 import viz
 from collector.summary import SummaryReader
 from landscape.cli._common import UsageError
-from landscape.io import H5_NAME, read_run, stored_landscapes
+from landscape.io import H5_NAME, curvature_summary, curvature_text, read_curvature, read_run, stored_landscapes
 
 __all__ = ["run_ls"]
 
@@ -44,12 +45,14 @@ def _h5_row(row: dict[str, Any], folder: Path) -> None:
     and its unfinished ones with their progress."""
     row.setdefault("landscapes", [])
     row["unfinished"] = []
+    row["curvature"] = []
     h5 = folder / H5_NAME
     if not h5.is_file():
         return
     try:
         stored = stored_landscapes(h5)
         record = read_run(h5)
+        row["curvature"] = [curvature_summary(rec) for rec in read_curvature(h5).values()]
     except (OSError, KeyError, ValueError) as exc:
         row.setdefault("damaged", []).append(f"{H5_NAME} cannot be read: {exc}")
         return
@@ -105,6 +108,8 @@ def run_ls(args: argparse.Namespace) -> int:
         print(f"{row['run']}\tfinal loss {final}\tscalars: {', '.join(row['scalars']) or '-'}")
         for tag in row["landscapes"]:
             print(f"\t{tag}")
+        for item in row.get("curvature", []):
+            print(f"\t{curvature_text(item)}")
         for item in row["unfinished"]:
             print(f"\t{item['tag']}\tunfinished: {item['done']} of {item['points']} points "
                   "(the same landscape gen command resumes it)")

@@ -1,7 +1,7 @@
 """The ``landscape`` command (also ``python -m landscape``): the parser and the dispatch.
 
-Subcommands: demo, run, gen, plot, ls, export, lineage; each runs from its own module
-(``_demo``, ``_gen``, ``_plot``, ``_export``, ``_ls``, ``_lineage``), imported only when
+Subcommands: demo, run, gen, plot, ls, export, lineage, curvature; each runs from its own module
+(``_demo``, ``_gen``, ``_plot``, ``_export``, ``_ls``, ``_lineage``, ``_curvature``), imported only when
 it runs. Arguments are parsed once here into explicit keyword arguments for the
 library; bad usage prints one line and exits with status 2, a failure while working
 exits with status 1.
@@ -126,6 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_compare(sub)
     _add_views(sub)
     _add_lineage(sub)
+    _add_curvature(sub)
     return parser
 
 
@@ -288,6 +289,44 @@ def _add_views(sub: Any) -> None:
                         "share (default: no absolute path of this machine in a page that is shared), or absolute")
 
 
+def _add_curvature(sub: Any) -> None:
+    """curvature: eigenvalues, trace, density and sharpness at a run's checkpoint."""
+    p = sub.add_parser("curvature", help="the Hessian's top eigenvalues, trace, density and sharpness at a run's "
+                                         "checkpoint, into landscapes.h5",
+                       description="Measure the curvature of the loss the landscapes use at one checkpoint of a "
+                                   "SummaryCollector run (default the last); the results go to landscapes.h5 "
+                                   "(group curvature/{unit}_{N}) and landscape ls shows them.")
+    p.add_argument("run", type=Path, metavar="RUN", help="the SummaryCollector's directory (holds ckpt_dir/)")
+    p.add_argument("--task", required=True, metavar="MODULE:FUNCTION", help="as for gen")
+    p.add_argument("--what", type=_what, default=["eigs", "trace"], metavar="LIST",
+                   help="comma-separated, of eigs (top --k eigenvalues), trace (Hutchinson, with its interval), "
+                        "density (SLQ), sharpness (the --sharpness kinds); default eigs,trace")
+    p.add_argument("--checkpoint", type=int, metavar="N", help="the step or epoch number (default: the last one)")
+    p.add_argument("--num-samples", type=_positive, metavar="N",
+                   help="samples the loss is averaged over (default: the num_samples recorded in train_metadata.json)")
+    p.add_argument("--k", type=_positive, default=3, help="eigenvalues for eigs (default 3)")
+    p.add_argument("--runs", type=_positive, default=10, help="density: Lanczos runs (default 10)")
+    p.add_argument("--steps", type=_positive, default=80, help="density: products per run (default 80)")
+    p.add_argument("--sharpness", default="lambda_max,trace", metavar="KINDS",
+                   help="comma-separated, of lambda_max, trace, adaptive_worst, adaptive_average "
+                        "(Andriushchenko et al.'s; they need --rho); default lambda_max,trace")
+    p.add_argument("--rho", type=float, help="the adaptive kinds' radius (relative to |w|, elementwise)")
+    p.add_argument("--p", choices=("2", "inf"), default="2", help="adaptive_worst's norm (default 2)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the start vectors, probes and draws (default 0)")
+    p.add_argument("-o", "--output", type=Path, metavar="DIR",
+                   help="the folder whose landscapes.h5 takes the results (default: RUN)")
+
+
+def _what(text: str) -> list[str]:
+    """``--what``: comma-separated measurements, each known."""
+    known = ("eigs", "trace", "density", "sharpness")
+    items = [t.strip() for t in text.split(",") if t.strip()]
+    bad = [t for t in items if t not in known]
+    if bad or not items:
+        raise argparse.ArgumentTypeError(f"expected comma-separated {', '.join(known)}; got {text!r}")
+    return items
+
+
 def _add_lineage(sub: Any) -> None:
     """lineage: the runs' hyper-parameters and metrics."""
     p = sub.add_parser(
@@ -356,6 +395,11 @@ def _command(name: str, argv: Sequence[str]) -> Callable[[argparse.Namespace], i
         from landscape.cli import _report
 
         return _report.run_report
+    if name == "curvature":
+        # start-up: torch and the curvature only for curvature
+        from landscape.cli import _curvature
+
+        return _curvature.run_curvature
     if name == "ls":
         # start-up: the summary reader only for ls
         from landscape.cli import _ls

@@ -1,24 +1,45 @@
-"""Extreme eigenpairs of a symmetric operator by Lanczos with full reorthogonalisation (private).
+"""Extreme eigenpairs of a symmetric operator by thick-restart Lanczos (private).
 
-Each iteration takes one product ``A q`` and orthogonalises it against every Lanczos
-vector so far, twice (classical Gram-Schmidt repeated, "twice is enough"), so the basis
-stays orthonormal to working precision and no spurious copies of converged eigenvalues
-appear. The Ritz values of the tridiagonal matrix ``T`` approximate ``A``'s extreme
-eigenvalues; the residual of a Ritz pair is ``|beta_m s_m|`` (``s`` its eigenvector of
-``T``), exact with a fully reorthogonalised basis, and by the Bauer-Fike/Kahan bound some
-eigenvalue of ``A`` lies within that residual of the Ritz value (in practice within
-residual squared over the gap). The iteration stops when every wanted pair's residual is
-at most ``tol * max|theta|``: each eigenvalue is then accurate to ``tol * ||A||_2``.
+The scheme: Lanczos with full reorthogonalisation inside a window of at most ``m``
+vectors (:func:`basis_size`; ARPACK's default ``max(2k + 1, 20)``), thick-restarted when
+the window is full (Wu & Simon 2000; Stewart's Krylov-Schur 2001 is the same for a
+symmetric operator): the ``l`` best Ritz vectors (:func:`_kept`, the wanted ones first)
+replace the window, the residual vector goes on as the next Lanczos vector, and the
+projected matrix becomes ``diag(theta_kept)`` bordered by the kept pairs' residual
+coefficients. Memory is therefore the window, ``m`` vectors, whatever the iterations:
+``O(n k)``, not the ``(n, iterations)`` basis of plain Lanczos. Why not the alternative,
+two passes (a first pass keeping only the tridiagonal and the last two vectors, a second
+one regenerating the basis to accumulate the Ritz vectors): full reorthogonalisation needs
+every vector at every step, so a two-pass run would go without it, lose orthogonality
+(Paige 1976) and grow spurious copies of converged eigenvalues, and the second pass doubles
+the products. A restart costs a few products (for extreme eigenvalues thick restart
+converges about as fast as unrestarted Lanczos of the same total length; Morgan 1996,
+Wu & Simon 2000) and keeps full reorthogonalisation.
+
+Precision: the vectors are stored in the products' dtype (float32 halves the window's
+memory; each stored vector is the float64 one rounded, orthonormal to ~1e-7 then); every
+coefficient, the working vector, the reorthogonalisation (classical Gram-Schmidt,
+repeated where needed) and the projected matrix are float64: the window is read in blocks
+converted to float64 (``BLOCK`` columns at a time, a bounded temporary), a second
+Gram-Schmidt pass where the first one cancelled most of the vector (the DGKS test, as
+ARPACK's). Each iteration takes one product ``A q``.
+
+Convergence: a Ritz pair's residual ``||A x - theta x||`` is ``|beta s_last|`` (``s`` its
+eigenvector of the projected matrix, ``beta`` the residual vector's norm), exact with a
+fully reorthogonalised window; by the Bauer-Fike/Kahan bound an eigenvalue of ``A`` lies
+within it of the Ritz value (in practice within residual squared over the gap). The
+iteration stops when every wanted pair's residual is at most ``tol * max|theta|``. The
+tolerance has to sit above the products' rounding: float32 products carry errors of about
+``1e-7 ||A||`` and more, so residuals below that never come (:data:`DEFAULT_TOL`).
 
 A breakdown (``beta`` ~ 0: the Krylov space is invariant, e.g. a model with fewer
-parameters than iterations) continues from a fresh random vector orthogonal to the basis,
+parameters than the window) continues from a fresh random vector orthogonal to the basis,
 so repeated eigenvalues are found too and a small operator is diagonalised exactly.
 
-Memory: the vectors made so far, ``iterations x dim`` values of ``dtype`` (not
-``max_iter x dim``: they are allocated ``CHUNK`` at a time as the iteration goes). On a
-GPU a chunk goes to the device while it takes at most half of the device's free memory
-(the products need the rest), else to the host, where the reorthogonalisation against
-it runs (two ``dim``-long transfers per chunk and iteration instead of device memory).
+Where the window lives: on a GPU, on the device while it takes at most half of the
+device's free memory (the products need the rest), else on the host (the products then
+send and receive one vector each). On the host it is allocated through numpy (and used as
+torch tensors without a copy), so that ``tracemalloc`` accounts for it.
 """
 
 from __future__ import annotations
@@ -32,10 +53,30 @@ import torch
 
 from landscape.engine import ProgressMeter
 
-__all__ = ["LanczosResult", "lanczos", "CHUNK"]
+__all__ = ["LanczosResult", "lanczos", "basis_size", "DEFAULT_TOL", "BLOCK"]
 
-#: Lanczos vectors allocated at a time.
-CHUNK = 16
+#: Residual tolerance of the iteration by the products' dtype, relative to the largest
+#: ``|theta|``. float32: 1e-4, a thousand times the rounding floor of a float32 product
+#: (``~1e-7 ||A||``, below which the residuals stall), and still eigenvalues to about
+#: ``tol^2 ||A|| / gap`` (1e-7 relative on a ResNet-20's top three, tests and README).
+#: float64: 1e-6, eigenvalues to better than 1e-8 relative on the digits MLP.
+DEFAULT_TOL = {torch.float32: 1e-4, torch.float64: 1e-6}
+
+#: Columns of the window read (converted to float64) at a time.
+BLOCK = 1 << 16
+
+_NP_DTYPES = {torch.float32: np.float32, torch.float64: np.float64}
+#: A second Gram-Schmidt pass when the first left less than this of the vector's norm
+#: (Daniel, Gragg, Kaufman & Stewart 1976; ARPACK's 0.717): a larger drop means cancellation.
+_DGKS = 0.717
+_NONE = torch.empty(0)
+
+
+def basis_size(k: int, which: str, dim: int) -> int:
+    """The window: at most this many Lanczos vectors are held, ``min(dim, max(2 w + 1, 20))`` for
+    ``w`` wanted pairs (``k``, or ``2 k`` with ``which="both"``), ARPACK's ``ncv`` default."""
+    wanted = 2 * k if which == "both" else k
+    return int(min(dim, max(2 * wanted + 1, 20)))
 
 
 def _fits(device: torch.device, nbytes: int) -> bool:
@@ -46,43 +87,58 @@ def _fits(device: torch.device, nbytes: int) -> bool:
     return nbytes <= free // 2
 
 
-class _Basis:
-    """The Lanczos vectors, in chunks of ``CHUNK`` rows on the device or, when it is short, the host."""
+class _Window:
+    """The Lanczos vectors: ``size`` rows of an ``(m, dim)`` buffer in the storage dtype, read in float64."""
 
-    def __init__(self, dim: int, dtype: torch.dtype, device: torch.device) -> None:
-        self.dim, self.dtype, self.device = dim, dtype, device
-        self.chunks: list[torch.Tensor] = []
-        self.size = 0
+    def __init__(self, m: int, dim: int, dtype: torch.dtype, device: torch.device) -> None:
+        self.dim, self.device, self.size = dim, device, 0
+        nbytes = m * dim * torch.empty((), dtype=dtype).element_size()
+        if _fits(device, nbytes):
+            where = device
+        else:
+            where = torch.device("cpu")
+        if where.type == "cpu":  # numpy's allocation: visible to tracemalloc, shared with torch
+            self.rows = torch.from_numpy(np.empty((m, dim), dtype=_NP_DTYPES[dtype]))
+        else:
+            self.rows = torch.empty((m, dim), dtype=dtype, device=where)
 
-    def append(self, q: torch.Tensor) -> None:
-        if self.size == len(self.chunks) * CHUNK:
-            nbytes = CHUNK * self.dim * torch.empty((), dtype=self.dtype).element_size()
-            where = self.device if _fits(self.device, nbytes) else torch.device("cpu")
-            self.chunks.append(torch.empty((CHUNK, self.dim), dtype=self.dtype, device=where))
-        self.chunks[-1][self.size % CHUNK] = q
-        self.size += 1
+    def _blocks(self) -> range:
+        return range(0, self.dim, BLOCK)
+
+    def set(self, j: int, v: torch.Tensor) -> None:
+        self.rows[j] = v.to(self.rows.device, self.rows.dtype)
 
     def row(self, j: int) -> torch.Tensor:
-        return self.chunks[j // CHUNK][j % CHUNK].to(self.device)
+        """Row ``j`` in float64, on the device."""
+        return self.rows[j].to(self.device, torch.float64)
 
-    def _rows(self, upto: int) -> list[torch.Tensor]:
-        return [c[:min(CHUNK, upto - i * CHUNK)] for i, c in enumerate(self.chunks) if i * CHUNK < upto]
+    def coefficients(self, w: torch.Tensor) -> torch.Tensor:
+        """``V w`` over the first ``size`` rows, in float64 (on the host)."""
+        c = torch.zeros(self.size, dtype=torch.float64, device=self.rows.device)
+        for a in self._blocks():
+            c += self.rows[:self.size, a:a + BLOCK].double() @ w[a:a + BLOCK].to(c.device)
+        return c
 
-    def project_out(self, w: torch.Tensor, upto: int) -> torch.Tensor:
-        """``w`` less its components along the first ``upto`` vectors (classical Gram-Schmidt)."""
-        rows = self._rows(upto)
-        coef = [b @ w.to(b.device) for b in rows]
-        for b, c in zip(rows, coef):
-            w -= (b.T @ c).to(w.device)
-        return w
+    def project_out(self, w: torch.Tensor) -> torch.Tensor:
+        """``w`` less its components along the rows (classical Gram-Schmidt) and the coefficients."""
+        c = self.coefficients(w)
+        for a in self._blocks():
+            w[a:a + BLOCK] -= (self.rows[:self.size, a:a + BLOCK].double().T @ c).to(w.device)
+        return c
 
-    def combine(self, coef: torch.Tensor) -> torch.Tensor:
-        """``(B^T coef)^T`` for ``coef`` of shape (size, k): the Ritz vectors as rows, on the device."""
-        out = torch.zeros((coef.shape[1], self.dim), dtype=self.dtype, device=self.device)
-        at = 0
-        for b in self._rows(self.size):
-            out += (b.T @ coef[at:at + len(b)].to(b.device)).T.to(self.device)
-            at += len(b)
+    def rotate(self, s: torch.Tensor) -> None:
+        """Rows ``0..l-1`` become ``S^T V`` for ``s`` of shape ``(size, l)``, in place block by block."""
+        s = s.to(self.rows.device)
+        for a in self._blocks():
+            block = s.T @ self.rows[:self.size, a:a + BLOCK].double()
+            self.rows[:s.shape[1], a:a + BLOCK] = block.to(self.rows.dtype)
+
+    def combine(self, s: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+        """``S^T V`` for ``s`` of shape ``(size, k)``: the Ritz vectors as rows, in ``dtype``, on the device."""
+        out = torch.empty((s.shape[1], self.dim), dtype=dtype, device=self.device)
+        s = s.to(self.rows.device)
+        for a in self._blocks():
+            out[:, a:a + BLOCK] = (s.T @ self.rows[:self.size, a:a + BLOCK].double()).to(self.device, dtype)
         return out
 
 
@@ -95,11 +151,13 @@ class LanczosResult:
     residuals: np.ndarray
     iterations: int
     converged: bool
+    restarts: int = 0
+    basis: int = 0
 
 
-def _start(dim: int, gen: torch.Generator, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+def _start(dim: int, gen: torch.Generator, device: torch.device) -> torch.Tensor:
     # drawn on the CPU from the seeded generator, so the start does not depend on the device
-    return torch.randn(dim, generator=gen, dtype=torch.float64).to(device, dtype)
+    return torch.randn(dim, generator=gen, dtype=torch.float64).to(device)
 
 
 def _wanted(theta: np.ndarray, k: int, which: str) -> np.ndarray:
@@ -115,15 +173,33 @@ def _wanted(theta: np.ndarray, k: int, which: str) -> np.ndarray:
     return np.unique(np.concatenate([top, bottom]))
 
 
+def _kept(m: int, k: int, which: str) -> np.ndarray:
+    """Indices (into ascending Ritz values of a full window of ``m``) kept at a restart: the wanted
+    end(s), ``(m + w) // 2`` in all (``w`` wanted), so that each restart adds about ``(m - w) / 2``
+    fresh directions while the kept ones carry the converging pairs on."""
+    wanted = 2 * k if which == "both" else k
+    keep = min(m - 1, max(wanted + 1, (m + wanted) // 2))
+    if which == "largest":
+        return np.arange(m - keep, m)
+    if which == "smallest":
+        return np.arange(0, keep)
+    low = keep // 2
+    return np.concatenate([np.arange(0, low), np.arange(m - (keep - low), m)])
+
+
+def _ritz(h: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    return np.linalg.eigh((h + h.T) / 2)  # symmetric up to the reorthogonalisation's rounding
+
+
 def lanczos(matvec: Callable[[torch.Tensor], torch.Tensor], dim: int, *, k: int, which: str, tol: float,
             max_iter: int, seed: int, dtype: torch.dtype = torch.float64, device: Any = "cpu",
-            progress: bool | None = None, desc: str = "Lanczos") -> LanczosResult:
+            progress: bool | None = None, desc: str = "Lanczos", basis: int | None = None) -> LanczosResult:
     """The ``k`` largest and/or smallest eigenpairs of the symmetric operator ``matvec``.
 
     Parameters
     ----------
     matvec : callable
-        ``matvec(q) -> A q`` for flat vectors of length ``dim``.
+        ``matvec(q) -> A q`` for flat vectors of length ``dim`` (``q`` in ``dtype``).
     dim : int
     k : int
         Eigenpairs wanted (at each end with ``which="both"``).
@@ -131,83 +207,94 @@ def lanczos(matvec: Callable[[torch.Tensor], torch.Tensor], dim: int, *, k: int,
         Algebraically largest, smallest, or both ends (one Krylov space serves both).
     tol : float
         Stop when every wanted pair's residual ``||A x - theta x||`` is at most
-        ``tol * max|theta|``.
+        ``tol * max|theta|`` (see :data:`DEFAULT_TOL` for the floor a dtype sets).
     max_iter : int
-        At most this many products (and Lanczos vectors held: ``iterations * dim`` values).
+        At most this many products.
     seed : int
-        Seeds the start vector (and restart vectors after a breakdown): deterministic.
+        Seeds the start vector (and fresh vectors after a breakdown): deterministic.
     dtype, device
-        Of the Lanczos vectors.
+        Of the stored vectors and the returned Ritz vectors (the arithmetic is float64).
     progress : bool or None
         The iterations' progress (:class:`landscape.engine.ProgressMeter`): None, a bar on a
         terminal, else lines in the log; True, the bar; False, nothing.
+    basis : int, optional
+        The window (vectors held); default :func:`basis_size`. At least ``2 k + 1`` (``4 k +
+        1`` for both ends) or ``dim``.
 
     Returns
     -------
     LanczosResult
         The wanted Ritz values in descending order, the matching unit Ritz vectors (rows,
-        in ``dtype``), their residuals, the iterations done and whether all converged.
+        in ``dtype``), their residuals, the products done, whether all converged, the
+        restarts and the window size.
     """
     device = torch.device(device)
-    m_max = int(min(max_iter, dim))
+    m = int(min(dim, basis if basis is not None else basis_size(k, which, dim)))
     gen = torch.Generator(device="cpu").manual_seed(int(seed))
-    basis = _Basis(dim, dtype, device)
-    alpha = np.zeros(m_max)
-    beta = np.zeros(m_max)  # beta[j] couples vectors j and j+1 (0 after a restart)
-    q = _start(dim, gen, dtype, device)
+    win = _Window(m, dim, dtype, device)
+    h = np.zeros((m, m))  # the projected matrix V^T A V of the window (float64)
+    beta = 0.0  # norm of the residual vector (the next Lanczos vector before scaling)
+    q = _start(dim, gen, device)
     q /= torch.linalg.vector_norm(q)
-    converged = False
-    theta = np.zeros(0)
-    s = np.zeros((0, 0))
-    m = 0
-    bar = ProgressMeter(desc, m_max, unit="iterations", enabled=progress is not False, bar=progress or None,
+    converged, restarts, products = False, 0, 0
+    bar = ProgressMeter(desc, max_iter, unit="iterations", enabled=progress is not False, bar=progress or None,
                         capped=True, leave=False)
     try:
-        for j in range(m_max):
-            basis.append(q)
-            w = matvec(q).to(device, dtype)
-            alpha[j] = float(torch.dot(w, q))
-            w -= alpha[j] * q
-            if j > 0 and beta[j - 1] != 0.0:
-                w -= beta[j - 1] * basis.row(j - 1)
-            for _ in range(2):  # full reorthogonalisation, twice
-                w = basis.project_out(w, j + 1)
-            m = j + 1
-            bn = float(torch.linalg.vector_norm(w))
-            beta[j] = bn
+        while True:
+            j = win.size
+            win.set(j, q)
+            win.size += 1
+            q = w = _NONE  # the float64 vectors released before the product: peak = window + product + w
+            w = matvec(win.rows[j].to(device)).to(device, torch.float64)
+            products += 1
             bar.update(1)
-            if m >= min(k, dim) and (m <= 64 or m % max(1, m // 16) == 0 or m == m_max):
-                t = np.diag(alpha[:m]) + np.diag(beta[:m - 1], 1) + np.diag(beta[:m - 1], -1)
-                theta, s = np.linalg.eigh(t)
-                idx = _wanted(theta, k, which)
-                scale = max(float(np.abs(theta).max()), np.finfo(float).tiny)
-                res = bn * np.abs(s[m - 1, idx])
-                if m >= min(2 * k, dim) and bool(np.all(res <= tol * scale)):
-                    converged = True
-                    break
-            scale_now = max(float(np.abs(alpha[:m]).max()), float(beta[:m - 1].max()) if m > 1 else 0.0,
-                            np.finfo(float).tiny)
-            if bn <= 1e-12 * scale_now:  # invariant subspace: go on from a fresh direction
-                beta[j] = 0.0
-                if j + 1 < m_max:
-                    q = _start(dim, gen, dtype, device)
-                    for _ in range(2):
-                        q = basis.project_out(q, j + 1)
-                    q /= torch.linalg.vector_norm(q)
-            elif j + 1 < m_max:
-                q = w / bn
+            before = float(torch.linalg.vector_norm(w))
+            coef = win.project_out(w)  # full reorthogonalisation against the window
+            beta = float(torch.linalg.vector_norm(w))
+            if beta < _DGKS * before:  # cancellation: the rounding left components along the window, again
+                coef += win.project_out(w)
+                beta = float(torch.linalg.vector_norm(w))
+            h[:j + 1, j] = coef.cpu().numpy()
+            h[j, :j] = h[:j, j]
+            size = win.size
+            theta, s = _ritz(h[:size, :size])
+            idx = _wanted(theta, k, which)
+            scale = max(float(np.abs(theta).max()), np.finfo(float).tiny)
+            res = beta * np.abs(s[size - 1, idx])
+            if size == dim or (size >= min(2 * k, dim) and bool(np.all(res <= tol * scale))):
+                converged = True  # (a window spanning the whole space holds A itself)
+                break
+            if products >= max_iter:
+                break
+            if beta <= 1e-12 * scale:  # invariant subspace: go on from a fresh direction
+                beta = 0.0
+                q = _start(dim, gen, device)
+                for _ in range(2):
+                    win.project_out(q)
+                q /= torch.linalg.vector_norm(q)
+            else:
+                q = w.div_(beta)
+            if win.size == m:  # the window is full: thick restart
+                keep = _kept(m, k, which)
+                win.rotate(torch.from_numpy(np.ascontiguousarray(s[:, keep])))
+                win.size = len(keep)
+                h[:] = 0.0
+                h[np.arange(len(keep)), np.arange(len(keep))] = theta[keep]
+                # A V_l = V_l diag(theta) + q (beta s_last)^T: the kept pairs' coupling to q, the next
+                # column's coefficients along them (computed there with the reorthogonalisation)
+                restarts += 1
     finally:
         bar.close()
-    t = np.diag(alpha[:m]) + np.diag(beta[:m - 1], 1) + np.diag(beta[:m - 1], -1)
-    theta, s = np.linalg.eigh(t)
+    del q, w  # before the Ritz vectors are formed
+    size = win.size
+    theta, s = _ritz(h[:size, :size])
     idx = _wanted(theta, k, which)
     idx = idx[np.argsort(-theta[idx], kind="stable")]
-    last = beta[m - 1] if m < dim else 0.0  # a full basis: T is A itself, no residual
-    res = float(last) * np.abs(s[m - 1, idx])
+    last = beta if size < dim else 0.0  # a window spanning the space: the projection is A itself
+    res = float(last) * np.abs(s[size - 1, idx])
     scale = max(float(np.abs(theta).max()), np.finfo(float).tiny)
-    converged = converged or m == dim or bool(np.all(res <= tol * scale))
-    coef = torch.from_numpy(np.ascontiguousarray(s[:, idx])).to(device, dtype)
-    vectors = basis.combine(coef)
+    converged = converged or bool(np.all(res <= tol * scale))
+    vectors = win.combine(torch.from_numpy(np.ascontiguousarray(s[:, idx])), dtype)
     vectors /= torch.linalg.vector_norm(vectors, dim=1, keepdim=True)
-    return LanczosResult(values=theta[idx].copy(), vectors=vectors, residuals=res, iterations=m,
-                         converged=converged)
+    return LanczosResult(values=theta[idx].copy(), vectors=vectors, residuals=res, iterations=products,
+                         converged=converged, restarts=restarts, basis=m)

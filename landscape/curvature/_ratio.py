@@ -20,8 +20,8 @@ import torch
 from torch import nn
 
 from collector.common import Interval, InvalidParameterError, check_param
-from landscape.curvature._api import DEFAULT_MAX_ITER, DEFAULT_TOL, HessianEigen, _dtype, top_eigenpairs
-from landscape.curvature._hvp import HessianOperator
+from landscape.curvature._api import DEFAULT_MAX_ITER, HessianEigen, _dtype, top_eigenpairs
+from landscape.curvature._operators import check_curvature, make_operator
 from landscape.engine import Samples
 from landscape.result import Landscape
 
@@ -37,7 +37,10 @@ class EigenRatio:
     Give it as a metric: ``compute_landscape(..., metrics={"eigen_ratio": EigenRatio()})``
     (any task; the Hessian is the task's loss over the landscape's samples, with respect
     to the moved parameters). Both extreme eigenvalues come from one Lanczos run at each
-    point (``which="both"``).
+    point (``which="both"``). ``curvature="ggn"`` or ``"fisher"`` maps the same ratio of
+    the generalised Gauss-Newton or the empirical Fisher (:func:`make_operator`; both are
+    positive semi-definite for a convex loss, so their ratio says how ill-conditioned, not
+    how non-convex, the point is).
 
     Parameters
     ----------
@@ -47,7 +50,12 @@ class EigenRatio:
     max_iter : int, default=300
     seed : int, default=0
         Seed of each point's start vector.
-    dtype : torch.float64 or torch.float32, default=torch.float64
+    dtype : torch.float32 or torch.float64, default=torch.float32
+        Of the products. float32's rounding (about ``1e-7 |lambda_max|``) is far inside
+        ``tol``.
+    curvature : {"hessian", "ggn", "fisher"}, default="hessian"
+    product : {"reverse", "forward", "finite_difference"} or None, default=None
+        As in :func:`hessian_eigs`.
 
     Notes
     -----
@@ -59,16 +67,20 @@ class EigenRatio:
     metric_inputs = "point"
 
     def __init__(self, tol: float = 1e-4, max_iter: int = DEFAULT_MAX_ITER, seed: int = 0,
-                 dtype: torch.dtype | str = torch.float64) -> None:
+                 dtype: torch.dtype | str = torch.float32, curvature: str = "hessian",
+                 product: str | None = None) -> None:
         check_param("tol", tol, [Interval(float, 0, 1, closed="neither")], caller="EigenRatio")
         check_param("max_iter", max_iter, [Interval(int, 2, None)], caller="EigenRatio")
         check_param("seed", seed, [Interval(int, 0, None)], caller="EigenRatio")
+        check_curvature("EigenRatio", curvature, product)  # the task comes with each point
         self.tol, self.max_iter, self.seed = float(tol), int(max_iter), int(seed)
         self.dtype = _dtype(dtype, "EigenRatio")
+        self.curvature, self.product = curvature, product
 
     def extremes(self, model: nn.Module, task: Any, samples: Samples, names: Sequence[str]) -> HessianEigen:
         """``lambda_max`` and ``lambda_min`` (and their vectors) at the model's current weights."""
-        op = HessianOperator(model, task, samples, names, dtype=self.dtype)
+        op = make_operator(model, task, samples, names, curvature=self.curvature, product=self.product,
+                           dtype=self.dtype, seed=self.seed, caller="EigenRatio")
         return top_eigenpairs(op, k=1, which="both", tol=self.tol, max_iter=self.max_iter, seed=self.seed,
                               progress=False)
 
@@ -78,8 +90,11 @@ class EigenRatio:
         return abs(lmin / lmax) if lmax != 0 else float("nan")
 
     def __repr__(self) -> str:
+        # part of a landscape's fingerprint: the operator is said only where it is not the Hessian's default
+        extra = "" if self.curvature == "hessian" else f", curvature={self.curvature!r}"
+        extra += "" if self.product is None else f", product={self.product!r}"
         return (f"EigenRatio(tol={self.tol!r}, max_iter={self.max_iter}, seed={self.seed}, "
-                f"dtype={str(self.dtype).replace('torch.', '')})")
+                f"dtype={str(self.dtype).replace('torch.', '')}{extra})")
 
 
 def nonconvexity(landscape: Landscape, *, surface: str = EIGEN_RATIO, quantile: float = 0.1,
@@ -128,12 +143,15 @@ def nonconvexity(landscape: Landscape, *, surface: str = EIGEN_RATIO, quantile: 
 
 
 def hessian_directions(network: nn.Module, task: Any, samples: Samples, names: Sequence[str], *, seed: int = 0,
-                       tol: float = DEFAULT_TOL, max_iter: int = DEFAULT_MAX_ITER,
-                       dtype: torch.dtype = torch.float64) -> tuple[list[torch.Tensor], list[torch.Tensor],
-                                                                    HessianEigen]:
+                       tol: float | None = None, max_iter: int = DEFAULT_MAX_ITER,
+                       dtype: torch.dtype = torch.float32, curvature: str = "hessian",
+                       product: str | None = None) -> tuple[list[torch.Tensor], list[torch.Tensor], HessianEigen]:
     """The top two unit eigenvectors at ``network``'s weights (in its mode) as float32 directions
-    aligned with ``names``, and the eigen-decomposition they come from."""
-    op = HessianOperator(network, task, samples, names, dtype=dtype)
+    aligned with ``names``, and the eigen-decomposition they come from: of the Hessian, or of the
+    GGN or empirical Fisher with ``curvature`` (:func:`make_operator`; ``product`` too); ``tol``
+    None is the dtype's :data:`DEFAULT_TOL`."""
+    op = make_operator(network, task, samples, names, curvature=curvature, product=product, dtype=dtype,
+                       seed=seed, caller="hessian_directions")
     if op.dim < 2:
         raise InvalidParameterError("directions='hessian' needs at least two moved values; the network has "
                                     f"{op.dim}.")

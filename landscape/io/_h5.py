@@ -24,7 +24,9 @@ group per tag of ``landscapes.h5`` or at the root of a one-landscape file
   :func:`write_directions`): the landscape's directions as float32 arrays by parameter name
   (``v/{name}``, ``w/{name}``) or as the recipe that draws them again, their digests, and
   the engine's ``(a, b)`` of every point (``points``); and at the file's root the attribute
-  ``run`` (:data:`RUN_ATTR`), the run the landscapes belong to (``landscape/io/_run.py``).
+  ``run`` (:data:`RUN_ATTR`), the run the landscapes belong to (``landscape/io/_run.py``);
+* in ``landscapes.h5``, the group ``curvature`` (:data:`CURVATURE`): ``landscape curvature``'s
+  results, one :class:`CurvatureRecord` per checkpoint.
 
 Li et al.'s own files (no ``convergence_point``; ``train_loss`` allocated (nx, ny) but
 filled in ``meshgrid(x, y)`` order, i.e. (ny, nx) row-major) read too; their trained
@@ -42,6 +44,7 @@ import contextlib
 import glob
 import importlib
 import json
+import math
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -57,7 +60,8 @@ __all__ = ["read_h5", "write_h5", "write_h5_single", "write_group", "read_group"
            "is_hdf5", "Partial", "landscape_status", "read_progress", "write_progress", "progress_writer",
            "H5_NAME", "PROGRESS", "SCHEMA_VERSION", "GEN_STAMP", "read_gen_stamp", "write_gen_stamp", "recorded_plans",
            "Stored", "stored_landscapes", "RUN_ATTR", "read_run", "write_run", "DIRECTIONS", "DirectionsRecord",
-           "DirectionsInFile", "write_directions", "read_directions"]
+           "DirectionsInFile", "write_directions", "read_directions", "CURVATURE", "CurvatureRecord", "write_curvature",
+           "read_curvature", "curvature_summary", "curvature_text"]
 
 H5_NAME = "landscapes.h5"
 PROGRESS = "_in_progress"
@@ -532,3 +536,95 @@ def _write_kept_directions(g: Any, ls: Landscape) -> None:
     record = getattr(source, "record", None)
     if record is not None:
         write_directions(g, record())
+
+
+# -- curvature results (``landscape curvature``) ------------------------------------------
+#: The group of ``landscapes.h5`` that holds ``landscape curvature``'s results: one group per
+#: checkpoint (``{unit}_{n}``); no ``train_loss``, so it is no landscape to the readers above.
+CURVATURE = "curvature"
+
+
+@dataclass
+class CurvatureRecord:
+    """One checkpoint's curvature results as ``landscapes.h5`` keeps them: ``/curvature/{name}``.
+
+    Attributes
+    ----------
+    info : dict
+        The group's attributes: what was measured and how (``unit``, ``checkpoint``,
+        ``num_samples``, ``seed``, ...) and the scalar results (``trace``, ``sharpness``, ...);
+        numbers and strings as they are, dicts and lists of strings as JSON text (None is left out).
+    arrays : dict of str to ndarray
+        The group's datasets (``eigenvalues``, ``density_grid``, ...), float64.
+    """
+
+    info: dict[str, Any]
+    arrays: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+def write_curvature(path: str | os.PathLike, name: str, record: CurvatureRecord,
+                    run: Mapping[str, Any] | None = None) -> None:
+    """Write (or replace) ``/curvature/{name}`` of ``path`` in one atomic rewrite; ``run``, the record
+    of the run it belongs to (``landscape/io/_run.py``), is set when the file has none."""
+
+    def add(fh: Any) -> None:
+        root = fh.require_group(CURVATURE)
+        if name in root:
+            del root[name]
+        g = root.create_group(name)
+        for key, val in record.info.items():
+            if val is not None:
+                g.attrs[key] = _attr_value(val)
+        for key, arr in record.arrays.items():
+            g.create_dataset(key, data=np.asarray(arr, dtype=np.float64))
+        if run is not None and RUN_ATTR not in fh.attrs:
+            write_run(fh, run)
+
+    rewrite(path, add=add)
+
+
+def read_curvature(path: str | os.PathLike) -> dict[str, CurvatureRecord]:
+    """Every ``/curvature/{name}`` of ``path`` ({} when it has none); read without HDF5's file lock,
+    like :func:`stored_landscapes`."""
+    with h5py.File(path, "r", locking=False) as fh:
+        if CURVATURE not in fh or not isinstance(fh[CURVATURE], h5py.Group):
+            return {}
+        return {str(name): CurvatureRecord({k: _attr(v) for k, v in g.attrs.items()},
+                                           {k: np.asarray(g[k][()]) for k in g})
+                for name, g in fh[CURVATURE].items()}
+
+
+def curvature_summary(record: CurvatureRecord) -> dict[str, Any]:
+    """What ``landscape curvature`` measured at one checkpoint, as ``landscape ls`` (``--json``) and
+    the HTML report list it: ``unit``, ``checkpoint``, ``num_samples``, and those present of
+    ``eigenvalues``, ``trace``, ``trace_interval``, ``density_mean``, ``density_stderr``, ``sharpness``
+    (kind -> ``{"value", "rho"}``)."""
+    info = record.info
+    item: dict[str, Any] = {"unit": info.get("unit"), "checkpoint": info.get("checkpoint"),
+                            "num_samples": info.get("num_samples")}
+    if "eigenvalues" in record.arrays:
+        item["eigenvalues"] = record.arrays["eigenvalues"].tolist()
+    for key in ("trace", "trace_interval", "density_mean", "density_stderr"):
+        if key in info:
+            item[key] = info[key]
+    if isinstance(info.get("sharpness"), dict):
+        item["sharpness"] = {kind: {"value": s.get("value"), "rho": s.get("rho")}
+                             for kind, s in info["sharpness"].items()}
+    return item
+
+
+def curvature_text(item: Mapping[str, Any]) -> str:
+    """One line of a :func:`curvature_summary`: "curvature at epoch 6 (64 samples): eigenvalues ...; trace ..."."""
+    parts = []
+    if "eigenvalues" in item:
+        parts.append("eigenvalues " + ", ".join(f"{v:.6g}" for v in item["eigenvalues"]))
+    if "trace" in item:
+        lo, hi = item.get("trace_interval") or (math.nan, math.nan)
+        parts.append(f"trace {item['trace']:.6g} [{lo:.6g}, {hi:.6g}]")
+    if "density_mean" in item:
+        parts.append(f"density mean {item['density_mean']:.6g}")
+    for kind, sh in (item.get("sharpness") or {}).items():
+        rho = "" if sh.get("rho") is None else f" (rho={sh['rho']:g})"
+        parts.append(f"{kind} {sh['value']:.6g}{rho}")
+    return (f"curvature at {item['unit']} {item['checkpoint']} ({item['num_samples']} samples): "
+            + ("; ".join(parts) or "-"))

@@ -21,7 +21,7 @@ import numpy as np
 from collector.common import InvalidParameterError
 from collector.lineage import LineageError, filter_summary_lineage
 from collector.summary import SummaryReader, summary_files
-from landscape.io import H5_NAME, is_hdf5
+from landscape.io import H5_NAME, curvature_summary, is_hdf5, read_curvature
 from landscape.result import Landscape
 from viz.io import find_runs, load_landscapes
 
@@ -42,6 +42,8 @@ class RunData:
     scalars: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
     lineage: dict[str, Any] | None = None
     notes: list[str] = field(default_factory=list)
+    #: ``landscape curvature``'s results, one :func:`landscape.io.curvature_summary` per checkpoint
+    curvature: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _bad(caller: str, got: Any, why: str) -> InvalidParameterError:
@@ -220,6 +222,12 @@ def read_run(name: str, source: Path | list[Landscape], shown: str | None = None
             run.notes.append(f"scalars cannot be read: {exc}")
     if source.is_dir():
         run.lineage = _lineage_shown(_lineage(source), base)
+    h5 = source / H5_NAME if source.is_dir() else source
+    if h5.is_file() and is_hdf5(h5):
+        try:
+            run.curvature = [curvature_summary(rec) for rec in read_curvature(h5).values()]
+        except (OSError, KeyError, ValueError) as exc:
+            run.notes.append(f"curvature results cannot be read: {exc}")
     run.notes = [_scrubbed(note, base) for note in run.notes]
     for note in run.notes:
         logger.warning("report: run %s: %s", name, note)

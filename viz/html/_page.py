@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from landscape.io import curvature_text
 from landscape.result import Landscape
 from viz.html._data import RunData
 from viz.html._figures import (
@@ -180,6 +181,17 @@ def _runs_table(runs: list[RunData]) -> str:
             f"<th>notes</th></tr></thead><tbody>{body}</tbody></table>")
 
 
+def _curvature_table(runs: list[RunData]) -> str:
+    """``landscape curvature``'s results: a row per run and checkpoint (none: the section is left out)."""
+    rows = [(run, item) for run in runs for item in run.curvature]
+    if not rows:
+        return ""
+    body = "".join(f"<tr><td>{html.escape(run.name)}</td><td>{html.escape(curvature_text(item))}</td></tr>"
+                   for run, item in rows)
+    return ('<section id="curvature"><h2>Curvature</h2><table id="curvature-table"><thead><tr><th>run</th>'
+            f"<th>measured by landscape curvature</th></tr></thead><tbody>{body}</tbody></table></section>\n")
+
+
 def _script_json(data: Any) -> str:
     """JSON safe inside a ``<script>`` element: no ``</script>``, no ``<!--``, no NaN."""
     text = json.dumps(data, allow_nan=False, separators=(",", ":"), ensure_ascii=True)
@@ -230,7 +242,7 @@ This file works offline: everything it shows is inside it.</p>
 <p id="landscape-info"></p>
 <div id="views" class="views plane"><div id="view-3d" class="plot"></div><div id="view-contour" class="plot"></div>
 <div id="view-line" class="plot" hidden></div></div></section>
-<section id="lineage"><h2>Lineage</h2>{_lineage_table(runs)}</section>
+{_curvature_table(runs)}<section id="lineage"><h2>Lineage</h2>{_lineage_table(runs)}</section>
 <script type="application/json" id="report-data">{_script_json(data)}</script>
 <script>
 {static.joinpath("report.js").read_text(encoding="utf-8")}</script>

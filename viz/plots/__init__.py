@@ -11,8 +11,9 @@ from viz.plots._overview import compare, plot_overview
 from viz.plots._path import plot_path
 from viz.plots._plot import plot, repr_png
 from viz.plots._slices import plot_slices
+from viz.plots._spectrum import plot_spectrum
 from viz.plots._surface import plot_surface
 
 __all__ = ["plot", "plot_contour", "plot_filled_contour", "plot_heatmap", "plot_surface", "plot_line", "plot_path",
            "plot_slices", "plot_overview", "compare", "animate", "repr_png", "view_angle", "plot_eigen_ratio",
-           "compare_eigen_ratio"]
+           "compare_eigen_ratio", "plot_spectrum"]

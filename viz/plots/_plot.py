@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import io
+from collections.abc import Mapping
 from typing import Any, Literal, cast, overload
 
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from collector.common import Interval, InvalidParameterError, Options, check_param
+from landscape.curvature import SpectralDensity
 from landscape.result import Landscape
 from viz.io import check_landscape
 from viz.plots import _style
@@ -16,6 +18,7 @@ from viz.plots._contour import plot_contour, plot_filled_contour, plot_heatmap
 from viz.plots._curvature import plot_eigen_ratio
 from viz.plots._line import plot_line
 from viz.plots._slices import plot_slices
+from viz.plots._spectrum import is_spectrum, plot_spectrum
 from viz.plots._surface import plot_surface
 
 __all__ = ["plot", "repr_png", "KINDS"]
@@ -40,15 +43,27 @@ def plot(landscape: Landscape, kind: str, *, ax: Axes | None = ..., fig: Figure 
          **kwargs: Any) -> Axes | Figure: ...
 
 
-def plot(landscape: Landscape, kind: str | None = None, *, ax: Axes | None = None, fig: Figure | None = None,
-         **kwargs: Any) -> Axes | Figure:
+@overload
+def plot(landscape: SpectralDensity, kind: None = ..., *, ax: Axes | None = ..., fig: Figure | None = ...,
+         **kwargs: Any) -> Axes: ...
+
+
+@overload
+def plot(landscape: Mapping[str, SpectralDensity], kind: None = ..., *, ax: None = ..., fig: Figure | None = ...,
+         **kwargs: Any) -> Figure: ...
+
+
+def plot(landscape: Landscape | SpectralDensity | Mapping[str, SpectralDensity], kind: str | None = None, *,
+         ax: Axes | None = None, fig: Figure | None = None, **kwargs: Any) -> Axes | Figure:
     """Draw a landscape as contour lines, filled contours, a 3-D surface, a heatmap, all of them,
     or, for a line, the loss along it.
 
     Parameters
     ----------
     landscape : Landscape
-        The landscape to draw.
+        The landscape to draw; or :func:`landscape.curvature.spectral_density`'s result, a
+        ``SpectralDensity`` or a dict of them (``kind`` None: :func:`plot_spectrum`, the log
+        density over the eigenvalues, the top ones marked; the blocks as small multiples).
     kind : {"contour", "filled", "surface", "heatmap", "line", "eigen-ratio", "all"}, optional
         By default "filled" for a plane and "line" for a line (:func:`plot_line`: loss and
         accuracy on two y axes, the models marked). "all" draws a 2x3 Figure for a plane:
@@ -76,8 +91,11 @@ def plot(landscape: Landscape, kind: str | None = None, *, ax: Axes | None = Non
     >>> ax = viz.plot(landscape, "contour", log=True)       # doctest: +SKIP
     >>> ax.figure.savefig("landscape.png", dpi=150)          # doctest: +SKIP
     """
+    if is_spectrum(landscape):  # an eigenvalue density has one picture of its own
+        check_param("kind", kind, [None], caller="plot", hint="an eigenvalue density is drawn one way.")
+        return plot_spectrum(cast(Any, landscape), ax, fig=fig, **kwargs)
     check_param("kind", kind, [Options(KINDS), None], caller="plot")
-    check_landscape(landscape, "plot")
+    landscape = check_landscape(landscape, "plot")
     line = landscape.dims == 1
     if kind is None or (line and kind == "all"):
         kind = "line" if line else "filled"

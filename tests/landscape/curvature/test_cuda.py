@@ -31,7 +31,8 @@ def _task(model, ids):
 def test_hessian_through_sdpa_on_cuda_equals_the_cpu(caplog):
     ids = torch.randint(0, 23, (4, 12), generator=torch.Generator().manual_seed(1))
     net = _gpt2()
-    kw = dict(data=[ids], task=_task, k=3, num_samples=None, progress=False, tol=1e-8, max_iter=200)
+    kw = dict(data=[ids], task=_task, k=3, num_samples=None, progress=False, tol=1e-8, max_iter=200,
+              dtype=torch.float64)
     cpu = hessian_eigs(net, device="cpu", **kw)
     with caplog.at_level(logging.INFO, logger="landscape"):
         gpu = hessian_eigs(net.cuda(), device="cuda", **kw)
@@ -39,6 +40,6 @@ def test_hessian_through_sdpa_on_cuda_equals_the_cpu(caplog):
     np.testing.assert_allclose(gpu.eigenvalues, cpu.eigenvalues, rtol=1e-7)
     assert any("math kernel" in r.getMessage() for r in caplog.records)
     # float32 products: the top eigenvalue within the documented few parts in 1e5 of float64's
-    f32 = hessian_eigs(net, device="cuda", dtype=torch.float32, **{**kw, "tol": 1e-4})
+    f32 = hessian_eigs(net, device="cuda", **{**kw, "tol": 1e-4, "dtype": torch.float32})
     np.testing.assert_allclose(f32.eigenvalues[0], cpu.eigenvalues[0], rtol=1e-4)
     assert next(net.parameters()).device.type == "cuda"  # the network itself is left where it was

@@ -80,7 +80,8 @@ def _sign(v: np.ndarray) -> np.ndarray:
 
 def test_top_eigenvalues_and_vectors_equal_the_dense_hessian(problem):
     net, x, y, h, lam, vec = problem
-    eig = hessian_eigs(net, nn.CrossEntropyLoss(), (x, y), k=3, num_samples=None, progress=False)
+    eig = hessian_eigs(net, nn.CrossEntropyLoss(), (x, y), k=3, num_samples=None, dtype=torch.float64,
+                       progress=False)
     assert eig.converged and eig.iterations < h.shape[0]  # stopped by the tolerance, not the full basis
     np.testing.assert_allclose(eig.eigenvalues, lam[:3], rtol=1e-6)
     assert list(eig.eigenvalues) == sorted(eig.eigenvalues, reverse=True)
@@ -94,31 +95,34 @@ def test_top_eigenvalues_and_vectors_equal_the_dense_hessian(problem):
 
 def test_smallest_and_both_ends(problem):
     net, x, y, h, lam, vec = problem
-    low = hessian_eigs(net, nn.CrossEntropyLoss(), (x, y), k=2, which="smallest", num_samples=None, progress=False)
+    low = hessian_eigs(net, nn.CrossEntropyLoss(), (x, y), k=2, which="smallest", num_samples=None,
+                       dtype=torch.float64, progress=False)
     np.testing.assert_allclose(low.eigenvalues, lam[-2:], rtol=1e-6, atol=1e-9 * lam[0])
-    both = hessian_eigs(net, nn.CrossEntropyLoss(), (x, y), k=1, which="both", num_samples=None, progress=False)
+    both = hessian_eigs(net, nn.CrossEntropyLoss(), (x, y), k=1, which="both", num_samples=None,
+                        dtype=torch.float64, progress=False)
     np.testing.assert_allclose(both.eigenvalues, [lam[0], lam[-1]], rtol=1e-6, atol=1e-9 * lam[0])
 
 
 def test_size_weighted_batches_ignore_and_float32(problem):
     net, x, y, h, lam, vec = problem
     loader = DataLoader(TensorDataset(x, y), batch_size=32)  # 32, 32, 32, 4: the mean over all 100
-    eig = hessian_eigs(net, nn.CrossEntropyLoss(), loader, k=3, num_samples=None, progress=False)
+    eig = hessian_eigs(net, nn.CrossEntropyLoss(), loader, k=3, num_samples=None, dtype="float64", progress=False)
     np.testing.assert_allclose(eig.eigenvalues, lam[:3], rtol=1e-6)
     # ignore="biasbn": the Hessian of the weights alone, a principal sub-block of the dense one
     _, sizes = _loss_of_flat(net, x, y)
     o = np.cumsum([0, *sizes])
     keep = np.r_[o[0]:o[1], o[2]:o[3]]
     sub = np.linalg.eigvalsh(h.numpy()[np.ix_(keep, keep)])[::-1]
-    w = hessian_eigs(net, nn.CrossEntropyLoss(), (x, y), k=2, ignore="biasbn", num_samples=None, progress=False)
+    w = hessian_eigs(net, nn.CrossEntropyLoss(), (x, y), k=2, ignore="biasbn", num_samples=None, dtype="float64",
+                     progress=False)
     np.testing.assert_allclose(w.eigenvalues, sub[:2], rtol=1e-6)
     assert w.names == ["fc1.weight", "fc2.weight"]
     # num_samples: the first 60 samples
     h60 = np.linalg.eigvalsh(_dense(net, x[:60], y[:60]).numpy())[::-1]
-    e60 = hessian_eigs(net, nn.CrossEntropyLoss(), (x, y), k=1, num_samples=60, progress=False)
+    e60 = hessian_eigs(net, nn.CrossEntropyLoss(), (x, y), k=1, num_samples=60, dtype="float64", progress=False)
     np.testing.assert_allclose(e60.eigenvalues, h60[:1], rtol=1e-6)
-    f32 = hessian_eigs(net, nn.CrossEntropyLoss(), (x, y), k=3, num_samples=None, dtype=torch.float32,
-                       progress=False)
+    f32 = hessian_eigs(net, nn.CrossEntropyLoss(), (x, y), k=3, num_samples=None, progress=False)  # the default
+    assert f32.dtype == torch.float32 and f32.tol == 1e-4
     np.testing.assert_allclose(f32.eigenvalues, lam[:3], rtol=1e-4)
 
 
@@ -126,7 +130,7 @@ def test_a_model_smaller_than_the_iterations_is_diagonalised_exactly():
     net = _net(d_in=3, hidden=4, classes=2)  # 26 parameters
     x, y = _data(40, 3, 2)
     lam = np.linalg.eigvalsh(_dense(net, x, y).numpy())[::-1]
-    eig = hessian_eigs(net, nn.CrossEntropyLoss(), (x, y), k=26, num_samples=None, progress=False)
+    eig = hessian_eigs(net, nn.CrossEntropyLoss(), (x, y), k=26, num_samples=None, dtype="float64", progress=False)
     np.testing.assert_allclose(eig.eigenvalues, lam, rtol=1e-6, atol=1e-10 * lam[0])
 
 

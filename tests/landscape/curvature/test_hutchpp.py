@@ -1,13 +1,16 @@
-"""Hutch++ against traces known in advance: a dense matrix built from given eigenvalues (numpy);
-beside Hutchinson at the same budget."""
+"""Hutch++ against traces known in advance: a dense matrix built from given eigenvalues (numpy),
+and a dense Hessian of a loss written out by hand; beside Hutchinson at the same budget."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import torch
+from torch import nn
 
+from landscape.curvature import hessian_trace
 from landscape.curvature._trace import hutch_plus_plus, hutchinson
+from tests.landscape.curvature.test_curvature import _data, _dense, _net
 
 
 def _decaying(n: int = 300, seed: int = 1) -> tuple[torch.Tensor, float]:
@@ -57,3 +60,44 @@ def test_a_sketch_that_spans_the_space_gives_the_exact_trace():
     assert p.half_width == 0.0 and p.converged
     with pytest.raises(ValueError, match="max_probes \\(21\\) leaves fewer than two probes after the sketch's 20"):
         hutch_plus_plus(lambda v: a @ v, 30, sketch=10, seed=0, **{**FIXED, "max_probes": 21})
+
+
+def test_hessian_trace_hutch_plus_plus_on_a_network_against_the_dense_hessian():
+    # a network smaller than the sketch: the trace exactly
+    torch.manual_seed(0)
+    small = nn.Linear(3, 3)  # 12 parameters
+    x, y = torch.randn(20, 3), torch.randint(0, 3, (20,))
+    flat = torch.cat([small.weight.detach().reshape(-1), small.bias.detach()]).double()
+
+    def loss(w: torch.Tensor) -> torch.Tensor:  # written out by hand: weight (3, 3) then bias
+        return nn.functional.cross_entropy(x.double() @ w[:9].reshape(3, 3).T + w[9:], y)
+
+    exact_small = float(torch.trace(torch.autograd.functional.hessian(loss, flat)))
+    t = hessian_trace(small, nn.CrossEntropyLoss(), (x, y), num_samples=None, method="hutch++", min_probes=40,
+                      max_probes=40, dtype=torch.float64, progress=False)
+    assert t.method == "hutch++" and t.sketch == 12 and t.probes == 24  # the sketch spans the space: no probe
+    assert t.estimate == pytest.approx(exact_small, rel=1e-10)
+    # the tiny MLP (645 parameters): the interval contains the dense trace, and the budget is kept
+    net, (xs, ys) = _net(), _data()
+    exact = float(torch.trace(_dense(net, xs, ys)))
+    tr = hessian_trace(net, nn.CrossEntropyLoss(), (xs, ys), num_samples=None, method="hutch++", rel_tol=0.05,
+                       progress=False)
+    assert tr.interval[0] <= exact <= tr.interval[1]
+    assert tr.sketch == 20 // 3 and tr.probes == 2 * tr.sketch + len(tr.values) and 20 <= tr.probes <= 1000
+    assert tr.converged and tr.half_width <= 0.05 * abs(tr.estimate)
+    assert "Hutch++: a rank-6 sketch (12 products)" in str(tr)
+    # the default is still Hutchinson's
+    plain = hessian_trace(net, nn.CrossEntropyLoss(), (xs, ys), num_samples=None, rel_tol=0.05, progress=False)
+    assert plain.method == "hutchinson" and plain.sketch == 0 and plain.probes == len(plain.values)
+
+
+@pytest.mark.parametrize("kwargs, fragment", [
+    (dict(method="hutch+"), "'method' parameter of hessian_trace must be one of 'hutchinson', 'hutch++'"),
+    (dict(method="hutch++", min_probes=2, max_probes=3),
+     "'max_probes' parameter of hessian_trace must be at least 2 * (min_probes // 3) + 2 = 4 with method='hutch++'"),
+])
+def test_bad_inputs_are_refused(kwargs, fragment):
+    net = _net()
+    with pytest.raises(ValueError) as err:
+        hessian_trace(net, nn.CrossEntropyLoss(), _data(), num_samples=None, progress=False, **kwargs)
+    assert fragment in str(err.value)

@@ -1,0 +1,474 @@
+"""The eigenvalue density of the loss's Hessian by stochastic Lanczos quadrature (private).
+
+The density of the ``n`` eigenvalues, ``phi(t) = (1/n) sum_i delta(t - lambda_i)``, is
+estimated from ``runs`` Lanczos runs of ``steps`` products each (Golub & Meurant's Gauss
+quadrature; Ubaru, Chen & Saad 2017; Ghorbani, Krishnan & Xiao 2019, PyHessian). A run
+starts from ``q = z / ||z||`` (``z`` Rademacher, or normal); its tridiagonal ``T`` has
+eigenvalues ``theta_k`` (the nodes) and eigenvectors ``y_k``, and with the weights
+``tau_k^2 = (e_1^T y_k)^2`` (they sum to 1), ``sum_k tau_k^2 f(theta_k)`` is the Gauss
+quadrature of ``q^T f(H) q = sum_i (q^T u_i)^2 f(lambda_i)``, exact for polynomials of degree
+below ``2 * steps``. Since ``E[(q^T u_i)^2] = 1/n``, the runs' average estimates
+``(1/n) sum_i f(lambda_i)``: the density, seen through a smooth ``f``.
+
+The mean: for ``f(t) = t``, ``sum_k tau_k^2 theta_k = e_1^T T e_1 = q^T H q``, which for a
+Rademacher ``z`` is ``z^T H z / n``, one Hutchinson probe over ``n``. So ``mean`` estimates
+``tr(H) / n`` without bias, and its standard error is the runs' standard deviation over
+``sqrt(runs)``.
+
+Smoothing, as PyHessian draws it: ``density(t) = (1/runs) sum_r sum_k tau_rk^2 g(t - theta_rk)``
+with ``g`` the unit-mass Gaussian of standard deviation ``sigma`` (default PyHessian's,
+``sigma^2 = 1e-5 * max(1, spread of the nodes)``), on a grid from the smallest node to the
+largest, padded by ``5 sigma``, with at least four points per ``sigma`` (10,000 to 100,000
+points), then divided by its integral on the grid (trapezoid) so that it integrates to 1.
+That integral before the division is kept (``mass``): about 1 when the grid covers the
+nodes and resolves ``sigma``; less when a grid the caller gave cuts part of them off.
+
+Lanczos: every vector of a run is kept (``steps x n`` values in the products' dtype) and
+each new one is orthogonalised against all of them, twice (classical Gram-Schmidt, "twice
+is enough"), in float64 arithmetic, read in blocks of columns. A breakdown (``beta`` ~ 0:
+the Krylov space is invariant, e.g. an operator with fewer distinct eigenvalues than
+``steps``) goes on from a fresh random vector orthogonal to the run's, uncoupled
+(``beta = 0``): the tridiagonal splits, the new block's nodes are true Ritz values with
+weight 0 (``q`` has no component along them), and the quadrature stays that of the
+invariant subspace, which is exact.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, overload
+
+import numpy as np
+import torch
+from torch import nn
+
+from collector.common import Interval, InvalidParameterError, Options, Predicate, check_param
+from landscape.curvature._api import _operator
+from landscape.curvature._hvp import PointOperator
+from landscape.curvature._operators import check_curvature, make_operator
+from landscape.engine import ProgressMeter, Samples
+from landscape.geometry import moved_names
+
+__all__ = ["SpectralDensity", "spectral_density", "slq", "slq_density", "smooth", "STARTS"]
+
+STARTS = ("rademacher", "normal")
+#: The eigenvalues ``SpectralDensity.top`` holds (and the plot marks).
+TOP = 3
+#: Columns of the stored vectors read (converted to float64) at a time.
+_BLOCK = 1 << 16
+_MIN_POINTS, _MAX_POINTS = 10_000, 100_000
+
+Include = str | Sequence[str] | None
+Blocks = Mapping[str, str | Sequence[str]] | Sequence[list[str]] | Sequence[tuple[str, ...]]
+Curvature = Literal["hessian", "ggn", "fisher"]
+Product = Literal["reverse", "forward", "finite_difference"] | None
+
+
+@dataclass
+class SpectralDensity:
+    """The eigenvalue density of a curvature matrix (one block of parameters, or all), by SLQ.
+
+    Attributes
+    ----------
+    nodes : ndarray of shape (runs, steps)
+        Each run's nodes: the eigenvalues of its Lanczos tridiagonal (Ritz values), ascending.
+    weights : ndarray of shape (runs, steps)
+        Their weights: the squared first components of the tridiagonal's eigenvectors
+        (each row sums to 1).
+    grid : ndarray of shape (points,)
+        Where the density is evaluated (increasing).
+    density : ndarray of shape (points,)
+        The nodes' weights smoothed by Gaussians of standard deviation ``sigma``, averaged
+        over the runs and divided by their integral on ``grid``: it integrates to 1.
+    sigma : float
+        The Gaussians' standard deviation.
+    mass : float
+        The smoothed quadrature's integral on ``grid`` before the division (about 1 when
+        the grid covers every node and resolves ``sigma``).
+    n : int
+        The matrix's size: the block's number of parameter values.
+    mean : float
+        ``tr / n`` estimated by the quadrature: the runs' average of ``sum(weights * nodes)``
+        (unbiased: each run's is one Hutchinson probe ``z^T H z / n``).
+    stderr : float
+        The standard error of ``mean``: the runs' standard deviation over ``sqrt(runs)``
+        (NaN for one run).
+    block : str or None
+        The block's name (``include``'s key or glob); None for every moved parameter.
+    names : list of str
+        The block's parameters, in order.
+    curvature : {"hessian", "ggn", "fisher"}
+        The matrix (:func:`landscape.curvature.make_operator`).
+    start : {"rademacher", "normal"}
+        The runs' start vectors.
+    seed : int
+    dtype : torch.dtype
+        Of the products (the Lanczos arithmetic is float64).
+    seconds : float
+        Wall time of the runs and the smoothing.
+    """
+
+    nodes: np.ndarray = field(repr=False)
+    weights: np.ndarray = field(repr=False)
+    grid: np.ndarray = field(repr=False)
+    density: np.ndarray = field(repr=False)
+    sigma: float
+    mass: float
+    n: int
+    mean: float
+    stderr: float
+    block: str | None = None
+    names: list[str] = field(default_factory=list, repr=False)
+    curvature: str = "hessian"
+    start: str = "rademacher"
+    seed: int = 0
+    dtype: torch.dtype = torch.float64
+    seconds: float = 0.0
+
+    @property
+    def runs(self) -> int:
+        return int(self.nodes.shape[0])
+
+    @property
+    def steps(self) -> int:
+        return int(self.nodes.shape[1])
+
+    @property
+    def trace(self) -> float:
+        """``n * mean``: the trace estimated by the quadrature (Hutchinson with ``runs`` probes)."""
+        return self.n * self.mean
+
+    @property
+    def top(self) -> np.ndarray:
+        """The ``TOP`` (3) largest eigenvalues as the runs find them, largest first: :meth:`largest`."""
+        return self.largest(TOP)
+
+    def largest(self, k: int) -> np.ndarray:
+        """The ``k`` largest eigenvalues' estimates, largest first: the ``i``-th is the largest
+        over the runs of each run's ``i``-th largest node. A Ritz value is at most the
+        eigenvalue of its rank (Cauchy interlacing), so each is a lower bound, the best
+        the runs give; a run of ``steps`` products finds well-separated top eigenvalues to
+        many digits."""
+        check_param("k", k, [Interval(int, 1, self.steps)], caller="SpectralDensity.largest")
+        ranked = -np.sort(-self.nodes, axis=1)[:, :k]
+        return np.asarray(ranked.max(axis=0))
+
+    def __str__(self) -> str:
+        what = f"{self.curvature} of {self.block}" if self.block is not None else self.curvature
+        tops = ", ".join(f"{v:.4g}" for v in self.top)
+        return (f"eigenvalue density of the {what} (n = {self.n:,}): mean {self.mean:.6g} ± {self.stderr:.2g} "
+                f"(trace {self.trace:.6g}), top [{tops}] ({self.runs} runs x {self.steps} Lanczos steps, "
+                f"sigma {self.sigma:.3g})")
+
+
+def _start(dim: int, gen: torch.Generator, start: str) -> torch.Tensor:
+    # drawn on the CPU from the seeded generator, so a run does not depend on the device
+    if start == "normal":
+        return torch.randn(dim, generator=gen, dtype=torch.float64)
+    return (torch.randint(0, 2, (dim,), generator=gen, dtype=torch.int8) * 2 - 1).to(torch.float64)
+
+
+def _project_out(basis: torch.Tensor, size: int, w: torch.Tensor) -> torch.Tensor:
+    """``w -= V^T (V w)`` for the first ``size`` rows ``V`` of ``basis`` (float64, in blocks of
+    columns); returns ``V w``."""
+    c = torch.zeros(size, dtype=torch.float64, device=w.device)
+    for a in range(0, w.numel(), _BLOCK):
+        c += basis[:size, a:a + _BLOCK].double() @ w[a:a + _BLOCK]
+    for a in range(0, w.numel(), _BLOCK):
+        w[a:a + _BLOCK] -= basis[:size, a:a + _BLOCK].double().T @ c
+    return c
+
+
+def _run(matvec: Callable[[torch.Tensor], torch.Tensor], dim: int, steps: int, gen: torch.Generator, start: str,
+         basis: torch.Tensor, bar: ProgressMeter, run: int) -> tuple[np.ndarray, np.ndarray]:
+    """One Lanczos run of ``steps`` products with full reorthogonalisation: its nodes and weights."""
+    device = basis.device
+    alpha, beta = np.zeros(steps), np.zeros(max(steps - 1, 0))
+    q = _start(dim, gen, start).to(device)
+    q /= torch.linalg.vector_norm(q)
+    scale = 0.0
+    for j in range(steps):
+        basis[j] = q.to(basis.dtype)
+        w = matvec(basis[j]).to(device, torch.float64)
+        bar.update(1)
+        if not bool(torch.isfinite(w).all()):
+            raise FloatingPointError(f"SLQ: the product of run {run}, step {j} is not finite (NaN or inf): the loss "
+                                     "or its second derivatives are not finite at these weights. HINT: check the "
+                                     "loss at this point (hessian_trace fails the same way).")
+        c = _project_out(basis, j + 1, w)
+        c += _project_out(basis, j + 1, w)  # twice is enough
+        alpha[j] = float(c[j])
+        if j == steps - 1:
+            break
+        b = float(torch.linalg.vector_norm(w))
+        scale = max(scale, abs(alpha[j]), b)
+        if b <= 1e-12 * scale:  # an invariant subspace: go on from a fresh direction, uncoupled
+            q = _start(dim, gen, start).to(device)
+            for _ in range(2):
+                _project_out(basis, j + 1, q)
+            q /= torch.linalg.vector_norm(q)
+        else:
+            beta[j] = b
+            q = w / b
+    t = np.diag(alpha) + np.diag(beta, 1) + np.diag(beta, -1)
+    theta, y = np.linalg.eigh(t)
+    return theta, y[0] ** 2
+
+
+def slq(matvec: Callable[[torch.Tensor], torch.Tensor], dim: int, *, runs: int, steps: int, seed: int,
+        start: str = "rademacher", dtype: torch.dtype = torch.float64, device: Any = "cpu",
+        bar: ProgressMeter | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Nodes and weights, each of shape ``(runs, steps)``, of ``runs`` Lanczos runs of the symmetric
+    operator ``matvec`` (flat vectors of ``dim`` values; given in ``dtype``, on ``device``). The
+    runs' start vectors come, in order, from one generator seeded with ``seed``. Memory: ``steps``
+    vectors of ``dim`` values in ``dtype``."""
+    gen = torch.Generator(device="cpu").manual_seed(int(seed))
+    basis = torch.empty((steps, dim), dtype=dtype, device=torch.device(device))
+    meter = bar or ProgressMeter("SLQ", runs * steps, unit="products", enabled=False)
+    nodes, weights = np.zeros((runs, steps)), np.zeros((runs, steps))
+    for r in range(runs):
+        nodes[r], weights[r] = _run(matvec, dim, steps, gen, start, basis, meter, r)
+    return nodes, weights
+
+
+def _default_grid(nodes: np.ndarray, sigma: float, points: int | None) -> np.ndarray:
+    lo, hi = float(nodes.min()) - 5 * sigma, float(nodes.max()) + 5 * sigma
+    if points is None:  # at least four points per sigma, so that the trapezoid integrates the Gaussians
+        points = int(min(_MAX_POINTS, max(_MIN_POINTS, math.ceil(4 * (hi - lo) / sigma) + 1)))
+    return np.linspace(lo, hi, points)
+
+
+def smooth(nodes: np.ndarray, weights: np.ndarray, grid: np.ndarray | int | None = None,
+           sigma: float | None = None) -> tuple[np.ndarray, np.ndarray, float, float]:
+    """``(grid, density, sigma, mass)``: the quadrature's weights smoothed by unit-mass Gaussians
+    (see the module docstring), averaged over the runs and divided by their integral on the grid."""
+    if sigma is None:  # PyHessian's: variance 1e-5 times the spread of the nodes (at least 1)
+        sigma = math.sqrt(1e-5 * max(1.0, float(nodes.max() - nodes.min())))
+    t = _default_grid(nodes, sigma, None if grid is None else int(grid)) if grid is None or np.ndim(grid) == 0 \
+        else np.asarray(grid, dtype=float)
+    flat_nodes, flat_weights = nodes.reshape(-1), weights.reshape(-1) / nodes.shape[0]
+    density = np.zeros_like(t)
+    norm = 1.0 / (sigma * math.sqrt(2 * math.pi))
+    for a in range(0, len(t), 2048):  # (2048, runs * steps) kernel values at a time
+        d = (t[a:a + 2048, None] - flat_nodes[None, :]) / sigma
+        density[a:a + 2048] = (np.exp(-0.5 * d * d) * norm) @ flat_weights
+    mass = float(np.trapezoid(density, t))
+    return t, density / mass, float(sigma), mass
+
+
+def slq_density(matvec: Callable[[torch.Tensor], torch.Tensor], dim: int, *, runs: int, steps: int, seed: int,
+                start: str = "rademacher", dtype: torch.dtype = torch.float64, device: Any = "cpu",
+                grid: np.ndarray | int | None = None, sigma: float | None = None, block: str | None = None,
+                names: Sequence[str] = (), curvature: str = "hessian",
+                bar: ProgressMeter | None = None) -> SpectralDensity:
+    """:func:`slq`, smoothed (:func:`smooth`), as a :class:`SpectralDensity` of an operator already set up."""
+    t0 = time.perf_counter()
+    nodes, weights = slq(matvec, dim, runs=runs, steps=steps, seed=seed, start=start, dtype=dtype, device=device,
+                         bar=bar)
+    t, density, sig, mass = smooth(nodes, weights, grid, sigma)
+    means = (nodes * weights).sum(axis=1)
+    stderr = float(means.std(ddof=1) / math.sqrt(runs)) if runs > 1 else float("nan")
+    return SpectralDensity(nodes=nodes, weights=weights, grid=t, density=density, sigma=sig, mass=mass, n=dim,
+                           mean=float(means.mean()), stderr=stderr, block=block, names=list(names),
+                           curvature=curvature, start=start, seed=seed, dtype=dtype,
+                           seconds=time.perf_counter() - t0)
+
+
+# ---------------------------------------------------------------- the public function
+def _is_globs(v: Any) -> bool:
+    return isinstance(v, str) or (isinstance(v, (list, tuple)) and len(v) > 0 and all(isinstance(g, str) for g in v))
+
+
+_INCLUDE = Predicate(
+    lambda v: v is None or _is_globs(v)
+    or (isinstance(v, Mapping) and len(v) > 0 and all(isinstance(k, str) and _is_globs(g) for k, g in v.items()))
+    or (isinstance(v, (list, tuple)) and len(v) > 0 and all(_is_globs(g) and not isinstance(g, str) for g in v)
+        and len({", ".join(g) for g in v}) == len(v)),
+    "None (every moved parameter), a glob or a list of globs (one block), or a dict of block name -> glob(s) "
+    "or a list of distinct lists of globs (one density per block)")
+
+
+def _blocks(include: Any) -> tuple[bool, list[tuple[str | None, list[str] | None]]]:
+    """``(one density per block?, [(block name, its globs)])`` of a checked ``include``."""
+    if include is None:
+        return False, [(None, None)]
+    if _is_globs(include):
+        globs = [include] if isinstance(include, str) else list(include)
+        return False, [(", ".join(globs), globs)]
+    if isinstance(include, Mapping):
+        return True, [(k, [g] if isinstance(g, str) else list(g)) for k, g in include.items()]
+    return True, [(", ".join(g), list(g)) for g in include]
+
+
+def _check_grid(grid: Any, caller: str) -> None:
+    check_param("grid", grid, [None, Interval(int, 2, None), Predicate(
+        lambda v: not isinstance(v, (str, bytes)) and np.ndim(v) == 1 and len(v) >= 2
+        and bool(np.all(np.isfinite(np.asarray(v, dtype=float))))
+        and bool(np.all(np.diff(np.asarray(v, dtype=float)) > 0)),
+        "an increasing sequence of at least 2 finite numbers")], caller=caller,
+        hint="None spans the nodes, padded by 5 sigma, with at least four points per sigma.")
+
+
+@overload
+def spectral_density(network: nn.Module, loss_fn: Any = ..., data: Any = ..., *, task: Any = ...,
+                     num_samples: int | None = ..., runs: int = ..., steps: int = ..., seed: int = ...,
+                     curvature: Curvature = ..., product: Product = ..., include: Include = ...,
+                     ignore: Literal["biasbn"] | None = ...,
+                     eval_mode: bool = ..., dtype: torch.dtype | str = ..., device: str | torch.device | None = ...,
+                     grid: Any = ..., sigma: float | None = ..., start: Literal["rademacher", "normal"] = ...,
+                     progress: bool | None = ...) -> SpectralDensity: ...
+
+
+@overload
+def spectral_density(network: nn.Module, loss_fn: Any = ..., data: Any = ..., *, task: Any = ...,
+                     num_samples: int | None = ..., runs: int = ..., steps: int = ..., seed: int = ...,
+                     curvature: Curvature = ..., product: Product = ..., include: Blocks,
+                     ignore: Literal["biasbn"] | None = ...,
+                     eval_mode: bool = ..., dtype: torch.dtype | str = ..., device: str | torch.device | None = ...,
+                     grid: Any = ..., sigma: float | None = ..., start: Literal["rademacher", "normal"] = ...,
+                     progress: bool | None = ...) -> dict[str, SpectralDensity]: ...
+
+
+def spectral_density(
+    network: nn.Module,
+    loss_fn: Any = None,
+    data: Any = None,
+    *,
+    task: Any = None,
+    num_samples: int | None = 2048,
+    runs: int = 10,
+    steps: int = 80,
+    seed: int = 0,
+    curvature: Curvature = "hessian",
+    product: Product = None,
+    include: Include | Blocks = None,
+    ignore: Literal["biasbn"] | None = None,
+    eval_mode: bool = True,
+    dtype: torch.dtype | str = torch.float32,
+    device: str | torch.device | None = None,
+    grid: Any = None,
+    sigma: float | None = None,
+    start: Literal["rademacher", "normal"] = "rademacher",
+    progress: bool | None = None,
+) -> SpectralDensity | dict[str, SpectralDensity]:
+    """The eigenvalue density of the loss's Hessian (or GGN, or Fisher) by stochastic Lanczos quadrature (SLQ).
+
+    Ghorbani et al.'s (2019) PyHessian density: ``runs`` Lanczos runs of ``steps``
+    Hessian-vector products each, from random start vectors, with full
+    reorthogonalisation in float64; each run's tridiagonal gives nodes (its eigenvalues)
+    and weights (the squared first components of its eigenvectors), and the density is
+    their weights smoothed by Gaussians, averaged over the runs (module
+    :mod:`landscape.curvature._density`'s docstring has the details). The Hessian is
+    :func:`hessian_eigs`'s: the mean loss over the first ``num_samples`` samples, with
+    respect to the moved parameters (or a block of them: ``include``); ``curvature`` takes
+    the generalised Gauss-Newton or the empirical Fisher instead.
+
+    Parameters
+    ----------
+    network, loss_fn, data, task, num_samples, ignore, eval_mode, device
+        As in :func:`hessian_eigs`.
+    runs : int, default=10
+        Lanczos runs (start vectors): the density's and the mean's Monte Carlo samples.
+    steps : int, default=80
+        Products per run (at most the number of parameter values): the quadrature's nodes.
+    seed : int, default=0
+        Seeds the start vectors: the result is deterministic.
+    curvature : {"hessian", "ggn", "fisher"}, default="hessian"
+        The matrix, as in :func:`hessian_eigs` (:func:`make_operator`'s definitions).
+    product : {"reverse", "forward", "finite_difference"} or None, default=None
+        How its products are taken, as in :func:`hessian_eigs` (None: the curvature's first).
+    include : glob, list of globs, dict or list of lists of globs, optional
+        Blocks of parameters (globs as ``compute_landscape``'s ``include``: on parameter or
+        module names, ``"fc1"`` or ``"blocks.0.*"``). A glob or a list of globs: the
+        density of that one block (the principal sub-block of the Hessian for those
+        parameters). A dict ``{name: glob(s)}`` or a list of lists of globs: one density
+        per block (Zhang et al. 2024's blockwise spectra), keyed by the dict's names or by
+        each list's globs joined with ``", "``. A glob that matches no parameter is refused.
+    dtype : torch.float32 or torch.float64, default=torch.float32
+        Of the products and the stored Lanczos vectors (the arithmetic, the
+        reorthogonalisation and the tridiagonal are float64). float32 products carry
+        rounding of about ``1e-7 ||H||``, far below what a smoothed density shows.
+    grid : int or increasing sequence of floats, optional
+        Where the density is evaluated: default, from the smallest node to the largest,
+        padded by ``5 sigma``, with at least four points per ``sigma`` (10,000 to
+        100,000); an int, that many points over the same range; or the points themselves.
+    sigma : float, optional
+        The Gaussians' standard deviation; default PyHessian's, ``sqrt(1e-5 * max(1,
+        spread))`` for the spread of the nodes.
+    start : {"rademacher", "normal"}, default="rademacher"
+        The start vectors' entries (Rademacher: each run's mean is a Hutchinson probe).
+    progress : bool or None, default=None
+        As in :func:`hessian_eigs`, over every product.
+
+    Returns
+    -------
+    SpectralDensity or dict of str to SpectralDensity
+        One :class:`SpectralDensity` (``include`` None, a glob or a list of globs), or one
+        per block in the order given (a dict or a list of lists): ``nodes`` and
+        ``weights`` per run, ``grid`` and ``density``, ``mean`` (``tr / n``) and its
+        ``stderr``, ``trace``, ``n``, ``top``. The blocks' ``n`` add up to the whole when
+        they partition the parameters.
+
+    Notes
+    -----
+    Cost: ``runs * steps`` Hessian-vector products per block (800 at the defaults), plus
+    the reorthogonalisation, ``O(steps^2 n)`` flops per run. Memory: the products' (as
+    :func:`hessian_eigs`) and ``steps`` vectors of ``n`` values in ``dtype``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from landscape.curvature import spectral_density
+    >>> net = torch.nn.Linear(3, 1)
+    >>> x, y = torch.eye(3), torch.zeros(3, 1)
+    >>> d = spectral_density(net, torch.nn.MSELoss(), (x, y), runs=2, steps=4, num_samples=None,
+    ...                      dtype=torch.float64, progress=False)
+    >>> round(d.trace, 6), round(float(d.top[0]), 6)  # H = 2/3 [x 1]^T [x 1]: trace 4, top 8/3
+    (4.0, 2.666667)
+    """
+    caller = "spectral_density"
+    check_param("runs", runs, [Interval(int, 1, None)], caller=caller)
+    check_param("steps", steps, [Interval(int, 1, None)], caller=caller, hint="80, as PyHessian and "
+                "hessian-eigenthings: enough nodes to resolve the top eigenvalues and the bulk.")
+    check_param("seed", seed, [Interval(int, 0, None)], caller=caller)
+    check_curvature(caller, curvature, product)
+    check_param("include", include, [_INCLUDE], caller=caller)
+    _check_grid(grid, caller)
+    check_param("sigma", sigma, [None, Interval(float, 0, None, closed="neither")], caller=caller,
+                hint="None takes PyHessian's, sqrt(1e-5 * max(1, spread of the eigenvalues)).")
+    check_param("start", start, [Options(STARTS)], caller=caller)
+    check_param("progress", progress, [None, "boolean"], caller=caller)
+    keyed, blocks = _blocks(include)
+    op, samples = _operator(caller, network, loss_fn, data, task, num_samples, ignore, eval_mode, dtype, device, seed,
+                            curvature, product)
+    # each block's parameters: a glob that matches nothing is refused here, before any product
+    chosen = [(key, op.names if globs is None else moved_names(op.net, ignore, globs)[0]) for key, globs in blocks]
+    for key, names in chosen:
+        size = sum(dict(op.net.named_parameters())[k].numel() for k in names)
+        if steps > size:
+            raise InvalidParameterError(
+                f"The 'steps' parameter of {caller} must be at most the number of values in the block "
+                f"({size}{'' if key is None else f' in {key!r}'}). Got {steps} instead. HINT: a run of that many "
+                "steps already gives the block's exact eigenvalues.")
+    bar = ProgressMeter("SLQ", len(chosen) * runs * steps, unit="products", enabled=progress is not False,
+                        bar=progress or None, leave=False)
+    out: dict[str, SpectralDensity] = {}
+    try:
+        for key, names in chosen:
+            block_op = op if key is None else _block_operator(op, samples, names, caller)
+            out[str(key)] = slq_density(block_op.matvec, block_op.dim, runs=runs, steps=steps, seed=seed,
+                                        start=start, dtype=block_op.dtype, device=block_op.device, grid=grid,
+                                        sigma=sigma, block=key, names=names, curvature=curvature, bar=bar)
+            del block_op  # one block's cached graphs at a time
+    finally:
+        bar.close()
+    return out if keyed else next(iter(out.values()))
+
+
+def _block_operator(op: PointOperator, samples: Samples, names: list[str], caller: str) -> PointOperator:
+    """The operator of the principal sub-block ``names`` (the other parameters held where they are)."""
+    return make_operator(op.net, op.task, samples, names, curvature=op.curvature, product=op.product,
+                         dtype=op.dtype, device=op.device, seed=op.seed, caller=caller)
