@@ -58,7 +58,7 @@ STARTS = ("rademacher", "normal")
 #: The eigenvalues ``SpectralDensity.top`` holds (and the plot marks).
 TOP = 3
 #: Columns of the stored vectors read (converted to float64) at a time.
-_BLOCK = 1 << 16
+_BLOCK = 1 << 15
 _MIN_POINTS, _MAX_POINTS = 10_000, 100_000
 
 Include = str | Sequence[str] | None
@@ -171,19 +171,62 @@ def _start(dim: int, gen: torch.Generator, start: str) -> torch.Tensor:
     return (torch.randint(0, 2, (dim,), generator=gen, dtype=torch.int8) * 2 - 1).to(torch.float64)
 
 
-def _project_out(basis: torch.Tensor, size: int, w: torch.Tensor) -> torch.Tensor:
+def _project_out(basis: torch.Tensor, size: int, w: torch.Tensor, work: torch.Tensor | None = None,
+                 twice: bool = False) -> torch.Tensor:
     """``w -= V^T (V w)`` for the first ``size`` rows ``V`` of ``basis`` (float64, in blocks of
-    columns); returns ``V w``."""
+    columns), ``twice`` the second time ("twice is enough"); returns the coefficients taken out
+    (``V w``, summed over both). The second projection's coefficients are accumulated in the
+    first's subtraction pass (a block of ``w`` is final once its part is subtracted): three
+    passes over ``V`` instead of four. ``work``: a float64 ``(rows, _BLOCK)`` buffer the blocks
+    of a float32 ``basis`` are converted into, allocated once per :func:`slq` (a conversion per
+    block and step would allocate and fault in megabytes each time)."""
+    n = w.numel()
     c = torch.zeros(size, dtype=torch.float64, device=w.device)
-    for a in range(0, w.numel(), _BLOCK):
-        c += basis[:size, a:a + _BLOCK].double() @ w[a:a + _BLOCK]
-    for a in range(0, w.numel(), _BLOCK):
-        w[a:a + _BLOCK] -= basis[:size, a:a + _BLOCK].double().T @ c
-    return c
+    for a in range(0, n, _BLOCK):
+        c.addmv_(_block(basis, size, a, n, work), w[a:a + _BLOCK])
+    c2 = torch.zeros_like(c)
+    for a in range(0, n, _BLOCK):
+        block = _block(basis, size, a, n, work)
+        w[a:a + _BLOCK].addmv_(block.T, c, alpha=-1)
+        if twice:
+            c2.addmv_(block, w[a:a + _BLOCK])
+    if twice:
+        for a in range(0, n, _BLOCK):
+            w[a:a + _BLOCK].addmv_(_block(basis, size, a, n, work).T, c2, alpha=-1)
+    return c + c2
+
+
+def _block(basis: torch.Tensor, size: int, a: int, dim: int, work: torch.Tensor | None) -> torch.Tensor:
+    """Columns ``a : a + _BLOCK`` of the first ``size`` rows of ``basis``, in float64."""
+    cols = basis[:size, a:a + _BLOCK]
+    if cols.dtype == torch.float64:
+        return cols
+    if work is None:
+        return cols.double()
+    out = work[:size, :min(_BLOCK, dim - a)]
+    out.copy_(cols)
+    return out
+
+
+def _fresh(basis: torch.Tensor, size: int, gen: torch.Generator, work: torch.Tensor | None) -> torch.Tensor:
+    """A unit vector orthogonal to the first ``size`` rows of ``basis`` (``size < dim``), after a
+    breakdown. Gaussian, whatever the start vectors: a Rademacher draw can lie in the span of
+    the vectors so far (a 4-parameter model's, after 3 steps), and its remainder is then zero."""
+    dim = basis.shape[1]
+    for _ in range(8):
+        q = torch.randn(dim, generator=gen, dtype=torch.float64).to(basis.device)
+        norm = float(torch.linalg.vector_norm(q))
+        _project_out(basis, size, q, work, twice=True)
+        left = float(torch.linalg.vector_norm(q))
+        if left > 1e-6 * norm:
+            return q / left
+    raise FloatingPointError(f"SLQ: no direction orthogonal to the {size} Lanczos vectors so far in 8 Gaussian "
+                             f"draws (n = {dim}): the stored vectors are not independent.")
 
 
 def _run(matvec: Callable[[torch.Tensor], torch.Tensor], dim: int, steps: int, gen: torch.Generator, start: str,
-         basis: torch.Tensor, bar: ProgressMeter, run: int) -> tuple[np.ndarray, np.ndarray]:
+         basis: torch.Tensor, bar: ProgressMeter, run: int,
+         work: torch.Tensor | None = None) -> tuple[np.ndarray, np.ndarray]:
     """One Lanczos run of ``steps`` products with full reorthogonalisation: its nodes and weights."""
     device = basis.device
     alpha, beta = np.zeros(steps), np.zeros(max(steps - 1, 0))
@@ -198,18 +241,14 @@ def _run(matvec: Callable[[torch.Tensor], torch.Tensor], dim: int, steps: int, g
             raise FloatingPointError(f"SLQ: the product of run {run}, step {j} is not finite (NaN or inf): the loss "
                                      "or its second derivatives are not finite at these weights. HINT: check the "
                                      "loss at this point (hessian_trace fails the same way).")
-        c = _project_out(basis, j + 1, w)
-        c += _project_out(basis, j + 1, w)  # twice is enough
+        c = _project_out(basis, j + 1, w, work, twice=True)  # twice is enough
         alpha[j] = float(c[j])
         if j == steps - 1:
             break
         b = float(torch.linalg.vector_norm(w))
         scale = max(scale, abs(alpha[j]), b)
         if b <= 1e-12 * scale:  # an invariant subspace: go on from a fresh direction, uncoupled
-            q = _start(dim, gen, start).to(device)
-            for _ in range(2):
-                _project_out(basis, j + 1, q)
-            q /= torch.linalg.vector_norm(q)
+            q = _fresh(basis, j + 1, gen, work)
         else:
             beta[j] = b
             q = w / b
@@ -224,13 +263,16 @@ def slq(matvec: Callable[[torch.Tensor], torch.Tensor], dim: int, *, runs: int, 
     """Nodes and weights, each of shape ``(runs, steps)``, of ``runs`` Lanczos runs of the symmetric
     operator ``matvec`` (flat vectors of ``dim`` values; given in ``dtype``, on ``device``). The
     runs' start vectors come, in order, from one generator seeded with ``seed``. Memory: ``steps``
-    vectors of ``dim`` values in ``dtype``."""
+    vectors of ``dim`` values in ``dtype`` (and, for float32, a float64 buffer of ``steps`` blocks
+    of 32,768 values)."""
     gen = torch.Generator(device="cpu").manual_seed(int(seed))
     basis = torch.empty((steps, dim), dtype=dtype, device=torch.device(device))
+    work = (None if dtype == torch.float64
+            else torch.empty((steps, min(_BLOCK, dim)), dtype=torch.float64, device=basis.device))
     meter = bar or ProgressMeter("SLQ", runs * steps, unit="products", enabled=False)
     nodes, weights = np.zeros((runs, steps)), np.zeros((runs, steps))
     for r in range(runs):
-        nodes[r], weights[r] = _run(matvec, dim, steps, gen, start, basis, meter, r)
+        nodes[r], weights[r] = _run(matvec, dim, steps, gen, start, basis, meter, r, work)
     return nodes, weights
 
 
