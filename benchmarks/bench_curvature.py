@@ -2,8 +2,8 @@
 
 What it measures, in one process (one JSON line per case, then a summary):
 
-- ``eigs``: ``landscape.curvature.hessian_eigs(k=3)`` at its defaults (float64, tol 1e-6,
-  Lanczos with full reorthogonalisation) and PyHessian 0.1's
+- ``eigs``: ``landscape.curvature.hessian_eigs(k=3)`` at its defaults (float32 products, tol
+  1e-4, thick-restart Lanczos with full reorthogonalisation in float64) and PyHessian 0.1's
   ``hessian(model, criterion, data=(x, y), cuda=False).eigenvalues(top_n=3)`` at its
   defaults (power iteration with deflation, maxIter=100, tol=1e-3): wall time (median and
   range over ``--repeats`` alternating runs), the speed ratio, and each one's relative
