@@ -123,6 +123,8 @@ def _folded_build(eng: Engine) -> tuple[GroupFn, list[int] | None]:
                            copy=not in_place)
     loss_f = batched_loss(sup.loss_fn, mean_loss)
     keep = bool(eng.metrics)
+    # the outputs are used up by the loss before the next group: the products may reuse buffers
+    folded.ctx.reuse = not keep
 
     # Parameters only the first layers read (linear in the point, computed from the inputs once) need
     # not be built for every group: which ones the network reads is found once, on one sample.

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import copy as _copy
 import logging
+import math
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
@@ -43,6 +44,9 @@ _log = logging.getLogger("landscape")
 #: Bytes the cached products of the first layer may take (three per batch and layer); past
 #: it a shared input is simply folded, and the layer costs p applications per call.
 CACHE_BYTES = 256 << 20
+#: Bytes the reused outputs of the folded products may take (:meth:`_Context.buffer`); past it
+#: the products allocate their outputs as before.
+BUFFER_BYTES = 64 << 20
 
 
 class _Context:
@@ -56,6 +60,36 @@ class _Context:
         self.cache: dict[tuple, tuple[torch.Tensor, torch.Size]] = {}
         self.cache_bytes = 0
         self.reads: set[str] | None = None  # while not None, the moved parameters the leaves read
+        # Outputs of the folded products kept from call to call (see :meth:`buffer`)
+        self.reuse = False
+        self.calls = 0  # products taken so far in this call of the network
+        self.buffers: dict[int, torch.Tensor] = {}
+        self.buffer_bytes = 0
+
+    def buffer(self, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> torch.Tensor | None:
+        """Where the next folded product of this call of the network goes, or None (a fresh tensor).
+
+        A group of 8 points of the digits MLP at 512 samples makes 2 MB per layer; in a process
+        whose malloc is not tuned (a notebook: :func:`landscape.engine.tune_malloc` never touches
+        the caller's process) glibc serves each with fresh mmap pages, faulted in and zeroed at
+        every call. So the k-th product of a call writes into the k-th buffer, the same at every
+        call: a layer applied twice, or a branch held while others run, has its own. Only when
+        :attr:`reuse` (the engine keeps no outputs past the loss), without autograd, and while
+        the buffers take at most :data:`BUFFER_BYTES`; else a fresh tensor as before."""
+        if not self.reuse or torch.is_grad_enabled():
+            return None
+        k = self.calls
+        self.calls += 1
+        buf = self.buffers.get(k)
+        if buf is not None and tuple(buf.shape) == tuple(shape) and buf.dtype == dtype and buf.device == device:
+            return buf
+        nbytes = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
+        old = 0 if buf is None else buf.nbytes
+        if self.buffer_bytes - old + nbytes > BUFFER_BYTES:
+            return None
+        self.buffer_bytes += nbytes - old
+        buf = self.buffers[k] = torch.empty(shape, dtype=dtype, device=device)
+        return buf
 
 
 class _Leaf(nn.Module):
@@ -118,7 +152,10 @@ class _Leaf(nn.Module):
             got = ctx.cache[key] = (rows, outs[0].shape)
         rows, shape = got
         assert ctx.coef is not None
-        return (ctx.coef @ rows).view(ctx.p * shape[0], *shape[1:])
+        buf = ctx.buffer((ctx.coef.shape[0], rows.shape[1]), rows.dtype, rows.device)
+        if buf is None or ctx.coef.dtype != rows.dtype:
+            return (ctx.coef @ rows).view(ctx.p * shape[0], *shape[1:])
+        return torch.mm(ctx.coef, rows, out=buf).view(ctx.p * shape[0], *shape[1:])
 
 
 class _Linear(_Leaf):
@@ -142,7 +179,12 @@ class _Linear(_Leaf):
         assert w is not None
         x3 = x.reshape(p, -1, x.shape[-1])
         wt = w.transpose(1, 2)
-        out = torch.bmm(x3, wt) if b is None else torch.baddbmm(b.unsqueeze(1), x3, wt)
+        same = x3.dtype == wt.dtype and (b is None or b.dtype == wt.dtype)
+        buf = self.ctx.buffer((p, x3.shape[1], wt.shape[2]), x3.dtype, x3.device) if same else None
+        if buf is None:
+            out = torch.bmm(x3, wt) if b is None else torch.baddbmm(b.unsqueeze(1), x3, wt)
+        else:
+            out = torch.bmm(x3, wt, out=buf) if b is None else torch.baddbmm(b.unsqueeze(1), x3, wt, out=buf)
         return out.reshape(*x.shape[:-1], self.out_features)
 
 
@@ -344,6 +386,7 @@ class FoldedNetwork:
         setattr(parent, leaf, new)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        self.ctx.calls = 0  # the products of this call take the buffers in order
         return self.net(*args, **kwargs)
 
     def __getattr__(self, name: str) -> Any:

@@ -55,6 +55,26 @@ class LooseParameter(nn.Module):
         return self.fc(x) * self.scale
 
 
+class SharedLayer(nn.Module):
+    """One Linear applied twice, both outputs held until the end, and a branch held while two more
+    layers run: the folded products' reused outputs (one per product of a call) must not alias."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inp = nn.Linear(16, 24)
+        self.mid = nn.Linear(24, 24)
+        self.side = nn.Linear(24, 24)
+        self.out = nn.Linear(24, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.tanh(self.inp(x))
+        a = self.mid(h)
+        b = self.mid(torch.sin(a))  # the same layer again, a still held
+        branch = self.side(h)
+        deep = self.side(torch.relu(a + b))
+        return self.out(torch.tanh(a * b + branch - deep))
+
+
 def _setup(net: nn.Module, x: torch.Tensor, y: torch.Tensor):
     torch.manual_seed(0)
     net.eval()
@@ -90,6 +110,7 @@ CASES = [
     ("cnn", lambda: SmallCNN(channels=4), (torch.rand(24, 1, 8, 8), torch.randint(0, 10, (24,)))),
     ("residual", ResidualCNN, (torch.randn(20, 3, 8, 8), torch.randint(0, 5, (20,)))),
     ("tokens", TokenNorm, (torch.randint(0, 40, (30, 7)), torch.randint(0, 3, (30,)))),
+    ("shared_layer", SharedLayer, (torch.randn(36, 16), torch.randint(0, 4, (36,)))),
 ]
 
 
