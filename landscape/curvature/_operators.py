@@ -56,7 +56,7 @@ from torch.func import grad, jvp, vjp, vmap
 from collector.common import InstanceOf, Interval, InvalidParameterError, Options, check_param
 from landscape.curvature._hvp import HessianOperator, PointOperator, shifted
 from landscape.engine import Samples
-from landscape.tasks import map_tensors
+from landscape.tasks import map_tensors, tensors_in
 
 __all__ = ["make_operator", "check_curvature", "GGNOperator", "FisherOperator", "CURVATURES", "PRODUCTS",
            "CurvatureOperator", "FISHER_CHUNK_BYTES"]
@@ -159,20 +159,9 @@ class FisherOperator(PointOperator):
         super().__init__(network, task, samples, names, dtype=dtype, device=device, seed=seed)
         itemsize = torch.empty((), dtype=dtype).element_size()
         self.chunk = int(chunk) if chunk is not None else max(1, FISHER_CHUNK_BYTES // (self.dim * itemsize))
-        self._leaves = [self._tensors(b) for b in self.batches]
+        self._leaves = [tensors_in(b) for b in self.batches]
         self._rows = [self._count(leaves) for leaves in self._leaves]
         self.samples = int(sum(self._rows))
-
-    @staticmethod
-    def _tensors(batch: Any) -> list[torch.Tensor]:
-        found: list[torch.Tensor] = []
-
-        def keep(t: torch.Tensor) -> torch.Tensor:
-            found.append(t)
-            return t
-
-        map_tensors(batch, keep)
-        return found
 
     @staticmethod
     def _count(leaves: list[torch.Tensor]) -> int:

@@ -19,23 +19,12 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from collector.common import InvalidParameterError
-from landscape.tasks import Supervised, batch_size, map_tensors, slice_batch, to_device
+from landscape.tasks import Supervised, batch_size, map_tensors, slice_batch, tensors_in, to_device
 
 __all__ = ["Samples", "collect", "collate", "TooFewSamples"]
 
 #: Samples per batch when a map-style Dataset is given (wrapped in a DataLoader).
 DATASET_BATCH = 256
-
-
-def _leaves(obj: Any) -> list[torch.Tensor]:
-    out: list[torch.Tensor] = []
-
-    def keep(t: torch.Tensor) -> torch.Tensor:
-        out.append(t)
-        return t
-
-    map_tensors(obj, keep)
-    return out
 
 
 def _signature(obj: Any, n: int) -> Any:
@@ -79,15 +68,15 @@ class Samples:
     def tensors(self) -> list[torch.Tensor]:
         """Every tensor of the samples, in order (what a digest of the data reads)."""
         if self._whole is not None:
-            return _leaves(self._whole)
-        return [t for b in self.batches for t in _leaves(b)]
+            return tensors_in(self._whole)
+        return [t for b in self.batches for t in tensors_in(b)]
 
     @property
     def nbytes(self) -> int:
         """Bytes of tensor data held."""
         if self._whole is not None:
-            return sum(t.nbytes for t in _leaves(self._whole))
-        return sum(t.nbytes for b in self.batches for t in _leaves(b))
+            return sum(t.nbytes for t in tensors_in(self._whole))
+        return sum(t.nbytes for b in self.batches for t in tensors_in(b))
 
     def first(self, k: int) -> Any:
         """A batch of the first ``k`` samples (for probing the model: shapes, vmap)."""
@@ -182,7 +171,7 @@ class _Buffers:
         """Copy the batch's samples in; False (nothing copied) when its structure differs."""
         if self.filled + n > self.total or _signature(batch, n) != self.signature:
             return False
-        dst, src = _leaves(self.whole), _leaves(batch)
+        dst, src = tensors_in(self.whole), tensors_in(batch)
         for d, s in zip(dst, src):
             if s.dim() > 0 and s.shape[0] == n and d.shape[0] == self.total:
                 d[self.filled:self.filled + n].copy_(s)

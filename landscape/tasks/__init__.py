@@ -39,10 +39,11 @@ from landscape.tasks._task import (
     mean_loss,
     regression,
     slice_batch,
+    tensors_in,
     to_device,
 )
 
 # The public home of tasks (users import them from here); as_task, mean_loss and map_tensors are
 # what the engine and curvature take from it.
 __all__ = ["Task", "Supervised", "HuggingFace", "classification", "regression", "to_device", "batch_size",
-           "slice_batch", "as_task", "mean_loss", "map_tensors"]
+           "slice_batch", "as_task", "mean_loss", "map_tensors", "tensors_in"]

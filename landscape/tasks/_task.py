@@ -28,7 +28,7 @@ import torch
 from torch import nn
 
 __all__ = ["Task", "Supervised", "HuggingFace", "classification", "regression", "as_task", "to_device",
-           "batch_size", "slice_batch", "mean_loss", "map_tensors"]
+           "batch_size", "slice_batch", "mean_loss", "map_tensors", "tensors_in"]
 
 
 @runtime_checkable
@@ -97,6 +97,18 @@ def map_tensors(obj: Any, fn: Callable[[torch.Tensor], Any]) -> Any:
     if isinstance(obj, (list, tuple)):
         return _rebuild(obj, [map_tensors(v, fn) for v in obj])
     return obj
+
+
+def tensors_in(obj: Any) -> list[torch.Tensor]:
+    """The tensors of a batch (nested tuples, lists and mappings), in :func:`map_tensors`' order."""
+    found: list[torch.Tensor] = []
+
+    def keep(t: torch.Tensor) -> torch.Tensor:
+        found.append(t)
+        return t
+
+    map_tensors(obj, keep)
+    return found
 
 
 def to_device(batch: Any, device: torch.device | str, *, non_blocking: bool = False) -> Any:
