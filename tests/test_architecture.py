@@ -40,6 +40,7 @@ LAYERS = [
     ["collector.collect"],
     ["collector.integrations"],
     ["collector"],
+    ["landscape.threads"],
     ["landscape.result", "landscape.examples"],
     ["landscape.geometry"],
     ["landscape.engine", "landscape.tasks"],

@@ -29,6 +29,7 @@ import numpy as np
 from landscape.engine import EngineSpec
 from landscape.execution._devices import Chunk, OnChunk
 from landscape.execution._payload import write_payload
+from landscape.threads import owned_env
 
 __all__ = ["Pool", "WorkerDied", "run_pool"]
 
@@ -51,7 +52,7 @@ def _how(returncode: int | None) -> str:
 class _Proc:
     """One worker process bound to one device."""
 
-    def __init__(self, device: str, threads: int) -> None:
+    def __init__(self, device: str, threads: int, env: dict[str, str] | None = None) -> None:
         self.device = device
         ours, theirs = socket.socketpair()
         pkg_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -59,7 +60,7 @@ class _Proc:
                 "from landscape.execution._worker_main import main; sys.exit(main())")
         try:
             self.proc = subprocess.Popen([sys.executable, "-c", code, str(theirs.fileno())],
-                                         pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
+                                         pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, env=env,
                                          start_new_session=True)  # no terminal Ctrl-C for workers
         finally:
             theirs.close()
@@ -90,9 +91,12 @@ class Pool:
 
     def __init__(self, devices: Sequence[str], threads: int) -> None:
         self.procs: list[_Proc] = []
+        # the workers are ours: they wait passively when other processes keep the CPUs busy
+        # (landscape/threads.py); the caller's own process is left as it is
+        env = owned_env(threads, len(devices))
         try:
             for dev in devices:
-                self.procs.append(_Proc(dev, threads))
+                self.procs.append(_Proc(dev, threads, env))
         except BaseException:
             self.shutdown(ok=False)
             raise
