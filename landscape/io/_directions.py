@@ -45,6 +45,9 @@ __all__ = ["DIRECTIONS_MAX_BYTES", "max_direction_bytes", "kept_directions", "lo
 
 #: The most bytes of array directions (``v`` and ``w`` together, float32) a landscape keeps (see the module docstring).
 DIRECTIONS_MAX_BYTES = 1 << 30
+#: Elements (all axes) up to which the digests draw the directions whole, not a tensor at a time (64 MiB
+#: of float32 per draw: beyond, one tensor's draws are in memory at a time, as ``lean`` reads them).
+_WHOLE_DRAW = 1 << 24
 #: Normalizations of random directions that do not read the centre's weights.
 _CENTRE_FREE = ("none", "dlayer", "dfilter")
 
@@ -93,19 +96,33 @@ def _drawn(recipe: SeededDirections, c: torch.Tensor) -> bool:
 def _recipe_digests(recipe: SeededDirections, centre: Sequence[torch.Tensor]) -> dict[str, str]:
     """SHA-256 of the recipe's directions against ``centre`` (``digest_v``, ``digest_w``) and of its
     standard-normal draw before normalization (``digest_draw``), tensor by tensor: one tensor's draws
-    in memory at a time, as the engine's ``lean`` reads them."""
+    in memory at a time, as the engine's ``lean`` reads them, or, for a network of at most
+    :data:`_WHOLE_DRAW` elements per axis set, every tensor at once (the same digests)."""
     axes = tuple(range(recipe.dims))
     raw = dataclasses.replace(recipe, normalization="none", biasbn="normalize")
     hashes = [hashlib.sha256() for _ in axes]
     draw = hashlib.sha256()
-    for i, c in enumerate(centre):
-        for h, t in zip(hashes, recipe.tensors(i, axes, c)):
-            assert t is not None
-            hash_tensor(h, t)
-        if _drawn(recipe, c):  # the draw reads only the shape: a zero-stride stand-in
-            for t in raw.tensors(i, axes, torch.zeros((), dtype=torch.float32).expand(c.shape)):
+    # the draw reads only the shape: zero-stride stand-ins
+    shapes = [torch.zeros((), dtype=torch.float32).expand(c.shape) for c in centre]
+    if sum(c.numel() for c in centre) * len(axes) <= _WHOLE_DRAW:
+        # a small network: both draws whole, two calls instead of two per tensor (the same bits,
+        # SeededDirections.draw_axes; a small landscape's fixed cost is mostly these calls)
+        normalized, raws = recipe.draw_axes(centre, axes), raw.draw_axes(shapes, axes)
+        for i, c in enumerate(centre):
+            for k, h in enumerate(hashes):
+                hash_tensor(h, normalized[k][i])
+            if _drawn(recipe, c):
+                for k in range(len(axes)):
+                    hash_tensor(draw, raws[k][i])
+    else:
+        for i, c in enumerate(centre):
+            for h, t in zip(hashes, recipe.tensors(i, axes, c)):
                 assert t is not None
-                hash_tensor(draw, t)
+                hash_tensor(h, t)
+            if _drawn(recipe, c):
+                for t in raw.tensors(i, axes, shapes[i]):
+                    assert t is not None
+                    hash_tensor(draw, t)
     out = {"digest_v": hashes[0].hexdigest(), "digest_draw": draw.hexdigest()}
     if recipe.dims == 2:
         out["digest_w"] = hashes[1].hexdigest()

@@ -162,3 +162,31 @@ def test_a_line_has_no_second_direction_and_old_files_none_at_all(trained, data,
         read_h5(tmp_path / "line.h5")["ab"].directions()
     line = landscape.compute_landscape(net, nn.CrossEntropyLoss(), (x, y), dims=1, size=5, num_samples=32)
     assert line.directions(centre=traj[-1])[1] is None
+
+
+@pytest.mark.parametrize("biasbn", ["normalize", "li"])
+def test_recipe_digests_are_those_of_the_directions_drawn_whole_or_a_tensor_at_a_time(trained, monkeypatch, biasbn):
+    """A small network's digests draw the directions whole (two calls); a large one's a tensor at a
+    time: the same SHA-256 either way, that of the tensors SeededDirections gives one by one."""
+    import hashlib
+
+    from landscape.geometry import SeededDirections
+    from landscape.io import _directions as io_directions
+    from landscape.io._fingerprint import hash_tensor, tensor_digest
+
+    _, traj = trained
+    names = tuple(n for n, t in traj[-1].items() if t.is_floating_point())
+    centre = [traj[-1][n] for n in names]
+    recipe = SeededDirections(3, "filter", biasbn, names)
+    want_v = tensor_digest(*(recipe.tensor(i, 0, c) for i, c in enumerate(centre)))
+    want_w = tensor_digest(*(recipe.tensor(i, 1, c) for i, c in enumerate(centre)))
+    draw = hashlib.sha256()
+    for i, (n, c) in enumerate(zip(names, centre)):
+        if biasbn == "li" and c.dim() <= 1:
+            continue
+        for axis in (0, 1):
+            hash_tensor(draw, seeded_draw(3, axis, n, tuple(c.shape)))
+    whole = io_directions._recipe_digests(recipe, centre)
+    monkeypatch.setattr(io_directions, "_WHOLE_DRAW", 0)
+    one_by_one = io_directions._recipe_digests(recipe, centre)
+    assert whole == one_by_one == {"digest_v": want_v, "digest_w": want_w, "digest_draw": draw.hexdigest()}
