@@ -42,6 +42,7 @@ from tqdm.auto import tqdm
 from landscape.engine._batching import WAYS, inapplicable
 from landscape.engine._data import Samples
 from landscape.engine._fuse import fuse_conv_bn
+from landscape.engine._heap import Room
 from landscape.engine._placement import input_device, keeps_placement, network_at
 from landscape.engine._points import Points, point_value
 from landscape.geometry import SeededDirections
@@ -197,6 +198,8 @@ class Engine:
         as_is = keeps_placement(spec.network)  # a device_map model stays where it is
         if as_is:
             self.device = input_device(spec.network, self.device)
+        # heap room for the calls' activations while this engine lives (caller's process): landscape/engine/_heap.py
+        self._room = Room(self.device)
         net = network if network is not None else network_at(spec.network, spec.centre,
                                                              None if as_is else self.device)
         if spec.memory_format != "contiguous":
@@ -469,6 +472,16 @@ class Engine:
                 first = self.points.first_point(lambda: self._point(float(points[0][0]), float(points[0][1]), start))
             if self.points.choose(self._probe_loss) != "jit":
                 first = None  # computed on the parametrized network: not what "in place" gives
+        self._room.watch()
+        self._evaluate_into(res, points, start, progress, one_point, first, self._room)
+        if self.point_metrics:
+            self._point_metrics_into(res, points)
+        return res
+
+    def _evaluate_into(self, res: dict[str, np.ndarray], points: np.ndarray, start: int, progress: Progress | None,
+                       one_point: bool, first: Any, room: Room) -> None:
+        """:meth:`evaluate`'s calls, their values written into ``res``."""
+        m = len(points)
         with torch.inference_mode():
             if one_point:
                 losses = []
@@ -482,6 +495,7 @@ class Engine:
                         res[name][i] = value
                     if progress is not None:
                         progress(1)
+                    room.check()
                 if losses:
                     res["loss"][:] = torch.stack(losses).double().cpu().numpy()
             else:
@@ -502,9 +516,7 @@ class Engine:
                         full = torch.cat(outs, dim=1)
                         for i in range(k):
                             self._metrics_into(res, g + i, full[i])
-        if self.point_metrics:
-            self._point_metrics_into(res, points)
-        return res
+                    room.check()
 
     def _point_metrics_into(self, res: dict, points: np.ndarray) -> None:
         """Point metrics, once per point, outside inference mode (they may need autograd), with the

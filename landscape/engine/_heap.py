@@ -1,0 +1,91 @@
+"""Room in the heap for the activations of the calls of one evaluation, in the caller's process (private).
+
+A landscape calls the network hundreds of times, and every call allocates and frees the same
+activations (the digits MLP, 8 points per call at 512 samples: a ReLU's 2 MB outputs, made by
+the user's own forward). With glibc's defaults, once the first of them is freed, glibc's dynamic
+mmap threshold puts the next ones on the heap. When they are freed together, the top of the heap
+exceeds the trim threshold (twice the mmap threshold) and is given back to the system. The
+next call faults the same pages in again, and the kernel zeroes them: 30,000 to 55,000 minor
+faults for one 40×40 landscape, about 15 % of its time in a plain process.
+
+The library does not change glibc's settings in a process it does not own
+(:func:`landscape.engine.tune_malloc`). What it does instead, only while an evaluation runs, is
+keep room for those activations below a small allocation at the top of the heap (the *pin*).
+The room is made of pieces, each under glibc's smallest mmap threshold, so that they always
+come from the heap. They are allocated, the pin is placed above them, and then they are freed:
+they merge into one free chunk that the following calls' activations are cut from. The top
+of the heap then stays below the trim threshold and nothing is given back. When the
+evaluation ends the pin is freed, the room merges with the top, and glibc trims it as it
+would have. The process is left as it was: no setting changed, no memory kept. The room's
+size is twice the memory a call faulted in (at most :data:`MAX_BYTES`), made again larger when a
+later call still faults as much; it lives as long as the engine (one landscape in the caller's
+process). Its untouched pages are never faulted in. Only on Linux with glibc, on the CPU, and not where
+:func:`tune_malloc` has already raised the thresholds.
+"""
+
+from __future__ import annotations
+
+import platform
+import resource
+import sys
+
+import torch
+
+from landscape.engine import _malloc
+
+__all__ = ["Room", "MAX_BYTES", "PIECE_BYTES"]
+
+#: The most room kept (glibc's dynamic mmap threshold stops at 32 MiB: larger activations are mmapped anyway).
+MAX_BYTES = 32 << 20
+#: Each piece of the room: under glibc's initial mmap threshold (128 KiB), so always on the heap.
+PIECE_BYTES = 96 << 10
+#: The least memory faulted in by the first call that makes room worth keeping.
+MIN_BYTES = 1 << 20
+_PAGE = resource.getpagesize()
+_GLIBC = sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc"
+
+
+def _faults() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
+class Room:
+    """Room in the heap for an engine's calls (see the module docstring), kept while the engine lives.
+
+    ``watch()`` before the calls of an evaluation, ``check()`` after each: when the call faulted in
+    :data:`MIN_BYTES` or more, the room is made (or made larger: twice what the call faulted in, at
+    most :data:`MAX_BYTES`). ``close()`` gives it back. ``bytes`` is the room kept (0: none)."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.enabled = _GLIBC and device.type == "cpu" and not _malloc._done
+        self.bytes = 0
+        self._pin: torch.Tensor | None = None
+        self._mark = 0
+
+    def watch(self) -> None:
+        if self.enabled:
+            self._mark = _faults()
+
+    def check(self) -> None:
+        if not self.enabled:
+            return
+        faulted = (_faults() - self._mark) * _PAGE
+        if faulted >= MIN_BYTES and self.bytes < MAX_BYTES:
+            self._make(min(MAX_BYTES, max(2 * faulted, 2 * self.bytes)))
+        self._mark = _faults()
+
+    def _make(self, want: int) -> None:
+        self.close()
+        pieces = [torch.empty(PIECE_BYTES, dtype=torch.uint8) for _ in range(-(-want // PIECE_BYTES))]
+        top = max(p.data_ptr() for p in pieces)
+        tried = []
+        for _ in range(8):  # a block may come from a free chunk lower down: the pin must be above the room
+            pin = torch.empty(PIECE_BYTES, dtype=torch.uint8)
+            if pin.data_ptr() > top:
+                self._pin, self.bytes = pin, len(pieces) * PIECE_BYTES
+                break
+            tried.append(pin)
+        del pieces, tried  # freed under the pin: one free chunk the next calls' activations are cut from
+
+    def close(self) -> None:
+        self._pin, self.bytes = None, 0
