@@ -18,6 +18,7 @@ call above the process's memory before it (VmHWM, Linux). Run it alone on the ma
 
     python benchmarks/bench_models.py --models mlp,resnet20 --samples 512,64 --repeats 3
     python benchmarks/bench_models.py --device cuda --models resnet56 --samples 256,2048
+    python benchmarks/bench_models.py --grid 3 --repeats 5     # small landscapes: fixed costs count
 """
 
 from __future__ import annotations
@@ -146,7 +147,12 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--train-mode", action="store_true", help="also measure train-mode statistics (BN models)")
     parser.add_argument("--seconds", type=float, default=4.0, help="target duration of one measurement")
+    parser.add_argument("--grid", type=int, default=None,
+                        help="points per side, 3 to 256, the naive loop then timed on as many points "
+                             "(issue 35: 3 and 21); default: a grid of about --seconds")
     args = parser.parse_args()
+    if args.grid is not None and not 3 <= args.grid <= 256:
+        parser.error(f"--grid must be 3 to 256, got {args.grid}")
     device = torch.device(args.device)
     device_ids = [0] if device.type == "cuda" else None
     for name in args.models.split(","):
@@ -163,6 +169,8 @@ def main() -> None:
                 target = max(4, int(args.seconds / max(t_pass, 1e-6)))
                 grid = min(256, max(3, int(math.sqrt(target))))  # compute_landscape takes 3 to 256
                 naive_pts = max(3, min(200, target // 2))
+                if args.grid is not None:  # the same points both ways, fixed costs included in ours
+                    grid, naive_pts = args.grid, args.grid * args.grid
                 lim, nai, ours, plans, peaks = [], [], [], [], []
                 for _ in range(args.repeats):
                     lim.append(1.0 / _time_pass(model, forward, passes, device, reps=max(1, naive_pts)))

@@ -64,12 +64,18 @@ def test_a_fresh_process_stops_faulting_the_same_activations_in():
 
 
 @glibc
-def test_the_room_is_placed_below_a_pin_and_given_back():
+def test_the_room_is_placed_below_a_pin_and_given_back(monkeypatch):
+    monkeypatch.setattr(_malloc, "_done", False)  # as in a process whose thresholds are glibc's own
     room = _heap.Room(torch.device("cpu"))
-    if not room.enabled:
-        pytest.skip("this process's malloc thresholds are tuned (LANDSCAPE_MALLOC_TUNING)")
+    assert room.enabled
     room._make(4 << 20)
     assert room.bytes >= 4 << 20 and room._pin is not None
+    # the pin lies above every piece of the room: a fresh block of the room's size fits below it
+    large = torch.empty(4 << 20, dtype=torch.uint8)
+    del large  # as any process's first large free: from here on 2 MB come from the heap
+    block = torch.empty(2 << 20, dtype=torch.uint8)
+    assert block.data_ptr() < room._pin.data_ptr()
+    del block
     room.close()
     assert room.bytes == 0 and room._pin is None
 
