@@ -240,7 +240,8 @@ class Engine:
         #: the clamped channels are counted at every point (:data:`CLAMPED`), with or without batch norm
         self.count_clamps = spec.bn_statistics == "clamped"
         self._group_clamped: torch.Tensor | None = None
-        self.points = Points(net, self.names, set(self.clamp_idx), spec.v, spec.w, spec.recipe, lean=lean)
+        self.points = Points(net, self.names, set(self.clamp_idx), spec.v, spec.w, spec.recipe, lean=lean,
+                             source=[spec.centre[k] for k in self.names] if network is None else None)
         self.params: list[torch.Tensor] = self.points.tensors
         self.c = self.points.centre
         self._vw: tuple[list[torch.Tensor], list[torch.Tensor]] | None = None

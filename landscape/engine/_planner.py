@@ -52,6 +52,11 @@ CALL_BYTES = 16 << 20
 #: Bytes the batched parameters and activations of one call may use.
 MEMORY_BUDGET = 1 << 30
 MAX_POINTS_PER_CALL = 32
+#: Landscapes of at most this many points (a 3x3 plane, a line of up to 15 points) run one point per
+#: call, without the batched ways' probe: the probe (a one-point and a batched engine on two samples, 8
+#: points each) costs more than batching saves on so few points. A 3x3 plane of the digits MLP at 512
+#: samples took 16.5 ms with it and 10 ms without (nine forwards: 2.3 ms; bench_fixed_cost.py).
+SMALL_LANDSCAPE_POINTS = 15
 #: At most this long is spent tuning, whatever the landscape's size.
 TUNE_MAX_S = 30.0
 #: Share of the estimated evaluation time tuning may take (at least four points' time).
@@ -145,7 +150,8 @@ def heuristic_plan(spec: EngineSpec, *, n_points: int, device: str = "cpu") -> P
     """The default plan: a pure function of the network, the task, the samples' shapes, the
     number of points and the device's kind (probes are run, never timed).
 
-    Several points per call when a call's working set allows it, by the first way that gives
+    One point per call for a landscape of at most :data:`SMALL_LANDSCAPE_POINTS` points. Else
+    several points per call when a call's working set allows it, by the first way that gives
     the one-point values on a probe; otherwise one point per call with convolution kernels
     channels-last (oneDNN and cuDNN run most CNNs 1.2-2x faster so). Samples per batch: all of
     them, within the memory budget (what tuning chose for ResNet-20 (eval), ResNet-18 and GPT-2
@@ -159,6 +165,7 @@ def heuristic_plan(spec: EngineSpec, *, n_points: int, device: str = "cpu") -> P
     # float32 (a bfloat16 network's points are rounded to it one by one)
     batched = spec.bn_statistics != "recompute" and spec.memory != "lean" and \
         all(spec.centre[n].dtype == torch.float32 for n in spec.names)
+    batched = batched and n_points > SMALL_LANDSCAPE_POINTS  # too few points to pay for the probe
     # the activations (a forward on two samples, hooked) size the points per call and the evaluation batch;
     # they only lower the points per call, so where none leaves one point per call and the caller's batches
     # run as they are (a large model's list of batches), they are not counted (that forward took 0.2 s of

@@ -186,10 +186,14 @@ class Directions:
         Held directions (``w`` empty: zero); ignored with ``recipe``.
     recipe : SeededDirections, optional
         Random directions: drawn once here (``lean=False``) or at every :meth:`get` (``lean=True``).
+    source : list of Tensor, optional
+        The tensors ``centre`` was copied from (same values), standing for it in
+        :func:`landscape.geometry.shared_draws`.
     """
 
     def __init__(self, centre: Sequence[torch.Tensor], v: Sequence[torch.Tensor], w: Sequence[torch.Tensor],
-                 recipe: SeededDirections | None = None, *, lean: bool = False) -> None:
+                 recipe: SeededDirections | None = None, *, lean: bool = False,
+                 source: Sequence[torch.Tensor] | None = None) -> None:
         self.centre, self.recipe = list(centre), recipe
         self.lean = bool(lean and recipe is not None)
         self.held: list[list[torch.Tensor | None]] = [[], []]
@@ -197,7 +201,10 @@ class Directions:
             return
         if recipe is not None:  # both axes drawn together (each centre tensor's norms computed once)
             kept = all(_like_is_itself(c) for c in self.centre)  # the draws are the directions: nothing to finish
-            drawn: list[list[torch.Tensor]] = recipe.draw_axes(self.centre, finish=None if kept else _like)
+            # drawn once per landscape with its digests (landscape.geometry.shared_draws): the centre's
+            # tensors it was copied from (``source``, same values) stand for this copy's
+            drawn: list[list[torch.Tensor]] = recipe.draw_axes(self.centre, finish=None if kept else _like,
+                                                               key=source)
             self.held = [list(drawn[axis]) if axis < recipe.dims else [None] * len(self.centre) for axis in (0, 1)]
             return
         for axis, given in ((0, v), (1, w)):
@@ -264,15 +271,19 @@ class Points:
         Indices of the moved tensors clamped at zero (running variances, ``bn_statistics="clamped"``).
     v, w, recipe, lean
         The directions (:class:`Directions`).
+    source : list of Tensor, optional
+        The tensors ``net``'s centre was copied from (same values): a recipe's draw against them may be
+        shared (:func:`landscape.geometry.shared_draws`).
     """
 
     def __init__(self, net: nn.Module, names: Sequence[str], clamp: set[int], v: Sequence[torch.Tensor],
-                 w: Sequence[torch.Tensor], recipe: SeededDirections | None = None, *, lean: bool = False) -> None:
+                 w: Sequence[torch.Tensor], recipe: SeededDirections | None = None, *, lean: bool = False,
+                 source: Sequence[torch.Tensor] | None = None) -> None:
         self.net, self.names = net, list(names)
         named = {**dict(net.named_buffers()), **dict(net.named_parameters())}
         self.tensors: list[torch.Tensor] = [named[k] for k in self.names]  # Parameters (their .data may change)
         self.centre = [t.detach() for t in self.tensors]  # the centre's storage: never written
-        self.dirs = Directions(self.centre, v, w, recipe, lean=lean)
+        self.dirs = Directions(self.centre, v, w, recipe, lean=lean, source=source)
         self.state = _PointState(self.dirs, clamp)
         #: "jit" or "in place": a small network's whole point at once (held directions); else decided on the
         #: first point (or a probe)

@@ -29,6 +29,7 @@ from landscape.geometry import (
     centre_state,
     check_keys,
     moved_names,
+    shared_draws,
     view_geometry,
 )
 from landscape.io import Partial, Store, jsonable, kept_directions, model_digest, task_name
@@ -70,6 +71,14 @@ def build_landscape(problem: Problem, job: LandscapeJob, ex: Executor, *, store:
     ``stats`` receives the points evaluated in this call (by all ranks), those of this
     process, and the landscape's points.
     """
+    # a small network's random directions are drawn once for the plan's probe, the engine and the
+    # digests kept (landscape.geometry.shared_draws): a 3x3 landscape's fixed cost is mostly such draws
+    with shared_draws():
+        return _build(problem, job, ex, store=store, fingerprint=fingerprint, stats=stats)
+
+
+def _build(problem: Problem, job: LandscapeJob, ex: Executor, *, store: Store | None,
+           fingerprint: Mapping[str, Any] | None, stats: dict[str, int] | None) -> Landscape:
     tag = job.tag or "landscape"
     names = _moved(problem, job)
     metrics = _usable_metrics(problem.metrics)

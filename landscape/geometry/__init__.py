@@ -6,7 +6,15 @@ What the other subpackages use: the :class:`Geometry` of a landscape and the vie
 :func:`flat_float`, :func:`check_keys`), and the option values the entry points validate.
 """
 
-from landscape.geometry._directions import BIASBN, DRAW, DRAWS, NORMALIZATIONS, SeededDirections, random_directions
+from landscape.geometry._directions import (
+    BIASBN,
+    DRAW,
+    DRAWS,
+    NORMALIZATIONS,
+    SeededDirections,
+    random_directions,
+    shared_draws,
+)
 from landscape.geometry._runs import RunStart, run_start
 from landscape.geometry._spec import BN_STATISTICS, KINDS, AxisRange, Geometry, Kind
 from landscape.geometry._state import check_keys, flat_float, keeps_placement, moved_names
@@ -24,4 +32,4 @@ from landscape.geometry._views import (
 __all__ = ["Geometry", "Kind", "KINDS", "AxisRange", "BN_STATISTICS", "NORMALIZATIONS", "BIASBN", "VIEWS",
            "ViewGeometry", "ViewInputs", "HessianFn", "view_geometry", "centre_state", "model_state", "DECOMPOSITION",
            "moved_names", "flat_float", "check_keys", "random_directions", "SeededDirections", "DRAW", "DRAWS",
-           "keeps_placement", "RunStart", "run_start"]
+           "keeps_placement", "RunStart", "run_start", "shared_draws"]

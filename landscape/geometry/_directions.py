@@ -49,17 +49,49 @@ al.'s convention is ``biasbn="li"``: such a tensor's direction is the tensor its
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
 
 __all__ = ["NORMALIZATIONS", "BIASBN", "DRAW", "DRAWS", "BLOCK", "normalize_directions", "normalize_tensor",
            "random_directions", "tensor_seed", "block_seed", "SeededDirections",
-           "path_coordinates", "grid_axes", "axis_values"]
+           "path_coordinates", "grid_axes", "axis_values", "shared_draws"]
+
+#: Within :func:`shared_draws`: the draws made, by recipe, axes and centre tensors.
+_SHARED: contextvars.ContextVar[dict[Any, Any] | None] = contextvars.ContextVar("landscape_shared_draws",
+                                                                                 default=None)
+#: Elements (all axes together) up to which :func:`shared_draws` keeps a draw (64 MiB of float32).
+SHARED_ELEMENTS = 1 << 24
+
+
+@contextlib.contextmanager
+def shared_draws() -> Iterator[None]:
+    """Within the block, :meth:`SeededDirections.draw_axes` of the same recipe and axes against the same
+    centre tensors, unchanged (PyTorch's version counters) and float32 on the CPU, gives the tensors it
+    gave the first time, when they are unchanged too, instead of drawing them again: a landscape's
+    engines and the digests it keeps draw its random directions once. Small networks only
+    (:data:`SHARED_ELEMENTS`); what is kept is released when the block ends. The same bits either way:
+    :meth:`~SeededDirections.draw_axes` is a pure function of the recipe and the centre's values."""
+    token = _SHARED.set({})
+    try:
+        yield
+    finally:
+        _SHARED.reset(token)
+
+
+def _shareable(tensors: Sequence[torch.Tensor]) -> bool:
+    return all(t.device.type == "cpu" and t.dtype == torch.float32 and not t.is_inference() for t in tensors)
+
+
+def _versions(tensors: Sequence[torch.Tensor]) -> tuple[int, ...]:
+    return tuple(t._version for t in tensors)
 
 NORMALIZATIONS = ("layer", "filter", "dfilter", "dlayer", "weight", "none")
 BIASBN = ("normalize", "li")
@@ -334,8 +366,8 @@ class SeededDirections:
         return self.draw_axes(centre, (axis,), finish)[0]
 
     def draw_axes(self, centre: Sequence[torch.Tensor], axes: Sequence[int] | None = None,
-                  finish: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None
-                  ) -> list[list[torch.Tensor]]:
+                  finish: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
+                  key: Sequence[torch.Tensor] | None = None) -> list[list[torch.Tensor]]:
         """Every tensor of each axis of ``axes`` (default: all the recipe's) against ``centre``, as
         :meth:`draw`, bit for bit :meth:`tensor`; each centre tensor's norms are computed once for all axes.
 
@@ -347,12 +379,30 @@ class SeededDirections:
         block for each thread; every axis of a tensor is in the same window, unless ``finish`` is
         given: then each raw draw in a window is memory beyond the directions, so the axes are drawn
         one after the other and a window holds at most twice as many draws as threads. Each block has
-        its own generator, so the bits depend on neither."""
+        its own generator, so the bits depend on neither.
+
+        ``key``: tensors of the same values as ``centre`` (an engine's copy of the network is drawn
+        against as the centre it was copied from) that stand for it within :func:`shared_draws`."""
         axes = tuple(range(self.dims)) if axes is None else tuple(axes)
         for axis in axes:
             if axis >= self.dims:
                 raise ValueError(f"axis {axis} of a recipe of {self.dims} direction(s)")
-        return self._draw(centre, self.names, axes, finish)
+        shared = _SHARED.get()
+        key_tensors = list(centre if key is None else key)
+        if shared is None or finish is not None or len(key_tensors) != len(centre) or \
+                sum(c.numel() for c in centre) * len(axes) > SHARED_ELEMENTS or \
+                not (_shareable(key_tensors) and _shareable(centre)):
+            return self._draw(centre, self.names, axes, finish)
+        k = (self, axes, tuple(id(t) for t in key_tensors))
+        hit = shared.get(k)
+        if hit is not None:
+            kept_keys, versions, drawn = hit
+            if versions == _versions(kept_keys) + _versions([t for a in drawn for t in a]):
+                return [list(a) for a in drawn]
+        drawn = self._draw(centre, self.names, axes, finish)
+        if _shareable([t for a in drawn for t in a]):  # the key tensors are kept too: their ids stay theirs
+            shared[k] = (key_tensors, _versions(key_tensors) + _versions([t for a in drawn for t in a]), drawn)
+        return [list(a) for a in drawn]
 
     def _draw(self, centre: Sequence[torch.Tensor], names: Sequence[str], axes: tuple[int, ...],
               finish: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None) -> list[list[torch.Tensor]]:

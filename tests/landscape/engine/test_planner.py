@@ -72,11 +72,19 @@ def test_auto_is_a_pure_function_of_the_problem_and_never_times(monkeypatch):
     assert plan.how == "heuristic" and plan.points_per_call > 1 and plan.batching in BATCHINGS
 
 
-def test_points_per_call_never_exceed_the_landscape_points():
+def test_points_per_call_never_exceed_the_landscape_points(monkeypatch):
     torch.manual_seed(0)
     spec, _ = _spec(MLP(hidden=16), torch.rand(64, 64), torch.randint(0, 10, (64,)))
     assert choose_plan(spec, n_points=10_000).points_per_call == 32  # a tiny MLP: the most per call
-    assert choose_plan(spec, n_points=9).points_per_call == 9  # not 32 calls' worth of padded copies
+    assert choose_plan(spec, n_points=20).points_per_call == 20  # not 32 calls' worth of padded copies
+    # a landscape of at most SMALL_LANDSCAPE_POINTS (a 3x3 plane) runs one point per call, with no probe
+    small = _planner.SMALL_LANDSCAPE_POINTS
+    assert 9 <= small < 16
+    probed: list[tuple] = []
+    real = _planner.first_working_way
+    monkeypatch.setattr(_planner, "first_working_way", lambda *a, **k: probed.append(a) or real(*a, **k))
+    assert choose_plan(spec, n_points=small).points_per_call == 1 and not probed
+    assert choose_plan(spec, n_points=small + 1).points_per_call == small + 1 and probed
     assert choose_plan(spec, n_points=1).points_per_call == 1
 
 
