@@ -12,7 +12,7 @@ The library does not change glibc's settings in a process it does not own
 (:func:`landscape.engine.tune_malloc`). What it does instead, only while an evaluation runs, is
 keep room for those activations below a small allocation at the top of the heap (the *pin*).
 The room is made of pieces, each under glibc's smallest mmap threshold, so that they always
-come from the heap. They are allocated, the pin is placed above them, and then they are freed:
+come from the heap. They are allocated, the highest of them is kept as the pin, and the others are freed:
 they merge into one free chunk that the following calls' activations are cut from. The top
 of the heap then stays below the trim threshold and nothing is given back. When the
 evaluation ends the pin is freed, the room merges with the top, and glibc trims it as it
@@ -76,16 +76,13 @@ class Room:
 
     def _make(self, want: int) -> None:
         self.close()
-        pieces = [torch.empty(PIECE_BYTES, dtype=torch.uint8) for _ in range(-(-want // PIECE_BYTES))]
-        top = max(p.data_ptr() for p in pieces)
-        tried = []
-        for _ in range(8):  # a block may come from a free chunk lower down: the pin must be above the room
-            pin = torch.empty(PIECE_BYTES, dtype=torch.uint8)
-            if pin.data_ptr() > top:
-                self._pin, self.bytes = pin, len(pieces) * PIECE_BYTES
-                break
-            tried.append(pin)
-        del pieces, tried  # freed under the pin: one free chunk the next calls' activations are cut from
+        pieces = [torch.empty(PIECE_BYTES, dtype=torch.uint8) for _ in range(-(-want // PIECE_BYTES) + 1)]
+        # the highest piece is the pin: every other piece lies below it, those that extended the heap
+        # contiguously (in a fragmented heap some fill older free chunks and go back there)
+        addresses = [p.data_ptr() for p in pieces]
+        top = addresses.index(max(addresses))
+        self._pin, self.bytes = pieces.pop(top), len(pieces) * PIECE_BYTES
+        del pieces  # freed under the pin: one free chunk the next calls' activations are cut from
 
     def close(self) -> None:
         self._pin, self.bytes = None, 0
