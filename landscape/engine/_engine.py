@@ -474,15 +474,15 @@ class Engine:
             if self.points.choose(self._probe_loss) != "jit":
                 first = None  # computed on the parametrized network: not what "in place" gives
         self._room.watch()
-        self._evaluate_into(res, points, start, progress, one_point, first, self._room)
+        self._evaluate_into(res, points, start, progress, one_point, first)
         if self.point_metrics:
             self._point_metrics_into(res, points)
         return res
 
     def _evaluate_into(self, res: dict[str, np.ndarray], points: np.ndarray, start: int, progress: Progress | None,
-                       one_point: bool, first: Any, room: Room) -> None:
+                       one_point: bool, first: Any) -> None:
         """:meth:`evaluate`'s calls, their values written into ``res``."""
-        m = len(points)
+        m, room = len(points), self._room
         with torch.inference_mode():
             if one_point:
                 losses = []

@@ -9,13 +9,14 @@ next call faults the same pages in again, and the kernel zeroes them: 30,000 to 
 faults for one 40×40 landscape, about 15 % of its time in a plain process.
 
 The library does not change glibc's settings in a process it does not own
-(:func:`landscape.engine.tune_malloc`). What it does instead, only while an evaluation runs, is
-keep room for those activations below a small allocation at the top of the heap (the *pin*).
+(:func:`landscape.engine.tune_malloc`). What it does instead, only while an engine lives (one
+landscape), is keep room for those activations below a small allocation at the top of the heap
+(the *pin*).
 The room is made of pieces, each under glibc's smallest mmap threshold, so that they always
 come from the heap. They are allocated, the highest of them is kept as the pin, and the others are freed:
 they merge into one free chunk that the following calls' activations are cut from. The top
 of the heap then stays below the trim threshold and nothing is given back. When the
-evaluation ends the pin is freed, the room merges with the top, and glibc trims it as it
+engine is done the pin is freed, the room merges with the top, and glibc trims it as it
 would have. The process is left as it was: no setting changed, no memory kept. The room's
 size is twice the memory a call faulted in (at most :data:`MAX_BYTES`), made again larger when a
 later call still faults as much; it lives as long as the engine (one landscape in the caller's
@@ -39,7 +40,7 @@ __all__ = ["Room", "MAX_BYTES", "PIECE_BYTES"]
 MAX_BYTES = 32 << 20
 #: Each piece of the room: under glibc's initial mmap threshold (128 KiB), so always on the heap.
 PIECE_BYTES = 96 << 10
-#: The least memory faulted in by the first call that makes room worth keeping.
+#: The least memory a call faults in that makes room (or more room) worth keeping.
 MIN_BYTES = 1 << 20
 _PAGE = resource.getpagesize()
 _GLIBC = sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc"
@@ -69,10 +70,12 @@ class Room:
     def check(self) -> None:
         if not self.enabled:
             return
-        faulted = (_faults() - self._mark) * _PAGE
+        now = _faults()
+        faulted = (now - self._mark) * _PAGE
         if faulted >= MIN_BYTES and self.bytes < MAX_BYTES:
             self._make(min(MAX_BYTES, max(2 * faulted, 2 * self.bytes)))
-        self._mark = _faults()
+            now = _faults()  # the room's own pages are not the next call's
+        self._mark = now
 
     def _make(self, want: int) -> None:
         self.close()

@@ -11,6 +11,7 @@ from landscape.geometry._directions import (
     DRAW,
     DRAWS,
     NORMALIZATIONS,
+    SHARED_ELEMENTS,
     SeededDirections,
     random_directions,
     shared_draws,
@@ -32,4 +33,5 @@ from landscape.geometry._views import (
 __all__ = ["Geometry", "Kind", "KINDS", "AxisRange", "BN_STATISTICS", "NORMALIZATIONS", "BIASBN", "VIEWS",
            "ViewGeometry", "ViewInputs", "HessianFn", "view_geometry", "centre_state", "model_state", "DECOMPOSITION",
            "moved_names", "flat_float", "check_keys", "random_directions", "SeededDirections", "DRAW", "DRAWS",
-           "keeps_placement", "RunStart", "run_start", "shared_draws"]
+           "keeps_placement", "RunStart", "run_start", "shared_draws",
+           "SHARED_ELEMENTS"]

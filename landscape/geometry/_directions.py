@@ -62,7 +62,7 @@ import torch
 
 __all__ = ["NORMALIZATIONS", "BIASBN", "DRAW", "DRAWS", "BLOCK", "normalize_directions", "normalize_tensor",
            "random_directions", "tensor_seed", "block_seed", "SeededDirections",
-           "path_coordinates", "grid_axes", "axis_values", "shared_draws"]
+           "path_coordinates", "grid_axes", "axis_values", "shared_draws", "SHARED_ELEMENTS"]
 
 #: Within :func:`shared_draws`: the draws made, by recipe, axes and centre tensors.
 _SHARED: contextvars.ContextVar[dict[Any, Any] | None] = contextvars.ContextVar("landscape_shared_draws",
@@ -92,6 +92,7 @@ def _shareable(tensors: Sequence[torch.Tensor]) -> bool:
 
 def _versions(tensors: Sequence[torch.Tensor]) -> tuple[int, ...]:
     return tuple(t._version for t in tensors)
+
 
 NORMALIZATIONS = ("layer", "filter", "dfilter", "dlayer", "weight", "none")
 BIASBN = ("normalize", "li")
@@ -397,11 +398,12 @@ class SeededDirections:
         hit = shared.get(k)
         if hit is not None:
             kept_keys, versions, drawn = hit
-            if versions == _versions(kept_keys) + _versions([t for a in drawn for t in a]):
+            if versions == _versions([*kept_keys, *(t for a in drawn for t in a)]):
                 return [list(a) for a in drawn]
         drawn = self._draw(centre, self.names, axes, finish)
-        if _shareable([t for a in drawn for t in a]):  # the key tensors are kept too: their ids stay theirs
-            shared[k] = (key_tensors, _versions(key_tensors) + _versions([t for a in drawn for t in a]), drawn)
+        flat = [t for a in drawn for t in a]
+        if _shareable(flat):  # the key tensors are kept too: their ids stay theirs
+            shared[k] = (key_tensors, _versions([*key_tensors, *flat]), drawn)
         return [list(a) for a in drawn]
 
     def _draw(self, centre: Sequence[torch.Tensor], names: Sequence[str], axes: tuple[int, ...],

@@ -36,7 +36,7 @@ from torch import nn
 
 from collector.common import InvalidParameterError
 from collector.trajectory import load_checkpoint
-from landscape.geometry import SeededDirections
+from landscape.geometry import SHARED_ELEMENTS, SeededDirections
 from landscape.io._fingerprint import hash_tensor, tensor_digest
 from landscape.io._h5 import DirectionsRecord, Partial
 from landscape.io._store import env_number
@@ -45,9 +45,10 @@ __all__ = ["DIRECTIONS_MAX_BYTES", "max_direction_bytes", "kept_directions", "lo
 
 #: The most bytes of array directions (``v`` and ``w`` together, float32) a landscape keeps (see the module docstring).
 DIRECTIONS_MAX_BYTES = 1 << 30
-#: Elements (all axes) up to which the digests draw the directions whole, not a tensor at a time (64 MiB
-#: of float32 per draw: beyond, one tensor's draws are in memory at a time, as ``lean`` reads them).
-_WHOLE_DRAW = 1 << 24
+#: Elements (all axes) up to which the digests draw the directions whole, not a tensor at a time: the
+#: networks whose draw a landscape shares (SHARED_ELEMENTS, 64 MiB of float32; beyond, one tensor's draws
+#: are in memory at a time, as ``lean`` reads them).
+_WHOLE_DRAW = SHARED_ELEMENTS
 #: Normalizations of random directions that do not read the centre's weights.
 _CENTRE_FREE = ("none", "dlayer", "dfilter")
 
