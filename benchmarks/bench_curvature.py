@@ -324,6 +324,7 @@ def density_case(repeats: int, runs: int, steps: int, hutch_rel_tol: float) -> N
                                                       progress=False))
         row = {"case": "density", "seed": r,
                "ours": {"seconds": round(t_ours, 1), "mean": ours.mean, "stderr": ours.stderr,
+                        "quadrature_mean": ours.quadrature_mean, "deflated": ours.deflated.tolist(),
                         "top": ours.top.tolist(), "sigma": ours.sigma, "products": runs * steps}}
         if he is not None:
             model = copy.deepcopy(net)

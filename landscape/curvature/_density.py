@@ -11,9 +11,22 @@ below ``2 * steps``. Since ``E[(q^T u_i)^2] = 1/n``, the runs' average estimates
 ``(1/n) sum_i f(lambda_i)``: the density, seen through a smooth ``f``.
 
 The mean: for ``f(t) = t``, ``sum_k tau_k^2 theta_k = e_1^T T e_1 = q^T H q``, which for a
-Rademacher ``z`` is ``z^T H z / n``, one Hutchinson probe over ``n``. So ``mean`` estimates
-``tr(H) / n`` without bias, and its standard error is the runs' standard deviation over
-``sqrt(runs)``.
+Rademacher ``z`` is ``z^T H z / n``, one Hutchinson probe over ``n``: an unbiased estimate of
+``tr(H) / n`` (``quadrature_mean``, PyHessian's). Its variance, ``2 ||H||_F^2 / n^2`` less the
+diagonal's share, comes in good part from a few outlying eigenvalues on a network's Hessian
+(on the digits ResNet-20 the top three hold half of the trace). The runs have found those
+outliers, though, and ``mean`` deflates them, Hutch++'s idea inside SLQ: for the orthonormal
+vectors ``V`` of another run (the previous one; the first run takes the second's), with its
+tridiagonal ``T`` and last remainder ``beta v`` (``H V^T = V^T T + beta v e_m^T``),
+``tr(H) = tr(T) + tr(P H P)`` for ``P = I - V^T V``, and run ``r``'s probe of the second term
+is ``q_r^T P H P q_r = q_r^T H q_r - c^T T c - 2 beta c_m (v^T q_r)`` with ``c = V q_r``: no
+product beyond the run's own. Since the other run's vectors do not depend on ``q_r``, the
+estimate ``tr(T) / n + q_r^T P H P q_r`` stays unbiased; its variance is that of the part of
+``H`` outside the other run's Krylov space, which holds the converged outliers. On the
+ResNet-20 the standard error falls from 10 % to 5.5 % of the mean (the same runs), as ten
+plain runs would from thirty. The cost: a pass over the stored vectors per run and two more
+vectors (the first start and the last remainder). The standard error is the runs' standard
+deviation over ``sqrt(runs)``.
 
 Smoothing, as PyHessian draws it: ``density(t) = (1/runs) sum_r sum_k tau_rk^2 g(t - theta_rk)``
 with ``g`` the unit-mass Gaussian of standard deviation ``sigma`` (default PyHessian's,
@@ -91,11 +104,16 @@ class SpectralDensity:
     n : int
         The matrix's size: the block's number of parameter values.
     mean : float
-        ``tr / n`` estimated by the quadrature: the runs' average of ``sum(weights * nodes)``
-        (unbiased: each run's is one Hutchinson probe ``z^T H z / n``).
+        ``tr / n``, unbiased: each run's ``sum(weights * nodes)`` (one Hutchinson probe
+        ``z^T H z / n``) with the part of ``H`` in another run's Krylov space counted
+        exactly instead of sampled (the module's docstring), averaged over the runs: the
+        converged outliers no longer add to its variance.
     stderr : float
         The standard error of ``mean``: the runs' standard deviation over ``sqrt(runs)``
         (NaN for one run).
+    deflated : ndarray of shape (runs,)
+        The dimension of the Krylov space each run's mean deflated (``steps``; 0 for a
+        single run, which has no other run's).
     block : str or None
         The block's name (``include``'s key or glob); None for every moved parameter.
     names : list of str
@@ -120,6 +138,7 @@ class SpectralDensity:
     n: int
     mean: float
     stderr: float
+    deflated: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=int), repr=False)
     block: str | None = None
     names: list[str] = field(default_factory=list, repr=False)
     curvature: str = "hessian"
@@ -135,6 +154,13 @@ class SpectralDensity:
     @property
     def steps(self) -> int:
         return int(self.nodes.shape[1])
+
+    @property
+    def quadrature_mean(self) -> float:
+        """The runs' average of ``sum(weights * nodes)``: the density's own mean, ``tr / n`` by
+        Hutchinson's ``runs`` probes without the deflation (PyHessian's and
+        hessian-eigenthings' estimate; unbiased, with a larger variance than ``mean``'s)."""
+        return float((self.nodes * self.weights).sum(axis=1).mean())
 
     @property
     def trace(self) -> float:
@@ -171,6 +197,15 @@ def _start(dim: int, gen: torch.Generator, start: str) -> torch.Tensor:
     return (torch.randint(0, 2, (dim,), generator=gen, dtype=torch.int8) * 2 - 1).to(torch.float64)
 
 
+def _coefficients(basis: torch.Tensor, size: int, w: torch.Tensor, work: torch.Tensor | None = None) -> torch.Tensor:
+    """``V w`` (float64) for the first ``size`` rows ``V`` of ``basis``, read in blocks of columns."""
+    n = w.numel()
+    c = torch.zeros(size, dtype=torch.float64, device=w.device)
+    for a in range(0, n, _BLOCK):
+        c.addmv_(_block(basis, size, a, n, work), w[a:a + _BLOCK])
+    return c
+
+
 def _project_out(basis: torch.Tensor, size: int, w: torch.Tensor, work: torch.Tensor | None = None,
                  twice: bool = False) -> torch.Tensor:
     """``w -= V^T (V w)`` for the first ``size`` rows ``V`` of ``basis`` (float64, in blocks of
@@ -181,9 +216,7 @@ def _project_out(basis: torch.Tensor, size: int, w: torch.Tensor, work: torch.Te
     of a float32 ``basis`` are converted into, allocated once per :func:`slq` (a conversion per
     block and step would allocate and fault in megabytes each time)."""
     n = w.numel()
-    c = torch.zeros(size, dtype=torch.float64, device=w.device)
-    for a in range(0, n, _BLOCK):
-        c.addmv_(_block(basis, size, a, n, work), w[a:a + _BLOCK])
+    c = _coefficients(basis, size, w, work)
     c2 = torch.zeros_like(c)
     for a in range(0, n, _BLOCK):
         block = _block(basis, size, a, n, work)
@@ -224,18 +257,18 @@ def _fresh(basis: torch.Tensor, size: int, gen: torch.Generator, work: torch.Ten
                              f"draws (n = {dim}): the stored vectors are not independent.")
 
 
-def _run(matvec: Callable[[torch.Tensor], torch.Tensor], dim: int, steps: int, gen: torch.Generator, start: str,
-         basis: torch.Tensor, bar: ProgressMeter, run: int,
-         work: torch.Tensor | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """One Lanczos run of ``steps`` products with full reorthogonalisation: its nodes and weights."""
-    device = basis.device
+def _run(matvec: Callable[[torch.Tensor], torch.Tensor], dim: int, steps: int, gen: torch.Generator,
+         q: torch.Tensor, basis: torch.Tensor, bar: ProgressMeter, run: int,
+         work: torch.Tensor | None = None) -> tuple[np.ndarray, np.ndarray, float, torch.Tensor]:
+    """One Lanczos run of ``steps`` products with full reorthogonalisation from the unit vector
+    ``q`` (float64): the eigenvalues and eigenvectors of its tridiagonal ``T``, and the last
+    product's remainder, as ``beta`` and the unit vector ``v`` (float64): ``H V^T = V^T T +
+    beta v e_m^T`` for the stored vectors ``V``."""
     alpha, beta = np.zeros(steps), np.zeros(max(steps - 1, 0))
-    q = _start(dim, gen, start).to(device)
-    q /= torch.linalg.vector_norm(q)
-    scale = 0.0
+    scale, last = 0.0, 0.0
     for j in range(steps):
         basis[j] = q.to(basis.dtype)
-        w = matvec(basis[j]).to(device, torch.float64)
+        w = matvec(basis[j]).to(basis.device, torch.float64)
         bar.update(1)
         if not bool(torch.isfinite(w).all()):
             raise FloatingPointError(f"SLQ: the product of run {run}, step {j} is not finite (NaN or inf): the loss "
@@ -243,9 +276,10 @@ def _run(matvec: Callable[[torch.Tensor], torch.Tensor], dim: int, steps: int, g
                                      "loss at this point (hessian_trace fails the same way).")
         c = _project_out(basis, j + 1, w, work, twice=True)  # twice is enough
         alpha[j] = float(c[j])
-        if j == steps - 1:
-            break
         b = float(torch.linalg.vector_norm(w))
+        if j == steps - 1:
+            last = b
+            break
         scale = max(scale, abs(alpha[j]), b)
         if b <= 1e-12 * scale:  # an invariant subspace: go on from a fresh direction, uncoupled
             q = _fresh(basis, j + 1, gen, work)
@@ -254,26 +288,58 @@ def _run(matvec: Callable[[torch.Tensor], torch.Tensor], dim: int, steps: int, g
             q = w / b
     t = np.diag(alpha) + np.diag(beta, 1) + np.diag(beta, -1)
     theta, y = np.linalg.eigh(t)
-    return theta, y[0] ** 2
+    return theta, y, last, w / last if last > 0 else w
 
 
 def slq(matvec: Callable[[torch.Tensor], torch.Tensor], dim: int, *, runs: int, steps: int, seed: int,
         start: str = "rademacher", dtype: torch.dtype = torch.float64, device: Any = "cpu",
-        bar: ProgressMeter | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Nodes and weights, each of shape ``(runs, steps)``, of ``runs`` Lanczos runs of the symmetric
-    operator ``matvec`` (flat vectors of ``dim`` values; given in ``dtype``, on ``device``). The
-    runs' start vectors come, in order, from one generator seeded with ``seed``. Memory: ``steps``
-    vectors of ``dim`` values in ``dtype`` (and, for float32, a float64 buffer of ``steps`` blocks
-    of 32,768 values)."""
+        bar: ProgressMeter | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(nodes, weights, means, deflated)`` of ``runs`` Lanczos runs of the symmetric operator
+    ``matvec`` (flat vectors of ``dim`` values; given in ``dtype``, on ``device``): nodes and
+    weights of shape ``(runs, steps)``; each run's estimate of ``tr / n``, deflated by another
+    run's Krylov space, and that space's dimension (the module's docstring). The runs' start
+    vectors come, in order, from one generator seeded with ``seed``. Memory: ``steps`` vectors
+    of ``dim`` values in ``dtype``, the first run's start (``dtype``) and a run's last remainder
+    (float64), and, for float32, a float64 buffer of ``steps`` blocks of 32,768 values."""
     gen = torch.Generator(device="cpu").manual_seed(int(seed))
     basis = torch.empty((steps, dim), dtype=dtype, device=torch.device(device))
     work = (None if dtype == torch.float64
             else torch.empty((steps, min(_BLOCK, dim)), dtype=torch.float64, device=basis.device))
     meter = bar or ProgressMeter("SLQ", runs * steps, unit="products", enabled=False)
     nodes, weights = np.zeros((runs, steps)), np.zeros((runs, steps))
+    means, deflated = np.zeros(runs), np.zeros(runs, dtype=int)
+    lender: tuple[np.ndarray, np.ndarray, float, torch.Tensor] | None = None  # the previous run's T and remainder
+    first = None
     for r in range(runs):
-        nodes[r], weights[r] = _run(matvec, dim, steps, gen, start, basis, meter, r, work)
-    return nodes, weights
+        q = _start(dim, gen, start).to(basis.device)
+        q /= torch.linalg.vector_norm(q)
+        q = q.to(dtype).to(torch.float64)  # as stored: the vector the products and the deflation see
+        if lender is not None:  # the previous run's Krylov basis is still in ``basis``
+            means[r], deflated[r] = _deflated_part(basis, q, lender, work)
+        theta, y, last, v = _run(matvec, dim, steps, gen, q, basis, meter, r, work)
+        nodes[r], weights[r] = theta, y[0] ** 2
+        means[r] += float(weights[r] @ theta)
+        lender = (theta, y, last, v)
+        if r == 0 and runs > 1:
+            first = q.to(dtype)  # deflated by the second run's space
+        elif r == 1 and first is not None:
+            means[0], deflated[0] = _deflated_part(basis, first.to(torch.float64), lender, work)
+            means[0] += float(weights[0] @ nodes[0])
+            first = None
+    return nodes, weights, means, deflated
+
+
+def _deflated_part(basis: torch.Tensor, q: torch.Tensor, lender: tuple[np.ndarray, np.ndarray, float, torch.Tensor],
+                work: torch.Tensor | None) -> tuple[float, int]:
+    """The deflation's part of a run's mean (start ``q``) from another run's Krylov space (its vectors
+    ``V``, still in ``basis``; its tridiagonal ``T = y diag(theta) y^T``; its remainder ``beta v``):
+    ``tr(T) / n - c^T T c - 2 beta c_m (v^T q)`` with ``c = V q`` (the module's docstring); and
+    the space's dimension."""
+    theta, y, beta, v = lender
+    c = _coefficients(basis, len(theta), q, work).cpu().numpy()
+    s = y.T @ c
+    part = float(theta.sum()) / q.numel() - float(theta @ (s * s)) - 2.0 * beta * float(c[-1]) * float(v @ q)
+    return part, int(theta.size)
 
 
 def _default_grid(nodes: np.ndarray, sigma: float, points: int | None) -> np.ndarray:
@@ -308,13 +374,12 @@ def slq_density(matvec: Callable[[torch.Tensor], torch.Tensor], dim: int, *, run
                 bar: ProgressMeter | None = None) -> SpectralDensity:
     """:func:`slq`, smoothed (:func:`smooth`), as a :class:`SpectralDensity` of an operator already set up."""
     t0 = time.perf_counter()
-    nodes, weights = slq(matvec, dim, runs=runs, steps=steps, seed=seed, start=start, dtype=dtype, device=device,
-                         bar=bar)
+    nodes, weights, means, deflated = slq(matvec, dim, runs=runs, steps=steps, seed=seed, start=start, dtype=dtype,
+                                          device=device, bar=bar)
     t, density, sig, mass = smooth(nodes, weights, grid, sigma)
-    means = (nodes * weights).sum(axis=1)
     stderr = float(means.std(ddof=1) / math.sqrt(runs)) if runs > 1 else float("nan")
     return SpectralDensity(nodes=nodes, weights=weights, grid=t, density=density, sigma=sig, mass=mass, n=dim,
-                           mean=float(means.mean()), stderr=stderr, block=block, names=list(names),
+                           mean=float(means.mean()), stderr=stderr, deflated=deflated, block=block, names=list(names),
                            curvature=curvature, start=start, seed=seed, dtype=dtype,
                            seconds=time.perf_counter() - t0)
 

@@ -57,10 +57,20 @@ def test_mean_is_the_trace_over_n_within_its_error_and_the_nodes_find_the_outlie
     d = slq_density(lambda v: at @ v, n, runs=runs, steps=50, seed=0)
     assert d.nodes.shape == d.weights.shape == (runs, 50)
     np.testing.assert_allclose(d.weights.sum(axis=1), 1.0, atol=1e-12)
-    # each run's mean is z^T A z / n: its variance is 2 sum_{i != j} a_ij^2 / n^2 (Rademacher z)
-    se = math.sqrt(2 * ((a ** 2).sum() - (np.diag(a) ** 2).sum())) / n / math.sqrt(runs)
-    assert 0.5 * se < d.stderr < 2 * se
-    assert abs(d.mean - lam.mean()) <= 4 * se
+    # each run's quadrature mean is z^T A z / n: its variance is 2 sum_{i != j} a_ij^2 / n^2 (Rademacher z)
+    se = _probe_se(a, runs)
+    plain = (d.nodes * d.weights).sum(axis=1)
+    assert d.quadrature_mean == pytest.approx(plain.mean(), abs=1e-15)
+    assert 0.5 * se < plain.std(ddof=1) / math.sqrt(runs) < 2 * se
+    assert abs(d.quadrature_mean - lam.mean()) <= 4 * se
+    # the mean deflated by another run's Krylov space, which holds the three outliers (and some
+    # of the bulk): it samples at most the bulk, A without them
+    assert np.all(d.deflated == 50)
+    q, _ = np.linalg.qr(np.random.default_rng(1).standard_normal((n, n)))
+    bulk = a - (q[:, -3:] * OUTLIERS) @ q[:, -3:].T
+    se_bulk = _probe_se(bulk, runs)
+    assert se_bulk < se / 5 and d.stderr < 2 * se_bulk
+    assert abs(d.mean - lam.mean()) <= 4 * se_bulk
     np.testing.assert_allclose(d.top, OUTLIERS, rtol=1e-10)
     # the density: its mass near each outlier is that eigenvalue's share, about 1/n
     for v in OUTLIERS:
@@ -70,6 +80,30 @@ def test_mean_is_the_trace_over_n_within_its_error_and_the_nodes_find_the_outlie
     for t in (-0.25, 0.25, 0.5, 0.75):
         cdf = float((d.weights * (d.nodes <= t)).sum(axis=1).mean())
         assert abs(cdf - np.mean(lam <= t)) < 0.06, (t, cdf)
+
+
+def _probe_se(a: np.ndarray, runs: int) -> float:
+    """The standard error of ``runs`` Rademacher probes' mean of ``z^T A z / n``."""
+    return math.sqrt(2 * ((a ** 2).sum() - (np.diag(a) ** 2).sum())) / len(a) / math.sqrt(runs)
+
+
+def test_the_deflated_mean_is_unbiased_and_tighter_than_the_quadrature():
+    """Over 300 seeds of two short runs, the deflated mean averages to tr / n (it is unbiased
+    whatever the other run's space) with a spread far below the plain quadrature's;
+    one run has no other run to borrow from, and its mean is the quadrature's."""
+    lam = _spectrum(120, seed=2)
+    a = torch.from_numpy(_rotated(lam, seed=3))
+    deflated, plain = [], []
+    for seed in range(300):
+        d = slq_density(lambda v: a @ v, 120, runs=2, steps=8, seed=seed)
+        deflated.append(d.mean)
+        plain.append(d.quadrature_mean)
+    deflated_, plain_ = np.array(deflated), np.array(plain)
+    assert abs(deflated_.mean() - lam.mean()) <= 4 * deflated_.std(ddof=1) / math.sqrt(300)
+    assert abs(plain_.mean() - lam.mean()) <= 4 * plain_.std(ddof=1) / math.sqrt(300)
+    assert deflated_.std() < plain_.std() / 4
+    one = slq_density(lambda v: a @ v, 120, runs=1, steps=8, seed=0)
+    assert one.mean == pytest.approx(one.quadrature_mean, rel=1e-14) and list(one.deflated) == [0]
 
 
 def test_a_normal_start_and_a_breakdown():
