@@ -282,3 +282,24 @@ def test_a_grid_that_cuts_off_nodes_says_how_much_mass_it_holds():
     assert np.trapezoid(d.density, d.grid) == pytest.approx(1.0)
     e = slq_density(lambda v: torch.from_numpy(lam) * v, 50, runs=1, steps=50, seed=0, grid=2000)
     assert len(e.grid) == 2000 and e.mass == pytest.approx(1.0, abs=1e-3)
+
+
+def test_two_gram_schmidt_passes_leave_the_vector_orthogonal_to_float32_stored_vectors():
+    """The stored float32 vectors are orthonormal only to their rounding (``E ~ 1e-8``), and one
+    classical pass leaves ``w`` orthogonal to about ``E`` times the cancellation ``||w|| / ||w'||``;
+    the second pass takes it to float64's rounding times the cancellation, mild or severe (a
+    vector almost inside their span): why the runs always take two."""
+    from landscape.curvature._density import _project_out
+
+    gen = torch.Generator().manual_seed(0)
+    v = torch.linalg.qr(torch.randn(5000, 40, generator=gen, dtype=torch.float64))[0].T.float()  # rows, float32
+    v64 = v.double()
+    rest = torch.randn(5000, generator=gen, dtype=torch.float64)
+    rest -= v64.T @ (v64 @ rest)
+    for scale in (1.0, 1e-6):
+        w = v64.T @ torch.randn(40, generator=gen, dtype=torch.float64) + scale * rest / rest.norm()
+        once = w.clone()
+        _project_out(v, 40, once)
+        _project_out(v, 40, w, twice=True)
+        assert float((v64 @ once).abs().max() / once.norm()) > 1e-10 / scale  # one pass: E times the cancellation
+        assert float((v64 @ w).abs().max() / w.norm()) < 1e-14 / scale, scale  # float64's rounding, times it
