@@ -218,13 +218,19 @@ def test_point_values_are_point_value_bit_for_bit():
     v = [rnd(7, 3), rnd(5), rnd(4), rnd(6, dtype=torch.float64), rnd(3), None, rnd(9)]
     w = [rnd(7, 3), None, rnd(4), rnd(6, dtype=torch.float64), rnd(3), rnd(2, 2), None]
     clamp = {4}
+    # the in-place form's buffers on the CPU: float32/float64 tensors not clamped (a bfloat16 one has none)
+    into = [None if c.dtype == torch.bfloat16 or i in clamp else torch.empty_like(c) for i, c in enumerate(centre)]
     for a, b in [(0.3, -0.7), (0.0, 0.5), (0.25, 0.0), (-1.0, 1.0), (0.0, 0.0)]:
         got = point_values(centre, v, w, a, b, clamp)
+        written = point_values(centre, v, w, a, b, clamp, into=into)
         for i, c in enumerate(centre):
             want = point_value(c, v[i], w[i], a, b, i in clamp)
             assert got[i].dtype == want.dtype and torch.equal(got[i], want), (a, b, i)
+            assert written[i].dtype == want.dtype and torch.equal(written[i], want), (a, b, i)
             if want is c:  # no term: the centre itself, not a copy
-                assert got[i] is c
+                assert got[i] is c and written[i] is c
+            else:  # a buffer is written, not replaced: no new tensor per point
+                assert (written[i] is into[i]) == (into[i] is not None), (a, b, i)
 
 
 def test_small_networks_hold_the_whole_point_with_the_same_bits(monkeypatch):
