@@ -431,8 +431,9 @@ class Points:
         if self.dirs.lean:
             return self._values()
         if self._into is None:
-            self._into = [torch.empty_like(c) if c.device.type == "cpu" and c.dtype == _work_dtype(c.dtype)
-                          and i not in self.state.clamp else None for i, c in enumerate(self.centre)]
+            with torch.inference_mode(False):  # normal tensors: points are also set outside inference mode
+                self._into = [torch.empty_like(c) if c.device.type == "cpu" and c.dtype == _work_dtype(c.dtype)
+                              and i not in self.state.clamp else None for i, c in enumerate(self.centre)]
         v, w = self.dirs.held
         return point_values(self.centre, v, w, self.state.a, self.state.b, self.state.clamp, into=self._into)
 
