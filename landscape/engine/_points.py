@@ -416,26 +416,21 @@ class Points:
         if self.form == "in place":
             for t, c in zip(self.tensors, self.centre):  # the last point's tensors freed before these are made
                 t.data = c
-            for t, value in zip(self.tensors, self._buffered_values()):
+            for t, value in zip(self.tensors, self._values(buffered=True)):
                 t.data = value
 
-    def _values(self) -> list[torch.Tensor]:
-        """Every moved tensor at the current point (:func:`point_values`; drawn tensor by tensor under lean)."""
+    def _values(self, buffered: bool = False) -> list[torch.Tensor]:
+        """Every moved tensor at the current point (:func:`point_values`; drawn tensor by tensor under lean),
+        ``buffered``: written to the in-place form's buffers (``_into``) where it has them."""
         if self.dirs.lean:
             return [self.state.value(i, c) for i, c in enumerate(self.centre)]
-        v, w = self.dirs.held
-        return point_values(self.centre, v, w, self.state.a, self.state.b, self.state.clamp)
-
-    def _buffered_values(self) -> list[torch.Tensor]:
-        """:meth:`_values` written to the buffers (see ``_into``) on the CPU; new tensors elsewhere."""
-        if self.dirs.lean:
-            return self._values()
-        if self._into is None:
+        if buffered and self._into is None:
             with torch.inference_mode(False):  # normal tensors: points are also set outside inference mode
                 self._into = [torch.empty_like(c) if c.device.type == "cpu" and c.dtype == _work_dtype(c.dtype)
                               and i not in self.state.clamp else None for i, c in enumerate(self.centre)]
         v, w = self.dirs.held
-        return point_values(self.centre, v, w, self.state.a, self.state.b, self.state.clamp, into=self._into)
+        return point_values(self.centre, v, w, self.state.a, self.state.b, self.state.clamp,
+                            into=self._into if buffered else None)
 
     @contextlib.contextmanager
     def materialized(self, a: float, b: float) -> Iterator[None]:

@@ -105,25 +105,19 @@ def _recipe_digests(recipe: SeededDirections, centre: Sequence[torch.Tensor]) ->
     draw = hashlib.sha256()
     # the draw reads only the shape: zero-stride stand-ins
     shapes = [torch.zeros((), dtype=torch.float32).expand(c.shape) for c in centre]
-    if sum(c.numel() for c in centre) * len(axes) <= _WHOLE_DRAW:
+    whole = sum(c.numel() for c in centre) * len(axes) <= _WHOLE_DRAW
+    if whole:
         # a small network: both draws whole, two calls instead of two per tensor (the same bits,
         # SeededDirections.draw_axes; a small landscape's fixed cost is mostly these calls)
         normalized, raws = recipe.draw_axes(centre, axes), raw.draw_axes(shapes, axes)
-        for i, c in enumerate(centre):
-            for k, h in enumerate(hashes):
-                hash_tensor(h, normalized[k][i])
-            if _drawn(recipe, c):
-                for k in range(len(axes)):
-                    hash_tensor(draw, raws[k][i])
-    else:
-        for i, c in enumerate(centre):
-            for h, t in zip(hashes, recipe.tensors(i, axes, c)):
+    for i, c in enumerate(centre):
+        for h, t in zip(hashes, [a[i] for a in normalized] if whole else recipe.tensors(i, axes, c)):
+            assert t is not None
+            hash_tensor(h, t)
+        if _drawn(recipe, c):
+            for t in [a[i] for a in raws] if whole else raw.tensors(i, axes, shapes[i]):
                 assert t is not None
-                hash_tensor(h, t)
-            if _drawn(recipe, c):
-                for t in raw.tensors(i, axes, shapes[i]):
-                    assert t is not None
-                    hash_tensor(draw, t)
+                hash_tensor(draw, t)
     out = {"digest_v": hashes[0].hexdigest(), "digest_draw": draw.hexdigest()}
     if recipe.dims == 2:
         out["digest_w"] = hashes[1].hexdigest()
