@@ -12,7 +12,7 @@ try:
     import lightning.pytorch as pl
 except ImportError:  # the standalone package, where only it is installed
     try:
-        import pytorch_lightning as pl  # type: ignore[no-redef]
+        import pytorch_lightning as pl
     except ImportError as exc:  # pragma: no cover - exercised only without Lightning
         raise ImportError("LightningCollector needs PyTorch Lightning, which is not installed. "
                           "HINT: pip install lightning") from exc

@@ -119,14 +119,18 @@ def _probe_until(draw: Callable[[], float], bar: ProgressMeter, *, spent: int, o
     """``draw()`` until ``offset + mean``'s half-width is at most ``rel_tol`` of it (after at least
     ``min_probes`` draws, and 2) or the products, ``spent`` before the draws, reach ``max_probes``."""
     values: list[float] = []
+    mean = m2 = 0.0  # Welford's running mean and sum of squared deviations: the rule costs O(1) per probe
     for m in range(1, max_probes - spent + 1):
-        values.append(draw())
+        v = draw()
+        values.append(v)
         bar.update(1)
+        delta = v - mean
+        mean += delta / m
+        m2 += delta * (v - mean)
         if m >= max(2, min_probes):
-            arr = np.asarray(values)
-            half = t_quantile(p, m - 1) * float(arr.std(ddof=1)) / math.sqrt(m)
-            if half <= rel_tol * abs(offset + float(arr.mean())):
-                return arr, True
+            half = t_quantile(p, m - 1) * math.sqrt(max(m2, 0.0) / (m - 1)) / math.sqrt(m)
+            if half <= rel_tol * abs(offset + mean):
+                return np.asarray(values), True
     return np.asarray(values), False
 
 
