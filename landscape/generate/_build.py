@@ -29,10 +29,9 @@ from landscape.geometry import (
     centre_state,
     check_keys,
     moved_names,
-    shared_draws,
     view_geometry,
 )
-from landscape.io import Partial, Store, jsonable, kept_directions, model_digest, task_name
+from landscape.io import Partial, Store, jsonable, kept_directions, model_digest, shared_draws_kept, task_name
 from landscape.result import Landscape, LossPath
 
 __all__ = ["run_jobs", "build_landscape", "chunk_bounds"]
@@ -72,8 +71,8 @@ def build_landscape(problem: Problem, job: LandscapeJob, ex: Executor, *, store:
     process, and the landscape's points.
     """
     # a small network's random directions are drawn once for the plan's probe, the engine and the
-    # digests kept (landscape.geometry.shared_draws): a 3x3 landscape's fixed cost is mostly such draws
-    with shared_draws():
+    # digests kept (landscape.io.shared_draws_kept): a 3x3 landscape's fixed cost is mostly such draws
+    with shared_draws_kept():
         return _build(problem, job, ex, store=store, fingerprint=fingerprint, stats=stats)
 
 

@@ -72,18 +72,27 @@ SHARED_ELEMENTS = 1 << 24
 
 
 @contextlib.contextmanager
-def shared_draws() -> Iterator[None]:
+def shared_draws(raw_hash: Callable[[Any, torch.Tensor], None] | None = None) -> Iterator[None]:
     """Within the block, :meth:`SeededDirections.draw_axes` of the same recipe and axes against the same
     centre tensors, unchanged (PyTorch's version counters) and float32 on the CPU, gives the tensors it
     gave the first time, when they are unchanged too, instead of drawing them again: a landscape's
     engines and the digests it keeps draw its random directions once. Small networks only
     (:data:`SHARED_ELEMENTS`); what is kept is released when the block ends. The same bits either way:
-    :meth:`~SeededDirections.draw_axes` is a pure function of the recipe and the centre's values."""
-    token = _SHARED.set({})
+    :meth:`~SeededDirections.draw_axes` is a pure function of the recipe and the centre's values.
+
+    ``raw_hash(h, tensor)``: with it, a kept draw also keeps the SHA-256 of its standard-normal draws
+    before normalization, each tensor added by ``raw_hash`` as it is drawn, tensor by tensor with its
+    axes in order (:meth:`SeededDirections.shared_raw_digest`): what a digest of the draw would
+    otherwise draw again for."""
+    token = _SHARED.set({_RAW_HASH: raw_hash})
     try:
         yield
     finally:
         _SHARED.reset(token)
+
+
+#: The key of :func:`shared_draws`'s ``raw_hash`` in the kept draws.
+_RAW_HASH = object()
 
 
 def _shareable(tensors: Sequence[torch.Tensor]) -> bool:
@@ -397,18 +406,36 @@ class SeededDirections:
         k = (self, axes, tuple(id(t) for t in key_tensors))
         hit = shared.get(k)
         if hit is not None:
-            kept_keys, versions, drawn = hit
+            kept_keys, versions, drawn, _ = hit
             if versions == _versions([*kept_keys, *(t for a in drawn for t in a)]):
                 return [list(a) for a in drawn]
-        drawn = self._draw(centre, self.names, axes, finish)
+        raw_hash = shared.get(_RAW_HASH)
+        h = hashlib.sha256() if raw_hash is not None else None
+        drawn = self._draw(centre, self.names, axes, finish,
+                           None if h is None else (lambda d: raw_hash(h, d)))  # type: ignore[misc]
         flat = [t for a in drawn for t in a]
         if _shareable(flat):  # the key tensors are kept too: their ids stay theirs
-            shared[k] = (key_tensors, _versions([*key_tensors, *flat]), drawn)
+            shared[k] = (key_tensors, _versions([*key_tensors, *flat]), drawn, None if h is None else h.hexdigest())
         return [list(a) for a in drawn]
 
+    def shared_raw_digest(self, centre: Sequence[torch.Tensor], axes: Sequence[int]) -> str | None:
+        """Within :func:`shared_draws` given ``raw_hash``: the SHA-256 of the standard-normal draws (before
+        normalization) that :meth:`draw_axes` of ``axes`` against ``centre`` made and keeps, unchanged (the
+        tensors it drew, tensor by tensor with their axes in order, each added by ``raw_hash``); None
+        when no such draw is kept."""
+        shared = _SHARED.get()
+        hit = None if shared is None else shared.get((self, tuple(axes), tuple(id(t) for t in centre)))
+        if hit is None:
+            return None
+        kept_keys, versions, drawn, digest = hit
+        return digest if versions == _versions([*kept_keys, *(t for a in drawn for t in a)]) else None
+
     def _draw(self, centre: Sequence[torch.Tensor], names: Sequence[str], axes: tuple[int, ...],
-              finish: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None) -> list[list[torch.Tensor]]:
-        """:meth:`draw_axes` of the tensors ``names`` (aligned with ``centre``)."""
+              finish: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None,
+              on_raw: Callable[[torch.Tensor], None] | None = None) -> list[list[torch.Tensor]]:
+        """:meth:`draw_axes` of the tensors ``names`` (aligned with ``centre``); ``on_raw(draw)`` is called
+        on each standard-normal draw before its normalization, in the order of the draws (without ``finish``:
+        tensor by tensor, each one's axes in order)."""
         n = len(centre)
         out: list[list[torch.Tensor]] = [[] for _ in axes]
         norms: list[dict[bool, torch.Tensor]] = [{} for _ in range(n)]  # each centre tensor's, for every axis
@@ -444,6 +471,8 @@ class SeededDirections:
                 del tasks
                 for j, (k, i) in enumerate(window):
                     d, raw[j] = raw[j], None  # the window holds no draw once it is finished
+                    if on_raw is not None and d is not None:
+                        on_raw(d)
                     t = _normalized(d, centre[i], self.normalization, self.biasbn, norms[i])
                     del d
                     out[k].append(t if finish is None else finish(t, centre[i]))

@@ -43,12 +43,13 @@ from landscape.io._store import Store, jsonable
 __all__ = ["read_h5", "write_h5", "write_h5_single", "is_hdf5", "H5_NAME", "Store", "Partial", "Fingerprints",
            "jsonable", "file_digest", "model_digest", "tensor_digest", "task_name", "GEN_STAMP", "read_gen_stamp",
            "write_gen_stamp", "stored_landscapes", "Stored", "run_record", "check_run", "read_run", "run_identity",
-           "DirectionsRecord", "read_directions", "kept_directions", "DIRECTIONS_MAX_BYTES", "CURVATURE",
-           "CurvatureRecord", "read_curvature", "write_curvature", "curvature_summary", "curvature_text"]
+           "DirectionsRecord", "read_directions", "kept_directions", "shared_draws_kept", "DIRECTIONS_MAX_BYTES",
+           "CURVATURE", "CurvatureRecord", "read_curvature", "write_curvature", "curvature_summary", "curvature_text"]
 
 _LAZY = {"Fingerprints": "_fingerprint", "file_digest": "_fingerprint", "model_digest": "_fingerprint",
          "tensor_digest": "_fingerprint", "task_name": "_fingerprint", "run_identity": "_fingerprint",
-         "kept_directions": "_directions", "DIRECTIONS_MAX_BYTES": "_directions"}
+         "kept_directions": "_directions", "shared_draws_kept": "_directions",
+         "DIRECTIONS_MAX_BYTES": "_directions"}
 
 
 def __getattr__(name: str) -> Any:
@@ -60,7 +61,7 @@ def __getattr__(name: str) -> Any:
 
 
 if TYPE_CHECKING:  # for type checkers; at run time these load on first use
-    from landscape.io._directions import DIRECTIONS_MAX_BYTES, kept_directions
+    from landscape.io._directions import DIRECTIONS_MAX_BYTES, kept_directions, shared_draws_kept
     from landscape.io._fingerprint import (
         Fingerprints,
         file_digest,

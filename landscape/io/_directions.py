@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -36,7 +37,7 @@ from torch import nn
 
 from collector.common import InvalidParameterError
 from collector.trajectory import load_checkpoint
-from landscape.geometry import SHARED_ELEMENTS, SeededDirections
+from landscape.geometry import SHARED_ELEMENTS, SeededDirections, shared_draws
 from landscape.io._fingerprint import hash_tensor, tensor_digest
 from landscape.io._h5 import DirectionsRecord, Partial
 from landscape.io._store import env_number
@@ -94,6 +95,15 @@ def _drawn(recipe: SeededDirections, c: torch.Tensor) -> bool:
     return not (recipe.biasbn == "li" and c.dim() <= 1)
 
 
+@contextmanager
+def shared_draws_kept() -> Iterator[None]:
+    """:func:`landscape.geometry.shared_draws` for a landscape whose directions are kept: a draw kept there
+    also keeps the digest of its standard-normal draws (``digest_draw``, as :func:`kept_directions` makes
+    it), so the digests need no second draw."""
+    with shared_draws(raw_hash=hash_tensor):
+        yield
+
+
 def _recipe_digests(recipe: SeededDirections, centre: Sequence[torch.Tensor]) -> dict[str, str]:
     """SHA-256 of the recipe's directions against ``centre`` (``digest_v``, ``digest_w``) and of its
     standard-normal draw before normalization (``digest_draw``), tensor by tensor: one tensor's draws
@@ -106,19 +116,25 @@ def _recipe_digests(recipe: SeededDirections, centre: Sequence[torch.Tensor]) ->
     # the draw reads only the shape: zero-stride stand-ins
     shapes = [torch.zeros((), dtype=torch.float32).expand(c.shape) for c in centre]
     whole = sum(c.numel() for c in centre) * len(axes) <= _WHOLE_DRAW
+    kept: str | None = None
+    raws: list[list[torch.Tensor]] | None = None
     if whole:
         # a small network: both draws whole, two calls instead of two per tensor (the same bits,
-        # SeededDirections.draw_axes; a small landscape's fixed cost is mostly these calls)
-        normalized, raws = recipe.draw_axes(centre, axes), raw.draw_axes(shapes, axes)
+        # SeededDirections.draw_axes; a small landscape's fixed cost is mostly these calls); within
+        # shared_draws_kept the engine's draw gave both (no draw here)
+        normalized = recipe.draw_axes(centre, axes)
+        kept = recipe.shared_raw_digest(centre, axes)
+        raws = raw.draw_axes(shapes, axes) if kept is None else None
     for i, c in enumerate(centre):
         for h, t in zip(hashes, [a[i] for a in normalized] if whole else recipe.tensors(i, axes, c)):
             assert t is not None
             hash_tensor(h, t)
-        if _drawn(recipe, c):
-            for t in [a[i] for a in raws] if whole else raw.tensors(i, axes, shapes[i]):
+        if _drawn(recipe, c) and kept is None:
+            for t in [a[i] for a in raws] if raws is not None else raw.tensors(i, axes, shapes[i]):
                 assert t is not None
                 hash_tensor(draw, t)
-    out = {"digest_v": hashes[0].hexdigest(), "digest_draw": draw.hexdigest()}
+    out = {"digest_v": hashes[0].hexdigest(),
+           "digest_draw": kept if kept is not None else draw.hexdigest()}
     if recipe.dims == 2:
         out["digest_w"] = hashes[1].hexdigest()
     return out

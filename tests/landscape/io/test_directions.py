@@ -187,6 +187,15 @@ def test_recipe_digests_are_those_of_the_directions_drawn_whole_or_a_tensor_at_a
         for axis in (0, 1):
             hash_tensor(draw, seeded_draw(3, axis, n, tuple(c.shape)))
     whole = io_directions._recipe_digests(recipe, centre)
+    # within a landscape (shared_draws_kept) the engine's draw gives the digests: nothing drawn again
+    draws = []
+    real_draw = SeededDirections._draw
+    monkeypatch.setattr(SeededDirections, "_draw", lambda self, *a, **k: draws.append(1) or real_draw(self, *a, **k))
+    with io_directions.shared_draws_kept():
+        recipe.draw_axes(centre)  # the engine's
+        shared = io_directions._recipe_digests(recipe, centre)
+    assert len(draws) == 1
     monkeypatch.setattr(io_directions, "_WHOLE_DRAW", 0)
     one_by_one = io_directions._recipe_digests(recipe, centre)
-    assert whole == one_by_one == {"digest_v": want_v, "digest_w": want_w, "digest_draw": draw.hexdigest()}
+    assert whole == shared == one_by_one == {"digest_v": want_v, "digest_w": want_w,
+                                             "digest_draw": draw.hexdigest()}
