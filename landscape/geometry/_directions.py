@@ -136,6 +136,10 @@ def _product_into(d: torch.Tensor, factor: torch.Tensor, out: torch.Tensor) -> N
     0-d float64 tensor, one per row (``(rows, 1)``) or shaped like ``d``; ``out`` may be ``d``. One float64
     block is allocated and reused (a fresh block per step costs page faults: the draws of a large model
     were bound by them)."""
+    if d.numel() <= _BLOCK:  # one block: its float64 copy is the block (three operations, no slicing)
+        buf = _rows(d).to(torch.float64)
+        _rows(out).copy_(buf.mul_(factor if factor.dim() == 0 else _rows(factor).to(torch.float64)))
+        return
     d2, o2 = _rows(d), _rows(out)
     f2 = factor if factor.dim() == 0 else _rows(factor)
     step = max(1, _BLOCK // max(1, d2.shape[1]))
