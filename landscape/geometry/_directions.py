@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import hashlib
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -407,32 +408,36 @@ class SeededDirections:
                 sum(c.numel() for c in centre) * len(axes) > SHARED_ELEMENTS or \
                 not (_shareable(key_tensors) and _shareable(centre)):
             return self._draw(centre, self.names, axes, finish)
-        k = (self, axes, tuple(id(t) for t in key_tensors))
-        hit = shared.get(k)
+        hit = self._kept(axes, key_tensors)
         if hit is not None:
-            kept_keys, versions, drawn, _ = hit
-            if versions == _versions([*kept_keys, *(t for a in drawn for t in a)]):
-                return [list(a) for a in drawn]
+            return [list(a) for a in hit[2]]
         raw_hash = shared.get(_RAW_HASH)
-        h = hashlib.sha256() if raw_hash is not None else None
+        h = hashlib.sha256()
         drawn = self._draw(centre, self.names, axes, finish,
-                           None if h is None else (lambda d: raw_hash(h, d)))  # type: ignore[misc]
+                           None if raw_hash is None else functools.partial(raw_hash, h))
         flat = [t for a in drawn for t in a]
         if _shareable(flat):  # the key tensors are kept too: their ids stay theirs
-            shared[k] = (key_tensors, _versions([*key_tensors, *flat]), drawn, None if h is None else h.hexdigest())
+            shared[(self, axes, tuple(id(t) for t in key_tensors))] = (
+                key_tensors, _versions([*key_tensors, *flat]), drawn, None if raw_hash is None else h.hexdigest())
         return [list(a) for a in drawn]
+
+    def _kept(self, axes: tuple[int, ...], key_tensors: Sequence[torch.Tensor]) -> tuple | None:
+        """The draw :func:`shared_draws` keeps of ``axes`` against ``key_tensors`` -- ``(key tensors, their
+        and the draw's versions, the draw, the raw draws' digest or None)`` -- when it and they are unchanged
+        (PyTorch's version counters); else None."""
+        shared = _SHARED.get()
+        hit = None if shared is None else shared.get((self, axes, tuple(id(t) for t in key_tensors)))
+        if hit is None or hit[1] != _versions([*hit[0], *(t for a in hit[2] for t in a)]):
+            return None
+        return hit
 
     def shared_raw_digest(self, centre: Sequence[torch.Tensor], axes: Sequence[int]) -> str | None:
         """Within :func:`shared_draws` given ``raw_hash``: the SHA-256 of the standard-normal draws (before
         normalization) that :meth:`draw_axes` of ``axes`` against ``centre`` made and keeps, unchanged (the
         tensors it drew, tensor by tensor with their axes in order, each added by ``raw_hash``); None
         when no such draw is kept."""
-        shared = _SHARED.get()
-        hit = None if shared is None else shared.get((self, tuple(axes), tuple(id(t) for t in centre)))
-        if hit is None:
-            return None
-        kept_keys, versions, drawn, digest = hit
-        return digest if versions == _versions([*kept_keys, *(t for a in drawn for t in a)]) else None
+        hit = self._kept(tuple(axes), centre)
+        return None if hit is None else hit[3]
 
     def _draw(self, centre: Sequence[torch.Tensor], names: Sequence[str], axes: tuple[int, ...],
               finish: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None,
