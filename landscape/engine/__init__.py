@@ -26,12 +26,13 @@ from landscape.engine._malloc import tune_malloc
 from landscape.engine._placement import keeps_placement, network_at
 from landscape.engine._planner import PLAN_MODES, Plan, choose_plan, plan_key
 from landscape.engine._points import MEMORY_SETTINGS, choose_memory, point_value, point_values
-from landscape.engine._probe import verify_way
+from landscape.engine._probe import shared_probes, verify_way
 from landscape.engine._progress import PROGRESS_LOGGER, ProgressMeter
 from landscape.engine._sharded import ShardedEngine, is_sharded
 
-__all__ = ["Engine", "EngineSpec", "Progress", "Plan", "choose_plan", "plan_key", "verify_way", "PLAN_MODES",
-           "BATCHINGS", "MEMORY_FORMATS", "activation_elements", "is_batch_metric", "is_point_metric", "Samples",
+__all__ = ["Engine", "EngineSpec", "Progress", "Plan", "choose_plan", "plan_key", "verify_way", "shared_probes",
+           "PLAN_MODES", "BATCHINGS", "MEMORY_FORMATS", "activation_elements", "is_batch_metric", "is_point_metric",
+           "Samples",
            "collect", "collate", "tune_malloc", "MEMORY_SETTINGS", "choose_memory", "point_value", "point_values",
            "network_at", "keeps_placement", "ShardedEngine", "is_sharded", "CLAMPED",
            "TooFewSamples", "ProgressMeter", "PROGRESS_LOGGER"]

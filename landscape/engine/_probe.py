@@ -15,6 +15,7 @@ those of engines built for the probe from scratch, bit for bit (a test says so).
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import dataclasses
 import logging
 import warnings
@@ -28,9 +29,9 @@ from torch import nn
 from landscape.engine._batching import BATCHINGS, WAYS, inapplicable
 from landscape.engine._data import Samples
 from landscape.engine._engine import Engine, EngineSpec, group_size
-from landscape.tasks import batch_size
+from landscape.tasks import batch_size, tensors_in
 
-__all__ = ["verify_way", "first_working_way", "probe_points", "PROBE_RTOL"]
+__all__ = ["verify_way", "first_working_way", "probe_points", "PROBE_RTOL", "shared_probes"]
 _log = logging.getLogger("landscape")
 
 #: Relative agreement a batched way must reach with the one-point path on the probe.
@@ -185,9 +186,50 @@ def verify_way(spec: EngineSpec, way: str, p: int) -> str | None:
     return _check_way(_reference(spec, p), way, p)
 
 
+#: Within :func:`shared_probes`: :func:`first_working_way`'s answers, by what the probe depends on.
+_SHARED: contextvars.ContextVar[dict[Any, str | None] | None] = contextvars.ContextVar("landscape_shared_probes",
+                                                                                       default=None)
+
+
+@contextlib.contextmanager
+def shared_probes() -> Iterator[None]:
+    """Within the block, :func:`first_working_way` probes once per network, task, samples' shapes, moved
+    tensors and setting, and gives that answer to the landscapes of the block that share them (the
+    landscapes of one generation: PCA, random and view landscapes of the same run). Whether a way gives
+    the one-point values is a property of the network's layers and the task, not of the directions'
+    values, which are all that differs between those landscapes; each landscape's plan is recorded in its
+    metadata as before, and a resumed one reads it from there."""
+    token = _SHARED.set({})
+    try:
+        yield
+    finally:
+        _SHARED.reset(token)
+
+
+def _probe_key(spec: EngineSpec, p: int) -> tuple:
+    probe = spec.samples.first(2)
+    shapes = tuple((tuple(t.shape), str(t.dtype)) for t in tensors_in(probe))
+    dims = spec.recipe.dims if spec.recipe is not None else 1 + bool(len(spec.w))
+    return (id(spec.network), id(spec.task), tuple(spec.names), p, shapes, dims, spec.eval_mode, spec.memory,
+            spec.bn_statistics, tuple(sorted(spec.metrics)), str(next(iter(spec.centre.values())).dtype))
+
+
 def first_working_way(spec: EngineSpec, p: int) -> str | None:
     """The first way, in preference order, that applies and gives the one-point values on the
-    probe (None: none does). The ways after it are not probed: only the first is used."""
+    probe (None: none does). The ways after it are not probed: only the first is used. Within
+    :func:`shared_probes`, a landscape like one probed before gets that answer without a probe."""
+    shared = _SHARED.get()
+    key = _probe_key(spec, p) if shared is not None else None
+    if shared is not None and key in shared:
+        _log.info("batching: %s, as probed for an earlier landscape of this call", shared[key])
+        return shared[key]
+    way = _first_working_way(spec, p)
+    if shared is not None:
+        shared[key] = way
+    return way
+
+
+def _first_working_way(spec: EngineSpec, p: int) -> str | None:
     probe = _reference(spec, p)
     if probe.reference is None:
         _log.info("probe of the one-point path failed (%s); one point per call", probe.why)

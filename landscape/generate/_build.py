@@ -19,7 +19,16 @@ import numpy as np
 import torch
 
 from landscape.curvature import hessian_directions
-from landscape.engine import CLAMPED, EngineSpec, choose_memory, choose_plan, is_sharded, network_at, plan_key
+from landscape.engine import (
+    CLAMPED,
+    EngineSpec,
+    choose_memory,
+    choose_plan,
+    is_sharded,
+    network_at,
+    plan_key,
+    shared_probes,
+)
 from landscape.execution import Executor
 from landscape.generate._jobs import LandscapeJob, Problem
 from landscape.geometry import (
@@ -47,12 +56,15 @@ def run_jobs(problem: Problem, jobs: Sequence[LandscapeJob], ex: Executor, *, st
     """Every job's landscape, in order; ``stats[tag]`` receives the points evaluated and the
     landscape's points. The caller holds ``ex`` and ``store`` (and flushes the store)."""
     results = []
-    for job in jobs:
-        st: dict[str, int] = {}
-        fp = (fingerprints or {}).get(job.tag or "")
-        results.append(build_landscape(problem, job, ex, store=store, fingerprint=fp, stats=st))
-        if stats is not None:
-            stats[job.tag or ""] = {"evaluated": st["evaluated"], "points": st["points"]}
+    # the landscapes of one problem share the network, the task and the samples: the batched ways are
+    # probed once for all of them (landscape.engine.shared_probes)
+    with shared_probes():
+        for job in jobs:
+            st: dict[str, int] = {}
+            fp = (fingerprints or {}).get(job.tag or "")
+            results.append(build_landscape(problem, job, ex, store=store, fingerprint=fp, stats=st))
+            if stats is not None:
+                stats[job.tag or ""] = {"evaluated": st["evaluated"], "points": st["points"]}
     return results
 
 

@@ -307,3 +307,27 @@ def test_a_plan_that_activations_cannot_change_runs_no_forward_to_count_them(mon
     assert len(counted) == 1  # not counted again
     assert (plan.points_per_call, plan.batching, plan.eval_batch) == (1, None, 30)
     assert choose_plan(spec, n_points=25).eval_batch == 48 and len(counted) == 2  # one block: counted, it may cut
+
+
+def test_the_landscapes_of_one_call_share_the_probe_and_keep_their_plans(monkeypatch):
+    """Within shared_probes (the landscapes of one generation: one network, task and samples) the batched
+    ways are probed once per moved tensors and setting; a landscape that differs only in its directions
+    gets that answer, which is the plan it gets probed on its own (the plan is all the probe decides:
+    the values follow from it, as test_compute_landscape_records_the_plan and the demo's fingerprints
+    check)."""
+    torch.manual_seed(0)
+    net = MLP(hidden=12)
+    x, y = torch.randn(40, 64), torch.randint(0, 10, (40,))
+    spec, (names, v, w, centre) = _spec(net, x, y)
+    probed = []
+    real = _probe._reference
+    monkeypatch.setattr(_probe, "_reference", lambda *a, **k: probed.append(1) or real(*a, **k))
+    flipped = dataclasses.replace(spec, v=[-t for t in v], w=[2 * t for t in w])
+    with _probe.shared_probes():
+        first, shared = choose_plan(spec, n_points=25), choose_plan(flipped, n_points=25)
+        assert len(probed) == 1 and first.batching is not None
+        choose_plan(dataclasses.replace(spec, w=[]), n_points=25)  # a line: another structure, probed again
+        choose_plan(dataclasses.replace(spec, names=names[:2], v=v[:2], w=w[:2]), n_points=25)  # other tensors
+        assert len(probed) == 3
+    alone = choose_plan(flipped, n_points=25)  # outside the block: probed as before
+    assert len(probed) == 4 and shared == alone
