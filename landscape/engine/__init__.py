@@ -32,7 +32,6 @@ from landscape.engine._sharded import ShardedEngine, is_sharded
 
 __all__ = ["Engine", "EngineSpec", "Progress", "Plan", "choose_plan", "plan_key", "verify_way", "shared_probes",
            "PLAN_MODES", "BATCHINGS", "MEMORY_FORMATS", "activation_elements", "is_batch_metric", "is_point_metric",
-           "Samples",
-           "collect", "collate", "tune_malloc", "MEMORY_SETTINGS", "choose_memory", "point_value", "point_values",
-           "network_at", "keeps_placement", "ShardedEngine", "is_sharded", "CLAMPED",
+           "Samples", "collect", "collate", "tune_malloc", "MEMORY_SETTINGS", "choose_memory", "point_value",
+           "point_values", "network_at", "keeps_placement", "ShardedEngine", "is_sharded", "CLAMPED",
            "TooFewSamples", "ProgressMeter", "PROGRESS_LOGGER"]

@@ -211,7 +211,7 @@ def _probe_key(spec: EngineSpec, p: int) -> tuple:
     shapes = tuple((tuple(t.shape), str(t.dtype)) for t in tensors_in(probe))
     dims = spec.recipe.dims if spec.recipe is not None else 1 + bool(len(spec.w))
     return (id(spec.network), id(spec.task), tuple(spec.names), p, shapes, dims, spec.eval_mode, spec.memory,
-            spec.bn_statistics, tuple(sorted(spec.metrics)), str(next(iter(spec.centre.values())).dtype))
+            spec.bn_statistics, tuple(sorted(spec.metrics)), tuple(str(spec.centre[n].dtype) for n in spec.names))
 
 
 def first_working_way(spec: EngineSpec, p: int) -> str | None:
@@ -219,14 +219,14 @@ def first_working_way(spec: EngineSpec, p: int) -> str | None:
     probe (None: none does). The ways after it are not probed: only the first is used. Within
     :func:`shared_probes`, a landscape like one probed before gets that answer without a probe."""
     shared = _SHARED.get()
-    key = _probe_key(spec, p) if shared is not None else None
-    if shared is not None and key in shared:
+    if shared is None:
+        return _first_working_way(spec, p)
+    key = _probe_key(spec, p)
+    if key in shared:
         _log.info("batching: %s, as probed for an earlier landscape of this call", shared[key])
-        return shared[key]
-    way = _first_working_way(spec, p)
-    if shared is not None:
-        shared[key] = way
-    return way
+    else:
+        shared[key] = _first_working_way(spec, p)
+    return shared[key]
 
 
 def _first_working_way(spec: EngineSpec, p: int) -> str | None:
