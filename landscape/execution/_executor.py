@@ -94,6 +94,12 @@ class Executor:
         return self.dist is None or self.dist.root
 
     @property
+    def here(self) -> bool:
+        """Whether every point is evaluated in this process, by one engine (no group, pool or joblib
+        backend): chunks then only split the work for a store to flush."""
+        return self.dist is None and self.pool is None and self.backend is None
+
+    @property
     def device(self) -> str:
         """Where this process plans and computes directions."""
         return self.dist.device if self.dist is not None else self.devices[0]

@@ -126,7 +126,10 @@ def _build(problem: Problem, job: LandscapeJob, ex: Executor, *, store: Store | 
     if centre is None:
         centre = centre_state(problem.network, job.geometry, names, job.label)
     spec = _engine_spec(problem, job, part, centre, names, metrics, ex)
-    chunks = chunk_bounds(part.done, spec.points_per_call, ex.workers)
+    # chunks are what a store flushes (and a kill loses at most one of); evaluated here with no store, one
+    # chunk: each is a call of the engine (about 40 us: a tenth of a 3x3 landscape's fixed cost on the MLP)
+    chunks = chunk_bounds(part.done, spec.points_per_call, ex.workers,
+                          per_worker=1 if store is None and ex.here else CHUNKS_PER_WORKER)
     todo = sum(hi - lo for _, lo, hi in chunks)
     _log.info("%s: %d of %d points to evaluate, %d per call, %d chunk(s)", job.label, todo, len(part.points),
               spec.points_per_call, len(chunks))
@@ -320,12 +323,14 @@ def _unflat(flat: np.ndarray, shapes: Sequence[tuple[int, ...]]) -> list[torch.T
     return out
 
 
-def chunk_bounds(done: np.ndarray, p: int, workers: int) -> list[tuple[int, int, int]]:
+def chunk_bounds(done: np.ndarray, p: int, workers: int, per_worker: int = CHUNKS_PER_WORKER
+                 ) -> list[tuple[int, int, int]]:
     """Chunks (number, lo, hi) of the points not done. Chunk starts are multiples of the
     group size ``p``, so every group is evaluated with the same partners as in a run
-    without interruption; each worker gets about :data:`CHUNKS_PER_WORKER` chunks."""
+    without interruption (the values do not depend on the chunks); each worker gets about
+    ``per_worker`` chunks."""
     m = len(done)
-    chunk = p * max(1, math.ceil(m / (p * max(1, workers) * CHUNKS_PER_WORKER)))
+    chunk = p * max(1, math.ceil(m / (p * max(1, workers) * max(1, per_worker))))
     out: list[tuple[int, int, int]] = []
     for i, lo in enumerate(range(0, m, chunk)):
         hi = min(m, lo + chunk)
