@@ -233,6 +233,72 @@ def test_point_values_are_point_value_bit_for_bit():
                 assert (written[i] is into[i]) == (into[i] is not None), (a, b, i)
 
 
+class _Held(nn.Module):
+    """Moved tensors of every kind the in-place form meets: float32 ones (contiguous), a float64 one, a
+    channels-last kernel and a running variance (clamped at zero)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        g = torch.Generator().manual_seed(4)
+        self.w1 = nn.Parameter(torch.randn(7, 3, generator=g))
+        self.b1 = nn.Parameter(torch.randn(5, generator=g))
+        self.d64 = nn.Parameter(torch.randn(6, generator=g, dtype=torch.float64))
+        self.k = nn.Parameter(torch.randn(2, 3, 4, 4, generator=g).contiguous(memory_format=torch.channels_last))
+        self.w2 = nn.Parameter(torch.randn(4, 9, generator=g))
+        self.register_buffer("running_var", torch.rand(4, generator=g))
+
+
+def test_in_place_points_formed_as_one_vector_keep_the_bits(monkeypatch):
+    """The in-place form's float32 contiguous tensors are formed as one vector (two operations a point, not two
+    per tensor): every tensor is point_value's bit for bit, beside tensors formed one by one (float64,
+    channels-last, clamped) or alone; the network's tensors are slices of one buffer written again at every
+    point (no new tensor), the centre again after release, and the point again after a materialized block."""
+    from landscape.engine import point_value
+
+    g = torch.Generator().manual_seed(5)
+    for only_float32 in (False, True):
+        net = _Held()
+        names = ["w1", "b1", "w2"] if only_float32 else ["w1", "b1", "d64", "k", "w2", "running_var"]
+        clamp = {names.index("running_var")} if "running_var" in names else set()
+        named = {**dict(net.named_buffers()), **dict(net.named_parameters())}
+        centre = [named[k].detach().clone() for k in names]
+        v = [torch.randn(c.shape, generator=g, dtype=c.dtype) for c in centre]
+        w = [torch.randn(c.shape, generator=g, dtype=c.dtype) for c in centre]
+        pts = points_module.Points(net, names, clamp, v, w)
+        assert pts.form == "in place"
+        flat_names = {"w1", "b1", "w2"}
+        ptrs = None
+        for a, b in [(0.3, -0.7), (0.0, 0.5), (0.25, 0.0), (0.0, 0.0), (-1.0, 1.0)]:
+            pts.set(a, b)
+            for i, (k, t) in enumerate(zip(names, pts.tensors)):
+                want = point_value(centre[i], v[i], w[i], a, b, i in clamp)
+                assert t.dtype == want.dtype and torch.equal(t.detach(), want), (only_float32, a, b, k)
+            assert pts._flat is not None and {names[i] for i in pts._flat.idx} == flat_names
+            buf = pts._flat.buf
+            lo, hi = buf.data_ptr(), buf.data_ptr() + buf.numel() * buf.element_size()
+            now = [t.data_ptr() for k, t in zip(names, pts.tensors) if k in flat_names]
+            assert all(lo <= q < hi for q in now)  # slices of the one buffer
+            assert ptrs is None or now == ptrs  # written again, not replaced
+            ptrs = now
+        with pts.materialized(0.5, 0.5):
+            assert torch.equal(pts.tensors[0].detach(), point_value(centre[0], v[0], w[0], 0.5, 0.5))
+        assert torch.equal(pts.tensors[0].detach(), point_value(centre[0], v[0], w[0], 0.5, 0.5))
+        pts.release()
+        assert pts._flat is None
+        for c, t in zip(centre, pts.tensors):
+            assert torch.equal(t.detach(), c)
+    # the same landscape with the vector and with every tensor formed one by one
+    torch.manual_seed(0)
+    mlp = nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 3))
+    data = (torch.randn(20, 6), torch.randint(0, 3, (20,)))
+    runs = []
+    for limit in (points_module.FLAT_BYTES, 0):
+        monkeypatch.setattr(points_module, "FLAT_BYTES", limit)
+        runs.append(landscape.compute_landscape(mlp, nn.CrossEntropyLoss(), data, size=5, num_samples=None,
+                                                plan={"points_per_call": 1}).z)
+    np.testing.assert_array_equal(runs[0], runs[1])
+
+
 def test_small_networks_hold_the_whole_point_with_the_same_bits(monkeypatch):
     """A network of at most SMALL_NETWORK_BYTES holds a whole point at once ("in place"); the values are those
     of the tensors formed as each layer reads them, bit for bit (a CNN whose convolutions and batch norms run
