@@ -139,7 +139,11 @@ def _product_into(d: torch.Tensor, factor: torch.Tensor, out: torch.Tensor) -> N
     were bound by them)."""
     if d.numel() <= _BLOCK:  # one block: its float64 copy is the block (three operations, no slicing)
         buf = _rows(d).to(torch.float64)
-        _rows(out).copy_(buf.mul_(factor if factor.dim() == 0 else _rows(factor).to(torch.float64)))
+        if factor.dim() != 0:
+            factor = _rows(factor)
+            if factor.dtype != torch.float64:
+                factor = factor.to(torch.float64)
+        _rows(out).copy_(buf.mul_(factor))
         return
     d2, o2 = _rows(d), _rows(out)
     f2 = factor if factor.dim() == 0 else _rows(factor)
@@ -160,6 +164,8 @@ def _norm64(t: torch.Tensor, *, per_filter: bool = False) -> torch.Tensor:
     if per_filter:
         t2 = _rows(t)
         step = max(1, _BLOCK // max(1, t2.shape[1]))
+        if 0 < t2.shape[0] <= step:  # one block: its norms as they are (a cat of one would copy them)
+            return torch.linalg.vector_norm(t2, dim=1, keepdim=True, dtype=torch.float64)
         return torch.cat([torch.linalg.vector_norm(t2[lo:lo + step], dim=1, keepdim=True, dtype=torch.float64)
                           for lo in range(0, t2.shape[0], step)]) if t2.shape[0] else \
             torch.zeros((0, 1), dtype=torch.float64)
@@ -199,7 +205,8 @@ def _scale(d: torch.Tensor, p: torch.Tensor | None, *, per_filter: bool,
     if per_filter and d.dim() >= 1:
         dn = _norm64(d, per_filter=True)
         top = torch.ones_like(dn) if p is None else top_norm(True)
-        return torch.where(dn > 0, top / torch.where(dn > 0, dn, 1.0), 0.0)
+        # a zero norm's quotient (inf or NaN) is not taken: 0 there, the quotient elsewhere
+        return torch.where(dn > 0, top / dn, 0.0)
     dn = _norm64(d)
     top1 = torch.ones((), dtype=torch.float64) if p is None else top_norm(False)
     return (top1 / dn) if dn > 0 else torch.zeros((), dtype=torch.float64)
