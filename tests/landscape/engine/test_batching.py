@@ -136,3 +136,47 @@ def test_a_loss_without_a_batching_rule_keeps_the_batched_forward_without_warnin
     np.testing.assert_allclose(ls.z, ref, rtol=1e-5, atol=1e-6)
     assert mm.metadata["points_per_call"] > 1 and mm.metadata["batching"] == "sequential"
     assert not [w for w in caught if "performance drop" in str(w.message)]
+
+
+def test_a_call_s_cross_entropy_over_few_classes_keeps_the_bits_of_the_flat_layout(monkeypatch):
+    """A cross-entropy over fewer classes than a SIMD register is computed over a (points, classes, samples)
+    view when, on the first call, that gives the losses of the flat (points x samples, classes) layout bit for
+    bit (it is several times faster on the CPU there); every call's losses are the flat layout's, whichever
+    is used; NaN outputs, and more classes, keep the flat layout."""
+    from landscape.engine._batched import FEW_CLASSES, batched_loss
+    from landscape.tasks import mean_loss
+
+    dims: list[int] = []
+    forward = nn.CrossEntropyLoss.forward
+
+    def spy(self, input, target):  # the layout each call used
+        dims.append(input.dim())
+        return forward(self, input, target)
+
+    monkeypatch.setattr(nn.CrossEntropyLoss, "forward", spy)
+    g = torch.Generator().manual_seed(0)
+    for classes in (3, 10, FEW_CLASSES + 24):
+        f = batched_loss(nn.CrossEntropyLoss(), mean_loss)
+        y = torch.randint(0, classes, (50,), generator=g)
+        dims.clear()
+        for call in range(3):
+            out = torch.randn(6, 50, classes, generator=g) * 4
+            flat = F.cross_entropy(out.reshape(-1, classes), y.repeat(6), reduction="none").reshape(6, -1).mean(1)
+            assert torch.equal(f(out, y), flat), (classes, call)
+        # the first call computes both layouts and compares them; then one only: the view where they agreed
+        # (below a register's width on every SIMD PyTorch uses: 3 classes; 10 with AVX-512), else the flat one
+        if classes >= FEW_CLASSES:
+            assert dims == [2, 2, 2], (classes, dims)
+        else:
+            assert dims[:2] == [3, 2] and dims[2:] in ([3, 3], [2, 2]), (classes, dims)
+            if classes == 3:
+                assert dims[2:] == [3, 3]
+    f = batched_loss(nn.CrossEntropyLoss(), mean_loss)
+    out = torch.randn(4, 20, 10, generator=g)
+    out[1, 3, 2] = float("nan")
+    y = torch.randint(0, 10, (20,), generator=g)
+    dims.clear()
+    got = f(out, y)
+    assert torch.isnan(got[1]) and torch.isfinite(got[[0, 2, 3]]).all()
+    f(torch.randn(4, 20, 10, generator=g), y)
+    assert dims[-1] == 2  # the views disagreed on NaN: the flat layout from then on
