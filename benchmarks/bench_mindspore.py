@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -52,8 +53,11 @@ def ours(size: int, repeats: int) -> dict[str, float]:
             callback_fn, collect_landscape={"landscape_size": size}, output=os.path.join(root, f"out{k}"))
         return time.perf_counter() - t0
 
-    first = gen(0)
-    again = [gen(k + 1) for k in range(repeats)]
+    try:
+        first = gen(0)
+        again = [gen(k + 1) for k in range(repeats)]
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
     return {"first_s": first, "again_s": statistics.median(again), "threads": torch.get_num_threads()}
 
 
@@ -69,30 +73,32 @@ def main() -> None:
         print(json.dumps(ours(args.size, args.repeats)))
         return
     rows = []
+    tmp = tempfile.TemporaryDirectory(prefix="bench_mindspore_ms_")
+    digits = os.path.join(tmp.name, "digits.npz")
+    if args.mindspore_python:  # the same samples for MindSpore, from this project's loader
+        import numpy as np
+
+        sys.path.insert(0, os.path.dirname(HERE))
+        from landscape.examples import digits_tensors
+
+        x, y = digits_tensors()
+        np.savez(digits, x=x.numpy(), y=y.numpy())
     for r in range(args.rounds):
         row: dict[str, object] = {"round": r, "size": args.size}
         res = subprocess.run([sys.executable, os.path.abspath(__file__), "--ours-only", "--size", str(args.size),
                               "--repeats", str(args.repeats)], capture_output=True, text=True, check=True)
         row["ours"] = json.loads(res.stdout.strip().splitlines()[-1])
         if args.mindspore_python:
-            with tempfile.TemporaryDirectory(prefix="bench_mindspore_ms_") as tmp:
-                import numpy as np
-
-                sys.path.insert(0, os.path.dirname(HERE))
-                from landscape.examples import digits_tensors
-
-                x, y = digits_tensors()
-                digits = os.path.join(tmp, "digits.npz")
-                np.savez(digits, x=x.numpy(), y=y.numpy())
-                res = subprocess.run([args.mindspore_python, os.path.join(HERE, "_mindspore_workload.py"),
-                                      os.path.join(tmp, "run"), str(args.size), digits],
-                                     capture_output=True, text=True, check=True)
-                ms = json.loads(res.stdout.strip().splitlines()[-1])
+            res = subprocess.run([args.mindspore_python, os.path.join(HERE, "_mindspore_workload.py"),
+                                  os.path.join(tmp.name, f"run{r}"), str(args.size), digits],
+                                 capture_output=True, text=True, check=True)
+            ms = json.loads(res.stdout.strip().splitlines()[-1])
             row["mindspore"] = ms
             row["mindspore_over_ours_first"] = round(ms["gen_s"] / row["ours"]["first_s"], 1)  # type: ignore[index]
             row["mindspore_over_ours_again"] = round(ms["gen_s"] / row["ours"]["again_s"], 1)  # type: ignore[index]
         rows.append(row)
         print(json.dumps(row), flush=True)
+    tmp.cleanup()
     if args.mindspore_python and rows:
         print(json.dumps({"summary": True, "rounds": len(rows),
                           "mindspore_over_ours_first": [r["mindspore_over_ours_first"] for r in rows],

@@ -332,15 +332,11 @@ class _Flat:
         return idx
 
     def write(self, a: float, b: float) -> None:
-        """The buffer at ``(a, b)``: ``(c + b·w) + a·v`` as :func:`point_value` computes it."""
-        terms = [(t, k) for t, k in ((self.w, b), (self.v, a)) if t is not None and k != 0.0]
-        if not terms:
-            self.buf.copy_(self.c)
-            return
-        (d, k), rest = terms[0], terms[1:]
-        torch.add(self.c, d, alpha=k, out=self.buf)
-        for d, k in rest:
-            self.buf.add_(d, alpha=k)
+        """The buffer at ``(a, b)``: :func:`point_values` of the vector written into it (at ``(0, 0)``,
+        where that is the centre itself, the centre copied)."""
+        got = point_values([self.c], [self.v], [self.w], a, b, into=[self.buf])[0]
+        if got is not self.buf:
+            self.buf.copy_(got)
 
 
 class Points:
