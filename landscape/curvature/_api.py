@@ -215,6 +215,9 @@ def hessian_eigs(
         one, and in practice within about the residual squared over the gap. Default by
         the products' dtype (:data:`DEFAULT_TOL`): 1e-4 for float32, whose products'
         rounding (about ``1e-7 ||H||`` and more) no residual goes below, 1e-6 for float64.
+        The default gives eigenvalues as exact as the products allow; a looser ``tol`` saves
+        products where fewer digits do: on a ResNet-20's top three, ``tol=1e-2`` took 8
+        products instead of 10-11 and gave them to 5.6e-4 relative or better (docs/curvature.md).
     max_iter : int, default=300
         At most this many products.
     seed : int, default=0
