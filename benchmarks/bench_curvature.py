@@ -60,7 +60,9 @@ and a backward pass for the GGN). Ours runs at its defaults (``hessian_eigs(k=3)
 which="LA", seed)``, at the fewest steps ``m`` that reach 1e-3 relative error, and at those
 that reach our error (or, where its float32 arithmetic cannot, at its best within 50 steps),
 found from one 50-step ``lanczos_tridiagonal`` from its start vector (the leading ``m x m``
-block is what ``max_iter=m`` computes). Then ours and theirs alternate ``--repeats`` times:
+block is what ``max_iter=m`` computes); ours also at the loosest ``tol`` of :data:`OUR_TOLS`
+that reaches 1e-3 on the same seed (``ours_at_1e-3``: calibrated as theirs is). Then ours and
+theirs alternate ``--repeats`` times:
 wall time (median, range) in a plain process, as a user runs them, the peak resident memory
 above each run's start (a lower bound there: glibc keeps freed memory for the next run; exact
 with ``--fixed-mmap``, which re-executes the process with glibc's mmap threshold fixed so that
