@@ -6,7 +6,8 @@ and the ways a group of points runs (``BATCHINGS``), how the directions are kept
 (``MEMORY_SETTINGS``, :func:`choose_memory`) and a point's tensors formed (:func:`point_value`;
 all at once, :func:`point_values`), the engine's copy of a network's modules (:func:`network_at`),
 the engine of an FSDP2 network sharded over a process group (:class:`ShardedEngine`,
-:func:`is_sharded`), :func:`tune_malloc` for the processes the library owns, and the
+:func:`is_sharded`), :func:`tune_malloc` for the processes the library owns, the heap room kept
+between landscapes in the caller's process (:func:`kept_bytes`, :func:`release_room`), and the
 :class:`ProgressMeter` of long work (points, Lanczos iterations, probes). Tasks live in :mod:`landscape.tasks`.
 """
 
@@ -22,6 +23,7 @@ from landscape.engine._engine import (
     is_batch_metric,
     is_point_metric,
 )
+from landscape.engine._heap import kept_bytes, release_room
 from landscape.engine._malloc import tune_malloc
 from landscape.engine._placement import keeps_placement, network_at
 from landscape.engine._planner import PLAN_MODES, Plan, choose_plan, plan_key
@@ -32,6 +34,6 @@ from landscape.engine._sharded import ShardedEngine, is_sharded
 
 __all__ = ["Engine", "EngineSpec", "Progress", "Plan", "choose_plan", "plan_key", "verify_way", "shared_probes",
            "PLAN_MODES", "BATCHINGS", "MEMORY_FORMATS", "activation_elements", "is_batch_metric", "is_point_metric",
-           "Samples", "collect", "collate", "tune_malloc", "MEMORY_SETTINGS", "choose_memory", "point_value",
-           "point_values", "network_at", "keeps_placement", "ShardedEngine", "is_sharded", "CLAMPED",
-           "TooFewSamples", "ProgressMeter", "PROGRESS_LOGGER"]
+           "Samples", "collect", "collate", "tune_malloc", "release_room", "kept_bytes", "MEMORY_SETTINGS",
+           "choose_memory", "point_value", "point_values", "network_at", "keeps_placement", "ShardedEngine",
+           "is_sharded", "CLAMPED", "TooFewSamples", "ProgressMeter", "PROGRESS_LOGGER"]

@@ -474,7 +474,10 @@ class Engine:
             if self.points.choose(self._probe_loss) != "jit":
                 first = None  # computed on the parametrized network: not what "in place" gives
         self._room.watch()
-        self._evaluate_into(res, points, start, progress, one_point, first)
+        try:
+            self._evaluate_into(res, points, start, progress, one_point, first)
+        finally:
+            self._room.keep()  # for the next evaluation of the process (landscape/engine/_heap.py)
         if self.point_metrics:
             self._point_metrics_into(res, points)
         return res
