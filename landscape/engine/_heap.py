@@ -9,15 +9,14 @@ next call faults the same pages in again, and the kernel zeroes them: 30,000 to 
 faults for one 40×40 landscape, about 15 % of its time in a plain process.
 
 The library does not change glibc's settings in a process it does not own
-(:func:`landscape.engine.tune_malloc`). What it does instead, only while an engine lives (one
-landscape), is keep room for those activations below a small allocation at the top of the heap
-(the *pin*).
+(:func:`landscape.engine.tune_malloc`). What it does instead is keep room for those activations
+below a small allocation at the top of the heap (the *pin*).
 The room is made of pieces, each under glibc's smallest mmap threshold, so that they always
 come from the heap. They are allocated, the highest of them is kept as the pin, and the others are freed:
 they merge into one free chunk that the following calls' activations are cut from. The top
 of the heap then stays below the trim threshold and nothing is given back. When the
-engine is done the pin is freed, the room merges with the top, and glibc trims it as it
-would have. The process is left as it was: no setting changed, no memory kept. The room's
+room is given back (:meth:`Room.close`, :func:`release_room`) the pin is freed, the room merges with
+the top, and glibc trims it as it would have. No setting is changed. The room's
 size is twice the memory a call faulted in (at most :data:`MAX_BYTES`), made again larger when a
 later call still faults as much. Its untouched pages are never faulted in. Only on Linux with glibc,
 on the CPU, and not where :func:`tune_malloc` has already raised the thresholds.
@@ -25,8 +24,8 @@ on the CPU, and not where :func:`tune_malloc` has already raised the thresholds.
 Between landscapes the room is kept (:func:`kept_bytes`): when an evaluation ends its room is not
 given back but held for the next evaluation of the process, which starts on it. Given back, every
 landscape a notebook computes faulted its activations in again: the digits MLP's 101-point
-interpolation at 512 samples faulted 2,400-4,000 pages in its first group at every call, 25-35 %
-of the call (33-40 ms against 25-28 ms with the pages kept). So the process keeps at most
+interpolation at 512 samples faulted 2,200-3,800 pages in its first group at every call (27-37 ms
+against 24-27 ms with the room kept, alternating runs). So the process keeps at most
 :data:`MAX_BYTES` of heap (32 MiB) between landscapes, below one 96 KiB allocation; glibc may lend
 that memory to any other allocation meanwhile. :func:`release_room` gives it back (glibc then trims
 it as it would have), and ``LANDSCAPE_MALLOC_TUNING=0`` keeps none.
@@ -120,7 +119,7 @@ class Room:
         self._pin, self.bytes = None, 0
 
 
-#: The room kept between engines: at most one ``(pin, bytes)`` (see the module docstring).
+#: The room kept between evaluations: at most one ``(pin, bytes)`` (see the module docstring).
 _KEPT: list[tuple[torch.Tensor, int]] = []
 
 
