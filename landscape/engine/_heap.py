@@ -33,7 +33,6 @@ it as it would have), and ``LANDSCAPE_MALLOC_TUNING=0`` keeps none.
 
 from __future__ import annotations
 
-import os
 import platform
 import resource
 import sys
@@ -83,7 +82,7 @@ class Room:
         it back; the larger of it and a room kept already is kept."""
         pin, size = self._pin, self.bytes
         self._pin, self.bytes = None, 0
-        if pin is None or os.environ.get("LANDSCAPE_MALLOC_TUNING", "") == "0":
+        if pin is None or _malloc.turned_off():
             return
         if _KEPT and _KEPT[0][1] >= size:
             return

@@ -26,7 +26,7 @@ import logging
 import os
 import sys
 
-__all__ = ["tune_malloc", "MMAP_BYTES", "TRIM_BYTES"]
+__all__ = ["tune_malloc", "turned_off", "MMAP_BYTES", "TRIM_BYTES"]
 
 _log = logging.getLogger("landscape")
 
@@ -41,6 +41,17 @@ TRIM_BYTES = 256 << 20
 _done: bool | None = None
 
 
+def _setting() -> str:
+    """``LANDSCAPE_MALLOC_TUNING`` as set ("" when unset): "1" asks for the tuning, "0" turns every
+    malloc measure of the library off (the tuning and the heap room kept between landscapes)."""
+    return os.environ.get("LANDSCAPE_MALLOC_TUNING", "")
+
+
+def turned_off() -> bool:
+    """Whether ``LANDSCAPE_MALLOC_TUNING=0`` turns the library's malloc measures off."""
+    return _setting() == "0"
+
+
 def tune_malloc(owned: bool = False) -> bool:
     """Raise glibc's mmap and trim thresholds once per process, when this process is the
     library's own (``owned``: a worker, the command) or ``LANDSCAPE_MALLOC_TUNING=1`` asks for
@@ -48,7 +59,7 @@ def tune_malloc(owned: bool = False) -> bool:
     global _done
     if _done:
         return True
-    setting = os.environ.get("LANDSCAPE_MALLOC_TUNING", "")
+    setting = _setting()
     if setting == "0" or not (owned or setting == "1") or not sys.platform.startswith("linux"):
         return False
     _done = False
