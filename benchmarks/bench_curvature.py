@@ -59,10 +59,11 @@ and a backward pass for the GGN). Ours runs at its defaults (``hessian_eigs(k=3)
 ``curvature="ggn", k=1``: float32 products, tol 1e-4); theirs, ``lanczos(op, k, max_iter=m,
 which="LA", seed)``, at the fewest steps ``m`` that reach 1e-3 relative error, and at those
 that reach our error (or, where its float32 arithmetic cannot, at its best within 50 steps),
-found from one 50-step ``lanczos_tridiagonal`` from its start vector (the leading ``m x m``
-block is what ``max_iter=m`` computes); ours also at the loosest ``tol`` of :data:`OUR_TOLS`
-that reaches 1e-3 on the same seed (``ours_at_1e-3``: calibrated as theirs is). Then ours and
-theirs alternate ``--repeats`` times:
+on every seed timed (the same accuracy in every run timed), found from a 50-step
+``lanczos_tridiagonal`` from each seed's start vector (the leading ``m x m`` block is what
+``max_iter=m`` computes); ours also at the loosest ``tol`` of :data:`OUR_TOLS` that reaches
+1e-3 on every seed timed (``ours_at_1e-3``: calibrated as theirs is). Then ours and theirs
+alternate ``--repeats`` times (seeds 0 to ``repeats - 1``):
 wall time (median, range) in a plain process, as a user runs them, the peak resident memory
 above each run's start (a lower bound there: glibc keeps freed memory for the next run; exact
 with ``--fixed-mmap``, which re-executes the process with glibc's mmap threshold fixed so that
@@ -448,21 +449,26 @@ def rel_error(values, ref) -> float:
     return float(np.max(np.abs(values - ref) / np.abs(ref)))
 
 
-def their_steps_for(he, op, ref: np.ndarray, k: int, targets: dict, longest: int = 50) -> dict:
-    """The fewest Lanczos steps hessian-eigenthings' ``lanczos(op, k, max_iter=m, which="LA", seed=0)``
-    needs for each target error: its ``lanczos_tridiagonal`` from the same start vector (reorthogonalised,
-    as its ``lanczos`` is up to 50 steps), whose leading m x m block is exactly what ``max_iter=m`` uses."""
-    gen = torch.Generator(device="cpu").manual_seed(0)
-    v0 = torch.randn(op.size, dtype=op.dtype, generator=gen).to(op.device)
-    td = he.lanczos_tridiagonal(op, v0, longest, reorthogonalize=True)
-    a, b = td.alphas.double().numpy(), td.betas.double().numpy()
-    errors = {}
-    for m in range(k, td.iterations + 1):
-        theta = np.linalg.eigvalsh(np.diag(a[:m]) + np.diag(b[:m - 1], 1) + np.diag(b[:m - 1], -1))[::-1][:k]
-        errors[m] = rel_error(theta, ref)
-    steps = {name: next((m for m, e in errors.items() if e <= target), None) for name, target in targets.items()}
-    best = min(errors, key=lambda m: (errors[m], m))
-    return {**steps, "their_best_error": errors[best], "their_best_steps": best}
+def their_steps_for(he, op, ref: np.ndarray, k: int, targets: dict, seeds: range, longest: int = 50) -> dict:
+    """The fewest Lanczos steps hessian-eigenthings' ``lanczos(op, k, max_iter=m, which="LA", seed=s)``
+    needs for each target error on every one of ``seeds`` (the seeds timed: the same accuracy on each run
+    timed): its ``lanczos_tridiagonal`` from each seed's start vector (reorthogonalised, as its ``lanczos`` is
+    up to 50 steps), whose leading m x m block is exactly what ``max_iter=m`` uses."""
+    worst: dict[int, float] = {}
+    for seed in seeds:
+        gen = torch.Generator(device="cpu").manual_seed(seed)  # its lanczos' start vector for ``seed``
+        v0 = torch.randn(op.size, dtype=op.dtype, generator=gen).to(op.device)
+        td = he.lanczos_tridiagonal(op, v0, longest, reorthogonalize=True)
+        a, b = td.alphas.double().numpy(), td.betas.double().numpy()
+        errors = {}
+        for m in range(k, td.iterations + 1):
+            theta = np.linalg.eigvalsh(np.diag(a[:m]) + np.diag(b[:m - 1], 1) + np.diag(b[:m - 1], -1))[::-1][:k]
+            errors[m] = rel_error(theta, ref)
+        # a step count reached on every seed: the worst seed's error at it (steps no seed ran count as missed)
+        worst = errors if not worst else {m: max(e, errors.get(m, np.inf)) for m, e in worst.items()}
+    steps = {name: next((m for m, e in worst.items() if e <= target), None) for name, target in targets.items()}
+    best = min(worst, key=lambda m: (worst[m], m))
+    return {**steps, "their_best_error": worst[best], "their_best_steps": best}
 
 
 def versus(label: str, ours, theirs: dict, ref: np.ndarray, repeats: int) -> dict:
@@ -529,9 +535,10 @@ def resnet_sections(repeats: int, sections: list[str]) -> None:
         # our accuracy at the defaults, then the steps theirs needs for it and for 1e-3
         _, first = timed(lambda: ours(0))
         mine = rel_error(first[0], ref_vals)
-        steps = their_steps_for(he, op, ref_vals, k, {"theirs_at_our_error": mine, "theirs_at_1e-3": 1e-3})
+        seeds = range(repeats)  # the seeds timed: each code calibrated to reach the accuracy on every one
+        steps = their_steps_for(he, op, ref_vals, k, {"theirs_at_our_error": mine, "theirs_at_1e-3": 1e-3}, seeds)
         # and, as theirs is given the fewest steps that reach 1e-3, ours the loosest tolerance that does
-        loosest = our_tol_for(lambda tol: rel_error(ours_with(tol)(0)[0], ref_vals), 1e-3)
+        loosest = our_tol_for(lambda tol, seed: rel_error(ours_with(tol)(seed)[0], ref_vals), 1e-3, seeds)
         print(json.dumps({"case": f"{curvature}_calibration", "our_error_at_defaults": mine,
                           "our_products": first[1], "their_steps": steps, "our_tol_at_1e-3": loosest}))
         if steps["theirs_at_our_error"] is None:  # their float32 arithmetic stops short of ours: their best
@@ -558,16 +565,17 @@ def resnet_sections(repeats: int, sections: list[str]) -> None:
 OUR_TOLS = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2)
 
 
-def our_tol_for(error_at, target: float) -> dict:
-    """The loosest of :data:`OUR_TOLS` at which ``error_at(tol)`` (seed 0) and every tighter one are within
-    ``target``: ours calibrated as :func:`their_steps_for` calibrates theirs (their fewest steps)."""
+def our_tol_for(error_at, target: float, seeds: range) -> dict:
+    """The loosest of :data:`OUR_TOLS` at which ``error_at(tol, seed)`` on every one of ``seeds`` (and at every
+    tighter ``tol``) is within ``target``: ours calibrated as :func:`their_steps_for` calibrates theirs (their
+    fewest steps on every seed timed)."""
     errors: dict[float, float] = {}
     for tol in OUR_TOLS:
-        errors[tol] = error_at(tol)
+        errors[tol] = max(error_at(tol, seed) for seed in seeds)
         if errors[tol] > target:
             break
     good = [tol for tol in errors if errors[tol] <= target]
-    return {"tol": good[-1] if good else None, "errors": {str(t): e for t, e in errors.items()}}
+    return {"tol": good[-1] if good else None, "worst_errors": {str(t): e for t, e in errors.items()}}
 
 
 def gpt2_section() -> None:
