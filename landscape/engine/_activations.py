@@ -13,13 +13,13 @@ forward takes less time than copying its modules.
 
 from __future__ import annotations
 
-import copy
 import logging
 from typing import Any
 
 import torch
 from torch import nn
 
+from landscape.engine._modcopy import copy_modules
 from landscape.geometry import keeps_placement
 from landscape.tasks import to_device
 
@@ -52,7 +52,7 @@ def _on_meta(network: nn.Module) -> nn.Module:
         memo.setdefault(id(p), nn.Parameter(torch.empty_like(p, device="meta"), requires_grad=False))
     for b in network.buffers():
         memo.setdefault(id(b), torch.empty_like(b, device="meta"))
-    return copy.deepcopy(network, memo).to("meta")
+    return copy_modules(network, memo).to("meta")
 
 
 def _count(network: nn.Module, task: Any, batch: Any, n: int, eval_mode: bool) -> int:

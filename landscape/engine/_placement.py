@@ -17,12 +17,12 @@ parameters copied there only when they are elsewhere).
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 
 import torch
 from torch import nn
 
+from landscape.engine._modcopy import copy_modules
 from landscape.geometry import keeps_placement
 
 __all__ = ["keeps_placement", "network_at", "input_device"]
@@ -51,7 +51,7 @@ def network_at(network: nn.Module, centre: Mapping[str, torch.Tensor], device: t
         if id(b) not in memo and name in centre:  # non-persistent buffers are deep-copied with the modules
             t = place(centre[name], b)
             memo[id(b)] = t.clone() if t.data_ptr() == centre[name].data_ptr() else t
-    net = copy.deepcopy(network, memo)  # a memo of our own copies
+    net = copy_modules(network, memo)  # deepcopy's copy, with a memo of our own tensors
     if device is not None:
         net.to(device)  # non-persistent buffers and other registered state; parameters are there already
     return net
