@@ -226,7 +226,7 @@ class Directions:
             # drawn once per landscape with its digests (landscape.geometry.shared_draws): the centre's
             # tensors it was copied from (``source``, same values) stand for this copy's
             drawn: list[list[torch.Tensor]] = recipe.draw_axes(self.centre, finish=None if kept else _like,
-                                                               key=source)
+                                                               key=source, held=True)
             self.held = [list(drawn[axis]) if axis < recipe.dims else [None] * len(self.centre) for axis in (0, 1)]
             return
         for axis, given in ((0, v), (1, w)):

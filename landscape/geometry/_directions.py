@@ -77,8 +77,9 @@ def shared_draws(raw_hash: Callable[[Any, torch.Tensor], None] | None = None) ->
     """Within the block, :meth:`SeededDirections.draw_axes` of the same recipe and axes against the same
     centre tensors, unchanged (PyTorch's version counters) and float32 on the CPU, gives the tensors it
     gave the first time, when they are unchanged too, instead of drawing them again: a landscape's
-    engines and the digests it keeps draw its random directions once. Small networks only
-    (:data:`SHARED_ELEMENTS`); what is kept is released when the block ends. The same bits either way:
+    engines and the digests it keeps draw its random directions once. A draw is kept up to
+    :data:`SHARED_ELEMENTS`, an engine's whatever its size (it holds it anyway: ``held``); what is kept
+    is released when the block ends. The same bits either way:
     :meth:`~SeededDirections.draw_axes` is a pure function of the recipe and the centre's values.
 
     ``raw_hash(h, tensor)``: with it, a kept draw also keeps the SHA-256 of its standard-normal draws
@@ -94,6 +95,15 @@ def shared_draws(raw_hash: Callable[[Any, torch.Tensor], None] | None = None) ->
 
 #: The key of :func:`shared_draws`'s ``raw_hash`` in the kept draws.
 _RAW_HASH = object()
+
+
+def _release(shared: dict[Any, Any], recipe: SeededDirections, key_tensors: Sequence[torch.Tensor]) -> None:
+    """Forget the draws of ``recipe`` kept against ``key_tensors`` (any axes) that only a held draw keeps
+    (beyond :data:`SHARED_ELEMENTS`)."""
+    ids = tuple(id(t) for t in key_tensors)
+    for k in [k for k in shared if k is not _RAW_HASH and k[0] == recipe and k[2] == ids]:
+        if sum(t.numel() for axis in shared[k][2] for t in axis) > SHARED_ELEMENTS:
+            del shared[k]
 
 
 def _shareable(tensors: Sequence[torch.Tensor]) -> bool:
@@ -389,7 +399,7 @@ class SeededDirections:
 
     def draw_axes(self, centre: Sequence[torch.Tensor], axes: Sequence[int] | None = None,
                   finish: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
-                  key: Sequence[torch.Tensor] | None = None) -> list[list[torch.Tensor]]:
+                  key: Sequence[torch.Tensor] | None = None, held: bool = False) -> list[list[torch.Tensor]]:
         """Every tensor of each axis of ``axes`` (default: all the recipe's) against ``centre``, as
         :meth:`draw`, bit for bit :meth:`tensor`; each centre tensor's norms are computed once for all axes.
 
@@ -404,7 +414,13 @@ class SeededDirections:
         its own generator, so the bits depend on neither.
 
         ``key``: tensors of the same values as ``centre`` (an engine's copy of the network is drawn
-        against as the centre it was copied from) that stand for it within :func:`shared_draws`."""
+        against as the centre it was copied from) that stand for it within :func:`shared_draws`.
+        ``held``: the caller holds the draw while the block lasts anyway (an engine's directions, the
+        landscape's memory bound counts them), so :func:`shared_draws` keeps it whatever its size; a
+        draw kept is given back whatever its size, and any other is kept up to :data:`SHARED_ELEMENTS`.
+        A held draw that cannot be kept (``finish`` given: a copy in another layout or on another device)
+        forgets what was kept against the same tensors, so that an engine never holds its directions
+        beside an earlier engine's (the planner's probe's)."""
         axes = tuple(range(self.dims)) if axes is None else tuple(axes)
         for axis in axes:
             if axis >= self.dims:
@@ -412,12 +428,16 @@ class SeededDirections:
         shared = _SHARED.get()
         key_tensors = list(centre if key is None else key)
         if shared is None or finish is not None or len(key_tensors) != len(centre) or \
-                sum(c.numel() for c in centre) * len(axes) > SHARED_ELEMENTS or \
                 not (_shareable(key_tensors) and _shareable(centre)):
+            if shared is not None and held:  # an engine that cannot use a kept draw: none is held beside its own
+                _release(shared, self, key_tensors)
             return self._draw(centre, self.names, axes, finish)
         hit = self._kept(axes, key_tensors)
         if hit is not None:
             return [list(a) for a in hit[2]]
+        if not held and sum(c.numel() for c in centre) * len(axes) > SHARED_ELEMENTS:
+            # kept, it would outlive its caller's use of it (a view's projection of its runs, then a lean engine)
+            return self._draw(centre, self.names, axes, finish)
         raw_hash = shared.get(_RAW_HASH)
         h = hashlib.sha256()
         drawn = self._draw(centre, self.names, axes, finish,

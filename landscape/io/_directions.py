@@ -108,22 +108,23 @@ def _recipe_digests(recipe: SeededDirections, centre: Sequence[torch.Tensor]) ->
     """SHA-256 of the recipe's directions against ``centre`` (``digest_v``, ``digest_w``) and of its
     standard-normal draw before normalization (``digest_draw``), tensor by tensor: one tensor's draws
     in memory at a time, as the engine's ``lean`` reads them, or, for a network of at most
-    :data:`_WHOLE_DRAW` elements per axis set, every tensor at once (the same digests)."""
+    :data:`_WHOLE_DRAW` elements per axis set, every tensor at once (the same digests); the engine's
+    draw where :func:`shared_draws_kept` kept it, whatever its size (no draw at all)."""
     axes = tuple(range(recipe.dims))
     raw = dataclasses.replace(recipe, normalization="none", biasbn="normalize")
     hashes = [hashlib.sha256() for _ in axes]
     draw = hashlib.sha256()
     # the draw reads only the shape: zero-stride stand-ins
     shapes = [torch.zeros((), dtype=torch.float32).expand(c.shape) for c in centre]
-    whole = sum(c.numel() for c in centre) * len(axes) <= _WHOLE_DRAW
-    kept: str | None = None
+    # within shared_draws_kept, the engine's draw (of any size: it held it) with its raw draws' digest
+    kept = recipe.shared_raw_digest(centre, axes)
+    whole = kept is not None or sum(c.numel() for c in centre) * len(axes) <= _WHOLE_DRAW
     raws: list[list[torch.Tensor]] | None = None
     if whole:
-        # a small network: both draws whole, two calls instead of two per tensor (the same bits,
-        # SeededDirections.draw_axes; a small landscape's fixed cost is mostly these calls); within
-        # shared_draws_kept the engine's draw gave both (no draw here)
+        # the engine's draw kept (no draw here), or a small network: both draws whole, two calls instead
+        # of two per tensor (the same bits, SeededDirections.draw_axes; a small landscape's fixed cost is
+        # mostly these calls)
         normalized = recipe.draw_axes(centre, axes)
-        kept = recipe.shared_raw_digest(centre, axes)
         raws = raw.draw_axes(shapes, axes) if kept is None else None
     for i, c in enumerate(centre):
         for h, t in zip(hashes, [a[i] for a in normalized] if whole else recipe.tensors(i, axes, c)):

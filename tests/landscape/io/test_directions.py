@@ -199,3 +199,40 @@ def test_recipe_digests_are_those_of_the_directions_drawn_whole_or_a_tensor_at_a
     one_by_one = io_directions._recipe_digests(recipe, centre)
     assert whole == shared == one_by_one == {"digest_v": want_v, "digest_w": want_w,
                                              "digest_draw": draw.hexdigest()}
+
+
+def test_a_large_networks_engine_draw_gives_the_digests_and_no_draw_outlives_its_use(trained, monkeypatch):
+    """Beyond SHARED_ELEMENTS only an engine's draw (``held``: it holds it anyway) is kept, and the digests
+    take it with no draw of their own; any other large draw is not kept (a view's projection, then a lean
+    engine, would hold it twice), and an engine whose directions are a copy (another layout) forgets a
+    large draw kept before it (the planner's probe's), so no two engines' directions are held at once."""
+    import torch
+
+    from landscape.geometry import SeededDirections
+    from landscape.geometry import _directions as geometry_directions
+    from landscape.io import _directions as io_directions
+
+    _, traj = trained
+    names = tuple(n for n, t in traj[-1].items() if t.is_floating_point())
+    centre = [traj[-1][n] for n in names]
+    recipe = SeededDirections(3, "filter", "normalize", names)
+    want = io_directions._recipe_digests(recipe, centre)  # no sharing: drawn again for the digests
+    monkeypatch.setattr(geometry_directions, "SHARED_ELEMENTS", 0)  # every network is large
+    monkeypatch.setattr(io_directions, "_WHOLE_DRAW", 0)
+    draws = []
+    real_draw = SeededDirections._draw
+    monkeypatch.setattr(SeededDirections, "_draw", lambda self, *a, **k: draws.append(1) or real_draw(self, *a, **k))
+    with io_directions.shared_draws_kept():
+        engine = recipe.draw_axes(centre, held=True)
+        assert recipe.draw_axes(centre, held=True)[0][0] is engine[0][0]  # the next engine's: the same tensors
+        assert io_directions._recipe_digests(recipe, centre) == want
+        assert len(draws) == 1
+        # a draw nobody holds for the landscape is not kept when large: drawn every time (a kept one is given)
+        first = recipe.draw_axes(centre, (0,))
+        assert recipe.draw_axes(centre, (0,))[0][0] is not first[0][0]
+        assert recipe.draw_axes(centre)[0][0] is engine[0][0]
+        # an engine whose directions are copies (channels-last, another device) forgets the kept draw
+        copies = recipe.draw_axes(centre, finish=lambda t, c: t.clone(), held=True)
+        assert all(torch.equal(a, b) for a, b in zip(copies[0], engine[0]))
+        assert recipe.shared_raw_digest(centre, (0, 1)) is None
+        assert not [k for k in geometry_directions._SHARED.get() if k is not geometry_directions._RAW_HASH]
