@@ -97,6 +97,12 @@ def shared_draws(raw_hash: Callable[[Any, torch.Tensor], None] | None = None) ->
 _RAW_HASH = object()
 
 
+def _key(recipe: SeededDirections, axes: tuple[int, ...], key_tensors: Sequence[torch.Tensor], finished: bool
+         ) -> tuple:
+    """Where :func:`shared_draws` keeps a draw (``finished``: an engine's copies of it)."""
+    return recipe, axes, tuple(id(t) for t in key_tensors), finished
+
+
 def _release(shared: dict[Any, Any], recipe: SeededDirections, key_tensors: Sequence[torch.Tensor]) -> None:
     """Forget the draws of ``recipe`` kept against ``key_tensors`` (any axes) that only a held draw keeps
     (beyond :data:`SHARED_ELEMENTS`)."""
@@ -408,70 +414,89 @@ class SeededDirections:
         draws at a time, and the window's normalizations then run here with PyTorch's own threads
         while the pool waits: the two never compete for the cores (when they did, each of PyTorch's
         parallel operations waited for a core). A window closes past :data:`WINDOW` elements and a
-        block for each thread; every axis of a tensor is in the same window, unless ``finish`` is
-        given: then each raw draw in a window is memory beyond the directions, so the axes are drawn
-        one after the other and a window holds at most twice as many draws as threads. Each block has
-        its own generator, so the bits depend on neither.
+        block for each thread; every axis of a tensor is in the same window. With ``finish`` each raw
+        draw in a window is memory beyond the directions, so a window holds at most twice as many draws
+        as threads (and, unless the draw is kept, the axes are drawn one after the other). Each block
+        has its own generator, so the bits depend on neither.
 
         ``key``: tensors of the same values as ``centre`` (an engine's copy of the network is drawn
         against as the centre it was copied from) that stand for it within :func:`shared_draws`.
         ``held``: the caller holds the draw while the block lasts anyway (an engine's directions, the
         landscape's memory bound counts them), so :func:`shared_draws` keeps it whatever its size; a
         draw kept is given back whatever its size, and any other is kept up to :data:`SHARED_ELEMENTS`.
-        A held draw that cannot be kept (``finish`` given: a copy in another layout or on another device)
-        forgets what was kept against the same tensors, so that an engine never holds its directions
-        beside an earlier engine's (the planner's probe's)."""
+        A held draw with ``finish`` (an engine's copies, in another layout) forgets a large draw kept
+        against the same tensors, so that an engine never holds its directions beside an earlier
+        engine's (the planner's probe's); its own copies are kept, float32 on the CPU, for
+        :meth:`kept_draw` only (``finish`` must then keep the values: a layout)."""
         axes = tuple(range(self.dims)) if axes is None else tuple(axes)
         for axis in axes:
             if axis >= self.dims:
                 raise ValueError(f"axis {axis} of a recipe of {self.dims} direction(s)")
         shared = _SHARED.get()
         key_tensors = list(centre if key is None else key)
-        if shared is None or finish is not None or len(key_tensors) != len(centre) or \
-                not (_shareable(key_tensors) and _shareable(centre)):
-            if shared is not None and held:  # an engine that cannot use a kept draw: none is held beside its own
-                _release(shared, self, key_tensors)
+        if shared is None or len(key_tensors) != len(centre) or not (_shareable(key_tensors) and _shareable(centre)):
             return self._draw(centre, self.names, axes, finish)
+        if finish is not None:
+            if not held:
+                return self._draw(centre, self.names, axes, finish)
+            # an engine that cannot use a kept draw (its directions a copy, in another layout): none is
+            # held beside its own, and its own, finished, is kept for the digests (the same values)
+            _release(shared, self, key_tensors)
+            return self._keep(shared, axes, key_tensors, centre, finish, finished=True)
         hit = self._kept(axes, key_tensors)
         if hit is not None:
             return [list(a) for a in hit[2]]
         if not held and sum(c.numel() for c in centre) * len(axes) > SHARED_ELEMENTS:
             # kept, it would outlive its caller's use of it (a view's projection of its runs, then a lean engine)
             return self._draw(centre, self.names, axes, finish)
+        return self._keep(shared, axes, key_tensors, centre, None, finished=False)
+
+    def _keep(self, shared: dict[Any, Any], axes: tuple[int, ...], key_tensors: list[torch.Tensor],
+              centre: Sequence[torch.Tensor], finish: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None,
+              *, finished: bool) -> list[list[torch.Tensor]]:
+        """:meth:`_draw`, kept in ``shared`` with its raw draws' digest where it is float32 on the CPU (a
+        ``finished`` one under its own key: only :meth:`kept_draw` gives it, for its values)."""
         raw_hash = shared.get(_RAW_HASH)
         h = hashlib.sha256()
         drawn = self._draw(centre, self.names, axes, finish,
                            None if raw_hash is None else functools.partial(raw_hash, h))
         flat = [t for a in drawn for t in a]
         if _shareable(flat):  # the key tensors are kept too: their ids stay theirs
-            shared[(self, axes, tuple(id(t) for t in key_tensors))] = (
+            shared[_key(self, axes, key_tensors, finished)] = (
                 key_tensors, _versions([*key_tensors, *flat]), drawn, None if raw_hash is None else h.hexdigest())
         return [list(a) for a in drawn]
 
-    def _kept(self, axes: tuple[int, ...], key_tensors: Sequence[torch.Tensor]) -> tuple | None:
+    def _kept(self, axes: tuple[int, ...], key_tensors: Sequence[torch.Tensor], finished: bool = False
+              ) -> tuple | None:
         """The draw :func:`shared_draws` keeps of ``axes`` against ``key_tensors`` -- ``(key tensors, their
         and the draw's versions, the draw, the raw draws' digest or None)`` -- when it and they are unchanged
-        (PyTorch's version counters); else None."""
+        (PyTorch's version counters); else None. ``finished``: an engine's copies of it (:meth:`kept_draw`)."""
         shared = _SHARED.get()
-        hit = None if shared is None else shared.get((self, axes, tuple(id(t) for t in key_tensors)))
+        hit = None if shared is None else shared.get(_key(self, axes, key_tensors, finished))
         if hit is None or hit[1] != _versions([*hit[0], *(t for a in hit[2] for t in a)]):
             return None
         return hit
+
+    def kept_draw(self, centre: Sequence[torch.Tensor], axes: Sequence[int]) -> list[list[torch.Tensor]] | None:
+        """Within :func:`shared_draws`: the tensors of :meth:`draw_axes` of ``axes`` against ``centre`` that it
+        keeps, unchanged -- its own, or an engine's copies of them in another layout (the same values) --
+        with :meth:`shared_raw_digest`; None when none is kept. For reading their values (the digests)."""
+        hit = self._kept(tuple(axes), centre) or self._kept(tuple(axes), centre, finished=True)
+        return None if hit is None else [list(a) for a in hit[2]]
 
     def shared_raw_digest(self, centre: Sequence[torch.Tensor], axes: Sequence[int]) -> str | None:
         """Within :func:`shared_draws` given ``raw_hash``: the SHA-256 of the standard-normal draws (before
         normalization) that :meth:`draw_axes` of ``axes`` against ``centre`` made and keeps, unchanged (the
         tensors it drew, tensor by tensor with their axes in order, each added by ``raw_hash``); None
         when no such draw is kept."""
-        hit = self._kept(tuple(axes), centre)
+        hit = self._kept(tuple(axes), centre) or self._kept(tuple(axes), centre, finished=True)
         return None if hit is None else hit[3]
 
     def _draw(self, centre: Sequence[torch.Tensor], names: Sequence[str], axes: tuple[int, ...],
               finish: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None,
               on_raw: Callable[[torch.Tensor], None] | None = None) -> list[list[torch.Tensor]]:
         """:meth:`draw_axes` of the tensors ``names`` (aligned with ``centre``); ``on_raw(draw)`` is called
-        on each standard-normal draw before its normalization, in the order of the draws (without ``finish``:
-        tensor by tensor, each one's axes in order)."""
+        on each standard-normal draw before its normalization, tensor by tensor, each one's axes in order."""
         n = len(centre)
         out: list[list[torch.Tensor]] = [[] for _ in axes]
         norms: list[dict[bool, torch.Tensor]] = [{} for _ in range(n)]  # each centre tensor's, for every axis
@@ -489,7 +514,9 @@ class SeededDirections:
         threads = min(max(1, torch.get_num_threads()), len(axes) * sum(len(b) for b in blocks))
         pool = ThreadPoolExecutor(threads, thread_name_prefix="landscape-draw") \
             if threads > 1 and sum(c.numel() for c in centre) * len(axes) >= THREADED_DRAW else None
-        jobs = [(k, i) for k in range(len(axes)) for i in range(n)] if finish is not None else \
+        # tensor by tensor, each one's axes in order (what on_raw hashes); a finished draw whose raw draws are
+        # not hashed, axis by axis (a window's draws then are of one axis)
+        jobs = [(k, i) for k in range(len(axes)) for i in range(n)] if finish is not None and on_raw is None else \
             [(k, i) for i in range(n) for k in range(len(axes))]
         try:
             for window in _windows(jobs, [c.numel() for c in centre], None if finish is None else 2 * threads,

@@ -116,15 +116,16 @@ def _recipe_digests(recipe: SeededDirections, centre: Sequence[torch.Tensor]) ->
     draw = hashlib.sha256()
     # the draw reads only the shape: zero-stride stand-ins
     shapes = [torch.zeros((), dtype=torch.float32).expand(c.shape) for c in centre]
-    # within shared_draws_kept, the engine's draw (of any size: it held it) with its raw draws' digest
+    # within shared_draws_kept, the engine's draw (of any size, in its layout: it held it) with its raw digest
     kept = recipe.shared_raw_digest(centre, axes)
-    whole = kept is not None or sum(c.numel() for c in centre) * len(axes) <= _WHOLE_DRAW
+    held = recipe.kept_draw(centre, axes) if kept is not None else None
+    whole = held is not None or sum(c.numel() for c in centre) * len(axes) <= _WHOLE_DRAW
     raws: list[list[torch.Tensor]] | None = None
     if whole:
         # the engine's draw kept (no draw here), or a small network: both draws whole, two calls instead
         # of two per tensor (the same bits, SeededDirections.draw_axes; a small landscape's fixed cost is
         # mostly these calls)
-        normalized = recipe.draw_axes(centre, axes)
+        normalized = held if held is not None else recipe.draw_axes(centre, axes)
         raws = raw.draw_axes(shapes, axes) if kept is None else None
     for i, c in enumerate(centre):
         for h, t in zip(hashes, [a[i] for a in normalized] if whole else recipe.tensors(i, axes, c)):

@@ -205,7 +205,8 @@ def test_a_large_networks_engine_draw_gives_the_digests_and_no_draw_outlives_its
     """Beyond SHARED_ELEMENTS only an engine's draw (``held``: it holds it anyway) is kept, and the digests
     take it with no draw of their own; any other large draw is not kept (a view's projection, then a lean
     engine, would hold it twice), and an engine whose directions are a copy (another layout) forgets a
-    large draw kept before it (the planner's probe's), so no two engines' directions are held at once."""
+    large draw kept before it (the planner's probe's), so no two engines' directions are held at once, and
+    its copies give the digests."""
     import torch
 
     from landscape.geometry import SeededDirections
@@ -231,8 +232,15 @@ def test_a_large_networks_engine_draw_gives_the_digests_and_no_draw_outlives_its
         first = recipe.draw_axes(centre, (0,))
         assert recipe.draw_axes(centre, (0,))[0][0] is not first[0][0]
         assert recipe.draw_axes(centre)[0][0] is engine[0][0]
-        # an engine whose directions are copies (channels-last, another device) forgets the kept draw
-        copies = recipe.draw_axes(centre, finish=lambda t, c: t.clone(), held=True)
+        # an engine whose directions are copies (channels-last) forgets the kept draw; its copies give the digests
+        copies = recipe.draw_axes(centre, finish=lambda t, c: t.clone(memory_format=torch.channels_last)
+                                  if t.dim() == 4 else t.clone(), held=True)
         assert all(torch.equal(a, b) for a, b in zip(copies[0], engine[0]))
-        assert recipe.shared_raw_digest(centre, (0, 1)) is None
-        assert not [k for k in geometry_directions._SHARED.get() if k is not geometry_directions._RAW_HASH]
+        kept = [k for k in geometry_directions._SHARED.get() if k is not geometry_directions._RAW_HASH]
+        assert len(kept) == 1 and kept[0][3]  # the copies only (finished), not the first engine's draw
+        assert recipe.draw_axes(centre)[0][0] is not engine[0][0]  # drawn again: nothing to give
+        before = len(draws)
+        assert io_directions._recipe_digests(recipe, centre) == want and len(draws) == before
+    # outside a landscape nothing is kept: a held draw with copies draws axis by axis, the same values
+    assert all(torch.equal(a, b) for a, b in zip(
+        recipe.draw_axes(centre, finish=lambda t, c: t.clone(), held=True)[1], engine[1]))
