@@ -190,10 +190,13 @@ class Engine:
         and centre on ``device``, in ``spec``'s mode and layout, nothing parametrized, fused or
         folded in it (the planner's probe lends its one-point engine's network, released, to
         the batched way it checks next). Default: built here.
+    keep_draw : bool, default=True
+        Whether a random draw of any size may be kept for the landscape's digests
+        (:class:`~landscape.engine._points.Directions`' ``keep``); the planner's probe's engine says False.
     """
 
     def __init__(self, spec: EngineSpec, device: str | torch.device = "cpu", *,
-                 network: nn.Module | None = None) -> None:
+                 network: nn.Module | None = None, keep_draw: bool = True) -> None:
         self.device = torch.device(device)
         as_is = keeps_placement(spec.network)  # a device_map model stays where it is
         if as_is:
@@ -241,7 +244,8 @@ class Engine:
         self.count_clamps = spec.bn_statistics == "clamped"
         self._group_clamped: torch.Tensor | None = None
         self.points = Points(net, self.names, set(self.clamp_idx), spec.v, spec.w, spec.recipe, lean=lean,
-                             source=[spec.centre[k] for k in self.names] if network is None else None)
+                             source=[spec.centre[k] for k in self.names] if network is None else None,
+                             keep_draw=keep_draw)
         self.params: list[torch.Tensor] = self.points.tensors
         self.c = self.points.centre
         self._vw: tuple[list[torch.Tensor], list[torch.Tensor]] | None = None

@@ -211,11 +211,15 @@ class Directions:
     source : list of Tensor, optional
         The tensors ``centre`` was copied from (same values), standing for it in
         :func:`landscape.geometry.shared_draws`.
+    keep : bool, default=True
+        Whether the draw may be kept for the landscape's digests whatever its size (``held``), as the
+        landscape's engine holds it anyway; False for an engine that lives shorter (the planner's
+        probe's: its draw would outlive it while worker processes evaluate).
     """
 
     def __init__(self, centre: Sequence[torch.Tensor], v: Sequence[torch.Tensor], w: Sequence[torch.Tensor],
                  recipe: SeededDirections | None = None, *, lean: bool = False,
-                 source: Sequence[torch.Tensor] | None = None) -> None:
+                 source: Sequence[torch.Tensor] | None = None, keep: bool = True) -> None:
         self.centre, self.recipe = list(centre), recipe
         self.lean = bool(lean and recipe is not None)
         self.held: list[list[torch.Tensor | None]] = [[], []]
@@ -226,7 +230,7 @@ class Directions:
             # drawn once per landscape with its digests (landscape.geometry.shared_draws): the centre's
             # tensors it was copied from (``source``, same values) stand for this copy's
             drawn: list[list[torch.Tensor]] = recipe.draw_axes(self.centre, finish=None if kept else _like,
-                                                               key=source, held=True)
+                                                               key=source, held=keep)
             self.held = [list(drawn[axis]) if axis < recipe.dims else [None] * len(self.centre) for axis in (0, 1)]
             return
         for axis, given in ((0, v), (1, w)):
@@ -355,16 +359,18 @@ class Points:
     source : list of Tensor, optional
         The tensors ``net``'s centre was copied from (same values): a recipe's draw against them may be
         shared (:func:`landscape.geometry.shared_draws`).
+    keep_draw : bool, default=True
+        :class:`Directions`' ``keep``.
     """
 
     def __init__(self, net: nn.Module, names: Sequence[str], clamp: set[int], v: Sequence[torch.Tensor],
                  w: Sequence[torch.Tensor], recipe: SeededDirections | None = None, *, lean: bool = False,
-                 source: Sequence[torch.Tensor] | None = None) -> None:
+                 source: Sequence[torch.Tensor] | None = None, keep_draw: bool = True) -> None:
         self.net, self.names = net, list(names)
         named = {**dict(net.named_buffers()), **dict(net.named_parameters())}
         self.tensors: list[torch.Tensor] = [named[k] for k in self.names]  # Parameters (their .data may change)
         self.centre = [t.detach() for t in self.tensors]  # the centre's storage: never written
-        self.dirs = Directions(self.centre, v, w, recipe, lean=lean, source=source)
+        self.dirs = Directions(self.centre, v, w, recipe, lean=lean, source=source, keep=keep_draw)
         self.state = _PointState(self.dirs, clamp)
         #: "jit" or "in place": a small network's whole point at once (held directions); else decided on the
         #: first point (or a probe)

@@ -151,7 +151,8 @@ def _reference(spec: EngineSpec, p: int) -> _Probe:
     pts = probe_points(2 * p)
 
     def one_point() -> Engine:
-        eng = Engine(base, "cpu")
+        # its draw kept only as a small network's is: a large one would outlive the probe while workers evaluate
+        eng = Engine(base, "cpu", keep_draw=False)
         # the moved tensors written at each of the few points: the values the lazy reads give (both are
         # point_value; where those fail, the engine writes them so too), without parametrizing the network
         # and running a forward to see how it reads them

@@ -331,3 +331,33 @@ def test_the_landscapes_of_one_call_share_the_probe_and_keep_their_plans(monkeyp
         assert len(probed) == 3
     alone = choose_plan(flipped, n_points=25)  # outside the block: probed as before
     assert len(probed) == 4 and shared == alone
+
+
+def test_the_probe_keeps_no_large_draw_past_itself_and_the_engine_gives_it_to_the_digests(monkeypatch):
+    """Within a landscape a large network's random draw (beyond SHARED_ELEMENTS) is kept only when the
+    landscape's engine holds it anyway: the probe's engine lives shorter (workers may evaluate), so its
+    draw is not kept; the engine's is, and the digests then draw nothing."""
+    from landscape.geometry import _directions as geometry_directions
+    from landscape.io import _directions as io_directions
+
+    torch.manual_seed(0)
+    net = MLP(hidden=16)
+    spec = _recipe_spec(net, torch.rand(64, 64), torch.randint(0, 10, (64,)))
+    monkeypatch.setattr(geometry_directions, "SHARED_ELEMENTS", 0)  # the MLP stands for a large network
+    monkeypatch.setattr(io_directions, "_WHOLE_DRAW", 0)
+    draws = []
+    real_draw = SeededDirections._draw
+    monkeypatch.setattr(SeededDirections, "_draw", lambda self, *a, **k: draws.append(1) or real_draw(self, *a, **k))
+
+    def kept():
+        return [k for k in geometry_directions._SHARED.get() if k is not geometry_directions._RAW_HASH]
+
+    centre = [spec.centre[k] for k in spec.names]
+    want = io_directions._recipe_digests(spec.recipe, centre)
+    with io_directions.shared_draws_kept():
+        choose_plan(spec, n_points=400)
+        assert draws and not kept()
+        before = len(draws)
+        Engine(spec, "cpu")
+        assert len(draws) == before + 1 and len(kept()) == 1
+        assert io_directions._recipe_digests(spec.recipe, centre) == want and len(draws) == before + 1
