@@ -46,7 +46,7 @@ def network_at(network: nn.Module, centre: Mapping[str, torch.Tensor], device: t
 
     for name, p in network.named_parameters(remove_duplicate=False):
         if id(p) not in memo:
-            memo[id(p)] = nn.Parameter(place(centre[name], p), requires_grad=False)
+            memo[id(p)] = nn.Parameter(_own_version(place(centre[name], p)), requires_grad=False)
     for name, b in network.named_buffers(remove_duplicate=False):
         if id(b) not in memo and name in centre:  # non-persistent buffers are deep-copied with the modules
             t = place(centre[name], b)
@@ -55,3 +55,18 @@ def network_at(network: nn.Module, centre: Mapping[str, torch.Tensor], device: t
     if device is not None:
         net.to(device)  # non-persistent buffers and other registered state; parameters are there already
     return net
+
+
+def _own_version(t: torch.Tensor) -> torch.Tensor:
+    """``t``'s storage under a version counter of its own. A detached alias shares its source's counter,
+    and the engine's parametrizations ``set_`` their tensors (torch.nn.utils.parametrize), which counts
+    as an in-place write: the caller's parameters then looked modified, and a backward pending in the
+    caller's process failed ("modified by an inplace operation") though no value changed. A tensor
+    whose storage cannot be re-aliased so (a subclass: DTensor shards) stays as it is."""
+    if type(t) is not torch.Tensor or t.layout != torch.strided or t.is_quantized:
+        return t
+    alias = torch.empty(0, dtype=t.dtype, device=t.device)
+    with torch.no_grad():
+        alias.set_(t.untyped_storage(), t.storage_offset(), t.size(), t.stride())
+    return alias
+

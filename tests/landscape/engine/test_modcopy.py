@@ -149,3 +149,23 @@ def test_network_at_leaves_the_callers_modules_alone() -> None:
     assert all(not m.training for m in net.modules())
     assert torch.equal(net.get_submodule("blocks.0.bn1").running_mean, centre["blocks.0.bn1.running_mean"])
     assert copied.get_submodule("conv").weight.data_ptr() == centre["conv.weight"].data_ptr()  # the centre's own
+
+
+def test_a_backward_pending_in_the_callers_process_survives_a_landscape(monkeypatch):
+    """The engine's parametrizations (the "jit" form of a network beyond SMALL_NETWORK_BYTES) set_ their
+    tensors; over the caller's storage they must not count as writes of the caller's parameters, or the
+    caller's pending backward fails ("modified by an inplace operation") though no value changed."""
+    import landscape
+    from landscape.engine import _points
+
+    monkeypatch.setattr(_points, "SMALL_NETWORK_BYTES", 0)  # the jit form, as for a large network
+    torch.manual_seed(0)
+    net = MLP(hidden=32)
+    x, y = torch.randn(16, 64), torch.randint(0, 10, (16,))
+    loss = nn.functional.cross_entropy(net(x), y)
+    before = {k: (p._version, p.detach().clone()) for k, p in net.named_parameters()}
+    ls = landscape.compute_landscape(net, nn.CrossEntropyLoss(), (x, y), size=3, num_samples=16)
+    assert ls.metadata.get("points_per_call") == 1
+    loss.backward()  # raised before: the parameters' version counters had moved
+    for k, p in net.named_parameters():
+        assert p._version == before[k][0] and torch.equal(p.detach(), before[k][1]) and p.grad is not None
