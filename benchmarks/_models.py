@@ -182,6 +182,12 @@ def workload(name: str, n: int) -> tuple[nn.Module, Any, Any, Callable[[nn.Modul
         return ResNet18(), _images(n, 64), Supervised(ce), lambda m, b: ce(m(b[0]), b[1])
     if name == "transformer":
         return TextClassifier(), _tokens(n), Supervised(ce), lambda m, b: ce(m(b[0]), b[1])
+    if name == "mlp26m":  # a network beyond the engine's small-network rules (26.2M parameters, 105 MB)
+        g = torch.Generator().manual_seed(0)
+        x, y = torch.randn(n, 256, generator=g), torch.randint(0, 10, (n,), generator=g)
+        model = nn.Sequential(nn.Linear(256, 4096), nn.ReLU(), nn.Linear(4096, 4096), nn.ReLU(),
+                              nn.Linear(4096, 2048), nn.ReLU(), nn.Linear(2048, 10))
+        return model, (x, y), Supervised(ce), lambda m, b: ce(m(b[0]), b[1])
     if name == "gpt2":
         ids, _ = _tokens(n)
         batch = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": ids}
@@ -190,3 +196,5 @@ def workload(name: str, n: int) -> tuple[nn.Module, Any, Any, Callable[[nn.Modul
 
 
 MODELS = ("mlp", "resnet20", "resnet18", "transformer", "gpt2")
+#: Workloads run only when named (``--models mlp26m``).
+MORE_MODELS = ("mlp26m",)

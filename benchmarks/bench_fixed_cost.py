@@ -83,7 +83,8 @@ def measure(name: str, n: int, repeats: int) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", default="mlp", help=f"comma-separated, of {','.join(_models.MODELS)}")
+    parser.add_argument("--models", default="mlp",
+                        help=f"comma-separated, of {','.join(_models.MODELS + _models.MORE_MODELS)}")
     parser.add_argument("--samples", default="512,64")
     parser.add_argument("--repeats", type=int, default=15)
     args = parser.parse_args()
