@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import copy
 import types
-import weakref
 from collections import OrderedDict
 from typing import Any
 
@@ -31,16 +30,13 @@ _SHARED = frozenset({type(None), int, float, bool, complex, str, bytes, type, ra
                      types.BuiltinFunctionType, torch.dtype, torch.device, torch.layout, torch.memory_format})
 
 
-#: :func:`_rebuilt_here`'s answers, by class (weakly: parametrized modules' classes are made at run time).
-_ANSWERS: weakref.WeakKeyDictionary[type, bool] = weakref.WeakKeyDictionary()
-
-
-def _rebuilt_here(cls: type) -> bool:
+def _rebuilt_here(cls: type, answers: dict[type, bool]) -> bool:
     """Whether ``deepcopy`` copies a module of ``cls`` the default way: ``cls.__new__(cls)``, then
-    ``__setstate__`` of its ``__getstate__`` copied (what the default reduce gives)."""
-    answer = _ANSWERS.get(cls)
+    ``__setstate__`` of its ``__getstate__`` copied (what the default reduce gives); ``answers``: this
+    copy's, by class (nothing outlives the call)."""
+    answer = answers.get(cls)
     if answer is None:
-        answer = _ANSWERS[cls] = (
+        answer = answers[cls] = (
             issubclass(cls, nn.Module) and cls.__new__ is object.__new__ and getattr(cls, "__deepcopy__", None) is None
             and cls.__reduce_ex__ is object.__reduce_ex__ and cls.__reduce__ is object.__reduce__
             and not hasattr(cls, "__getnewargs_ex__") and not hasattr(cls, "__getnewargs__")
@@ -50,6 +46,10 @@ def _rebuilt_here(cls: type) -> bool:
 
 def copy_modules(obj: Any, memo: dict[int, Any]) -> Any:
     """``copy.deepcopy(obj, memo)``, module trees made faster (the module docstring)."""
+    return _copy(obj, memo, {})
+
+
+def _copy(obj: Any, memo: dict[int, Any], answers: dict[type, bool]) -> Any:
     kind = type(obj)
     if kind in _SHARED:
         return obj
@@ -60,12 +60,12 @@ def copy_modules(obj: Any, memo: dict[int, Any]) -> Any:
         out: dict[Any, Any] = kind()
         memo[id(obj)] = out
         for key, value in obj.items():
-            out[copy_modules(key, memo)] = copy_modules(value, memo)
+            out[_copy(key, memo, answers)] = _copy(value, memo, answers)
         return out
     if kind is list:
         items: list[Any] = []
         memo[id(obj)] = items
-        items.extend(copy_modules(value, memo) for value in obj)
+        items.extend(_copy(value, memo, answers) for value in obj)
         return items
     if kind is tuple and all(type(value) in _SHARED for value in obj):  # deepcopy returns such a tuple itself
         return obj
@@ -73,10 +73,10 @@ def copy_modules(obj: Any, memo: dict[int, Any]) -> Any:
         out_set = set(obj)
         memo[id(obj)] = out_set
         return out_set
-    if _rebuilt_here(kind):
+    if _rebuilt_here(kind, answers):
         module = object.__new__(kind)  # cls.__new__(cls): the class defines no __new__
         memo[id(obj)] = module
         state = obj.__getstate__()
-        module.__setstate__({key: copy_modules(value, memo) for key, value in state.items()})
+        module.__setstate__({key: _copy(value, memo, answers) for key, value in state.items()})
         return module
     return copy.deepcopy(obj, memo)

@@ -63,10 +63,9 @@ def _own_version(t: torch.Tensor) -> torch.Tensor:
     as an in-place write: the caller's parameters then looked modified, and a backward pending in the
     caller's process failed ("modified by an inplace operation") though no value changed. A tensor
     whose storage cannot be re-aliased so (a subclass: DTensor shards) stays as it is."""
-    if type(t) is not torch.Tensor or t.layout != torch.strided or t.is_quantized:
-        return t
+    if type(t) is not torch.Tensor or t.layout != torch.strided or t.is_quantized or t.is_conj() or t.is_neg():
+        return t  # (a conjugate or negative view's bit is the tensor's, not its storage's)
     alias = torch.empty(0, dtype=t.dtype, device=t.device)
     with torch.no_grad():
         alias.set_(t.untyped_storage(), t.storage_offset(), t.size(), t.stride())
     return alias
-
