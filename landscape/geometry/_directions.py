@@ -84,7 +84,7 @@ def shared_draws(raw_hash: Callable[[Any, torch.Tensor], None] | None = None) ->
 
     ``raw_hash(h, tensor)``: with it, a kept draw also keeps the SHA-256 of its standard-normal draws
     before normalization, each tensor added by ``raw_hash`` as it is drawn, tensor by tensor with its
-    axes in order (:meth:`SeededDirections.shared_raw_digest`): what a digest of the draw would
+    axes in order (:meth:`SeededDirections.kept_draw`): what a digest of the draw would
     otherwise draw again for."""
     token = _SHARED.set({_RAW_HASH: raw_hash})
     try:
@@ -477,20 +477,17 @@ class SeededDirections:
             return None
         return hit
 
-    def kept_draw(self, centre: Sequence[torch.Tensor], axes: Sequence[int]) -> list[list[torch.Tensor]] | None:
-        """Within :func:`shared_draws`: the tensors of :meth:`draw_axes` of ``axes`` against ``centre`` that it
-        keeps, unchanged -- its own, or an engine's copies of them in another layout (the same values) --
-        with :meth:`shared_raw_digest`; None when none is kept. For reading their values (the digests)."""
-        hit = self._kept(tuple(axes), centre) or self._kept(tuple(axes), centre, finished=True)
-        return None if hit is None else [list(a) for a in hit[2]]
-
-    def shared_raw_digest(self, centre: Sequence[torch.Tensor], axes: Sequence[int]) -> str | None:
-        """Within :func:`shared_draws` given ``raw_hash``: the SHA-256 of the standard-normal draws (before
-        normalization) that :meth:`draw_axes` of ``axes`` against ``centre`` made and keeps, unchanged (the
-        tensors it drew, tensor by tensor with their axes in order, each added by ``raw_hash``); None
+    def kept_draw(self, centre: Sequence[torch.Tensor], axes: Sequence[int]
+                  ) -> tuple[list[list[torch.Tensor]], str] | None:
+        """Within :func:`shared_draws` given ``raw_hash``: the tensors of :meth:`draw_axes` of ``axes`` against
+        ``centre`` that it keeps, unchanged -- its own, or an engine's copies of them in another layout (the
+        same values: for reading them, as the digests do) -- and the SHA-256 of its standard-normal draws
+        before normalization (tensor by tensor with their axes in order, each added by ``raw_hash``); None
         when no such draw is kept."""
         hit = self._kept(tuple(axes), centre) or self._kept(tuple(axes), centre, finished=True)
-        return None if hit is None else hit[3]
+        if hit is None or hit[3] is None:
+            return None
+        return [list(a) for a in hit[2]], hit[3]
 
     def _draw(self, centre: Sequence[torch.Tensor], names: Sequence[str], axes: tuple[int, ...],
               finish: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None,

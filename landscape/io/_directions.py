@@ -117,8 +117,7 @@ def _recipe_digests(recipe: SeededDirections, centre: Sequence[torch.Tensor]) ->
     # the draw reads only the shape: zero-stride stand-ins
     shapes = [torch.zeros((), dtype=torch.float32).expand(c.shape) for c in centre]
     # within shared_draws_kept, the engine's draw (of any size, in its layout: it held it) with its raw digest
-    kept = recipe.shared_raw_digest(centre, axes)
-    held = recipe.kept_draw(centre, axes) if kept is not None else None
+    held, kept = recipe.kept_draw(centre, axes) or (None, None)
     whole = held is not None or sum(c.numel() for c in centre) * len(axes) <= _WHOLE_DRAW
     raws: list[list[torch.Tensor]] | None = None
     if whole:
