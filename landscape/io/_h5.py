@@ -46,6 +46,7 @@ import importlib
 import json
 import math
 import os
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -56,12 +57,13 @@ import numpy as np
 from collector.common import atomic_path
 from landscape.result import Landscape, LossPath
 
-__all__ = ["read_h5", "write_h5", "write_h5_single", "write_group", "read_group", "rewrite", "drop_stale_copies",
-           "is_hdf5", "Partial", "landscape_status", "read_progress", "write_progress", "progress_writer",
-           "H5_NAME", "PROGRESS", "SCHEMA_VERSION", "GEN_STAMP", "read_gen_stamp", "write_gen_stamp", "recorded_plans",
-           "Stored", "stored_landscapes", "RUN_ATTR", "read_run", "write_run", "DIRECTIONS", "DirectionsRecord",
-           "DirectionsInFile", "write_directions", "read_directions", "CURVATURE", "CurvatureRecord", "write_curvature",
-           "read_curvature", "curvature_summary", "curvature_text"]
+__all__ = ["open_h5", "refuse_open_read_only", "read_h5", "write_h5", "write_h5_single", "write_group", "read_group",
+           "rewrite", "drop_stale_copies", "is_hdf5", "Partial", "landscape_status", "read_progress",
+           "write_progress", "progress_writer", "H5_NAME", "PROGRESS", "SCHEMA_VERSION", "GEN_STAMP",
+           "read_gen_stamp", "write_gen_stamp", "recorded_plans", "Stored", "stored_landscapes", "RUN_ATTR",
+           "read_run", "write_run", "DIRECTIONS", "DirectionsRecord", "DirectionsInFile", "write_directions",
+           "read_directions", "CURVATURE", "CurvatureRecord", "write_curvature", "read_curvature",
+           "curvature_summary", "curvature_text"]
 
 H5_NAME = "landscapes.h5"
 PROGRESS = "_in_progress"
@@ -197,6 +199,95 @@ def read_group(g: Any, tag: str) -> Landscape:
     return ls
 
 
+
+#: What HDF5 says when a file this process holds open is opened again with other file-locking flags.
+_LOCKING_MISMATCH = "file locking flag values don't match"
+#: What HDF5 says when a file this process holds open read-only is opened for writing.
+_OPEN_READ_ONLY = "already open for read-only"
+#: Seconds :func:`open_h5` waits for a read-only handle of this process (another thread's read) to close
+#: before it refuses to open the file for writing.
+WRITE_WAIT_S = 2.0
+
+
+def open_h5(path: str | os.PathLike, mode: str = "r", *, locking: bool | None = None) -> h5py.File:
+    """``path`` opened with h5py: ``mode`` ``"r"`` or ``"r+"``; ``locking`` HDF5's file lock for a read
+    (False: read while another process writes, as :func:`stored_landscapes` does).
+
+    HDF5 keeps one handle per file in a process, shared by every open of it, and refuses an open
+    that does not fit that handle. Two cases come from the caller's own process, and neither is the
+    file's fault:
+
+    * a read with other file-locking flags than an open handle's (a notebook's ``h5py.File(path)``
+      left open): read with that handle's flags instead;
+    * a write (``"r+"``) while a read-only handle is open: waited for :data:`WRITE_WAIT_S` (another
+      thread's read ends), then refused with a ``RuntimeError`` that says which file and what to do.
+    """
+    if mode == "r+":
+        deadline = time.monotonic() + WRITE_WAIT_S
+        while True:
+            try:
+                return h5py.File(path, "r+")
+            except OSError as exc:
+                if _OPEN_READ_ONLY not in str(exc):
+                    raise
+                if time.monotonic() >= deadline:
+                    raise RuntimeError(_open_here_message(path)) from None
+                time.sleep(0.02)
+    if mode != "r":
+        raise ValueError(f"open_h5 opens files to read ('r') or to write in place ('r+'), got mode={mode!r}")
+    tried: list[bool | str | None] = []
+    for flags in (locking, None, False, "best-effort"):
+        if flags in tried:
+            continue
+        tried.append(flags)
+        try:
+            return h5py.File(path, "r", locking=flags)
+        except OSError as exc:
+            if _LOCKING_MISMATCH not in str(exc):
+                raise
+    raise OSError(f"{os.fspath(path)}: this process holds the file open with file-locking flags h5py cannot "
+                  "match; close that handle and try again")
+
+
+def open_read_only_here(path: str | os.PathLike) -> bool:
+    """Whether this process holds the file at ``path`` open read-only through HDF5 (an ``h5py.File`` of the
+    caller's). The same file as HDF5 sees it: the same device and inode (a handle of a file that an atomic
+    rewrite has since replaced is another file, and does not keep the new one from being written)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    for fid in h5py.h5f.get_obj_ids(types=h5py.h5f.OBJ_FILE):
+        if fid.get_intent() & h5py.h5f.ACC_RDWR:
+            continue
+        try:
+            held = os.fstat(fid.get_vfd_handle())
+        except (OSError, ValueError, TypeError):  # a driver without a file descriptor: its name then
+            name = fid.name.decode(errors="replace") if isinstance(fid.name, bytes) else str(fid.name)
+            if os.path.realpath(name) == os.path.realpath(os.fspath(path)):
+                return True
+            continue
+        if (held.st_dev, held.st_ino) == (st.st_dev, st.st_ino):
+            return True
+    return False
+
+
+def refuse_open_read_only(path: str | os.PathLike) -> None:
+    """Raise, before any work, when this process holds ``path`` open read-only for longer than
+    :data:`WRITE_WAIT_S`: a landscape written into it could not be saved (:func:`open_h5`)."""
+    deadline = time.monotonic() + WRITE_WAIT_S
+    while open_read_only_here(path):
+        if time.monotonic() >= deadline:
+            raise RuntimeError(_open_here_message(path))
+        time.sleep(0.02)
+
+
+def _open_here_message(path: str | os.PathLike) -> str:
+    return (f"{os.fspath(path)} is open read-only in this process (an h5py.File that was not closed, in a "
+            "notebook for example), and HDF5 cannot write a file beside a read-only handle of it in the same "
+            "process. Close it (f.close(), or open it in a 'with' block), then run again.")
+
+
 def read_h5(path: str | os.PathLike) -> dict[str, Landscape]:
     """Every finished landscape of an HDF5 file, by tag.
 
@@ -205,7 +296,7 @@ def read_h5(path: str | os.PathLike) -> dict[str, Landscape]:
     stem when the file does not record one).
     """
     out = {}
-    with h5py.File(path, "r") as fh:
+    with open_h5(path) as fh:
         if "train_loss" in fh and "xcoordinates" in fh:  # one landscape at the root
             tag = fh.attrs.get("tag", os.path.splitext(os.path.basename(os.fspath(path)))[0])
             tag = tag.decode() if isinstance(tag, bytes) else str(tag)
@@ -234,7 +325,7 @@ def rewrite(path: str | os.PathLike, *, drop: Sequence[str] = (), drop_progress:
     target = os.fspath(path)
     with atomic_path(target, durable=True) as tmp, h5py.File(tmp, "w") as dst:
         if os.path.exists(target):
-            with h5py.File(target, "r") as src:
+            with open_h5(target) as src:
                 for k, v in src.attrs.items():
                     dst.attrs[k] = v
                 for name in src:
@@ -311,7 +402,7 @@ def stored_landscapes(path: str | os.PathLike) -> Stored:
     >>> stored.unfinished                                     # doctest: +SKIP
     {'landscape_[4, 6]': (37, 147)}
     """
-    with h5py.File(path, "r", locking=False) as fh:
+    with open_h5(path, locking=False) as fh:
         unfinished = {}
         if PROGRESS in fh:
             for tag, g in fh[PROGRESS].items():
@@ -324,7 +415,7 @@ def stored_landscapes(path: str | os.PathLike) -> Stored:
 
 def landscape_status(path: str | os.PathLike, tag: str) -> tuple[str, str | None]:
     """("absent" | "partial" | "complete", the stored fingerprint's JSON text or None)."""
-    with h5py.File(path, "r") as fh:
+    with open_h5(path) as fh:
         if PROGRESS in fh and tag in fh[PROGRESS]:
             return "partial", str(fh[PROGRESS][tag].attrs["fingerprint"])
         if tag in fh and "train_loss" in fh[tag]:
@@ -335,7 +426,7 @@ def landscape_status(path: str | os.PathLike, tag: str) -> tuple[str, str | None
 
 def read_progress(path: str | os.PathLike, tag: str) -> Partial:
     """The definition and finished points of the unfinished landscape ``tag``."""
-    with h5py.File(path, "r") as fh:
+    with open_h5(path) as fh:
         g = fh[PROGRESS][tag]
         values = {k[len("value_"):]: g[k][()] for k in g if k.startswith("value_")}
         return Partial(md=json.loads(g.attrs["metadata"]), x=g["x"][()], y=g["y"][()],
@@ -370,7 +461,7 @@ def write_progress(fh: Any, tag: str, fingerprint: str, metadata: str, part: Par
 def progress_writer(path: str | os.PathLike,
                     tag: str) -> Iterator[Callable[[int, int, Mapping[str, np.ndarray]], None]]:
     """A writer of finished chunks of ``tag``: values first, flushed, then their ``done`` flags."""
-    with h5py.File(path, "r+") as fh:
+    with open_h5(path, "r+") as fh:
         g = fh[PROGRESS][tag]
 
         def write(lo: int, hi: int, res: Mapping[str, np.ndarray]) -> None:
@@ -387,7 +478,7 @@ def recorded_plans(path: str | os.PathLike) -> dict[str, dict[str, Any]]:
     """The tuned plans the file's landscapes (finished or not) were evaluated with, by the key
     of what decided them (their metadata's ``plan_key``)."""
     out: dict[str, dict[str, Any]] = {}
-    with h5py.File(path, "r") as fh:
+    with open_h5(path) as fh:
         groups = [g for t, g in fh.items() if not t.startswith("_") and isinstance(g, h5py.Group)]
         if PROGRESS in fh:
             groups += list(fh[PROGRESS].values())
@@ -411,7 +502,7 @@ GEN_STAMP = "gen_stamp"
 def read_gen_stamp(path: str | os.PathLike) -> tuple[str | None, dict[str, str | None]]:
     """The recorded command stamp (or None) and, for every finished landscape, its stored
     fingerprint's JSON text; unfinished landscapes are left out."""
-    with h5py.File(path, "r", locking=False) as fh:
+    with open_h5(path, locking=False) as fh:
         raw = fh.attrs.get(GEN_STAMP)
         stamp = None if raw is None else str(raw)
         unfinished = set(fh[PROGRESS]) if PROGRESS in fh else set()
@@ -444,7 +535,7 @@ DIRECTIONS = "directions"
 def read_run(path: str | os.PathLike) -> dict[str, Any] | None:
     """The run record of ``landscapes.h5`` (None: a file written before runs were recorded).
     Read without HDF5's file lock, like :func:`stored_landscapes`."""
-    with h5py.File(path, "r", locking=False) as fh:
+    with open_h5(path, locking=False) as fh:
         raw = fh.attrs.get(RUN_ATTR)
     return None if raw is None else json.loads(raw.decode() if isinstance(raw, bytes) else str(raw))
 
@@ -503,7 +594,7 @@ def write_directions(g: Any, rec: DirectionsRecord) -> None:
 
 def read_directions(path: str | os.PathLike, tag: str) -> DirectionsRecord:
     """The directions of landscape ``tag`` of ``path``, arrays included."""
-    with h5py.File(path, "r") as fh:
+    with open_h5(path) as fh:
         d = fh[tag][DIRECTIONS]
         info = {k: _attr(v) for k, v in d.attrs.items()}
 
@@ -586,7 +677,7 @@ def write_curvature(path: str | os.PathLike, name: str, record: CurvatureRecord,
 def read_curvature(path: str | os.PathLike) -> dict[str, CurvatureRecord]:
     """Every ``/curvature/{name}`` of ``path`` ({} when it has none); read without HDF5's file lock,
     like :func:`stored_landscapes`."""
-    with h5py.File(path, "r", locking=False) as fh:
+    with open_h5(path, locking=False) as fh:
         if CURVATURE not in fh or not isinstance(fh[CURVATURE], h5py.Group):
             return {}
         return {str(name): CurvatureRecord({k: _attr(v) for k, v in g.attrs.items()},

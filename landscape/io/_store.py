@@ -50,6 +50,7 @@ from landscape.io._h5 import (
     read_h5,
     read_progress,
     recorded_plans,
+    refuse_open_read_only,
     rewrite,
     write_group,
     write_progress,
@@ -157,6 +158,9 @@ class Store:
         generation into the same folder is refused instead of mixing its writes in. The
         kernel drops the lock when the process ends, however it ends; the file is removed
         on release."""
+        # a read-only handle of this process (a notebook's h5py.File left open) would refuse the chunks'
+        # writes later, after work: refused now, before the lock file is made
+        refuse_open_read_only(self.path)
         lock_path = self.path + ".lock"
         fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
         try:

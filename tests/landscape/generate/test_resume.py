@@ -255,6 +255,65 @@ def test_second_generation_into_the_same_folder_is_refused(summary_dir, tmp_path
     assert (out / "landscapes.h5").exists() and not (out / "landscapes.h5.lock").exists()
 
 
+@pytest.mark.parametrize("locking", [None, False])
+def test_a_file_the_caller_holds_open_is_read_and_a_generation_into_it_refused_before_any_work(
+        summary_dir, tmp_path, monkeypatch, locking):
+    """A notebook's ``h5py.File(landscapes.h5)`` left open (either file-locking flag): HDF5 shares one handle per
+    file in a process and refuses opens that do not fit it. Reads go through; a generation that would write
+    into the file is refused before it evaluates anything, naming the file and what to do, and leaves nothing
+    behind; once the handle is closed the same call runs."""
+    from landscape.io import _h5
+
+    monkeypatch.setattr(_h5, "WRITE_WAIT_S", 0.1)
+    out = tmp_path / "out"
+    SummaryLandscape(summary_dir).gen_landscapes_with_multi_process(
+        _gen_task.task, collect_landscape={"landscape_size": 5}, output=out)
+    h5 = out / "landscapes.h5"
+    expected, before, files = read_h5(h5), h5.read_bytes(), sorted(os.listdir(out))
+    evaluated = []
+    evaluate = Engine.evaluate
+    monkeypatch.setattr(Engine, "evaluate", lambda self, *a, **k: evaluated.append(1) or evaluate(self, *a, **k))
+    with h5py.File(h5, "r", locking=locking):
+        _assert_same(read_h5(h5), expected)
+        with pytest.raises(RuntimeError, match=r"landscapes\.h5 is open read-only in this process .*Close it"):
+            SummaryLandscape(summary_dir).gen_landscapes_with_multi_process(
+                _gen_task.task, collect_landscape={"landscape_size": 5}, output=out, restart=True)
+        assert evaluated == []
+    assert h5.read_bytes() == before and sorted(os.listdir(out)) == files  # no lock file, no copy, no event
+    again = SummaryLandscape(summary_dir).gen_landscapes_with_multi_process(
+        _gen_task.task, collect_landscape={"landscape_size": 5}, output=out, restart=True)
+    assert evaluated  # evaluated again, as restart asks
+    _assert_same({ls.tag: ls for ls in again}, expected)
+
+
+def test_a_write_waits_for_another_threads_read_of_the_file(tmp_path):
+    """A read-only open of the file in another thread of the process (a progress display, a test) while a chunk
+    is written: the write waits for it to close instead of failing with HDF5's "already open for read-only"."""
+    import threading
+
+    from landscape.io._h5 import open_h5
+
+    h5 = tmp_path / "f.h5"
+    with h5py.File(h5, "w") as fh:
+        fh.create_dataset("d", data=np.zeros(3))
+    opened, release = threading.Event(), threading.Event()
+
+    def reader():
+        with h5py.File(h5, "r"):
+            opened.set()
+            release.wait(5)
+
+    t = threading.Thread(target=reader)
+    t.start()
+    assert opened.wait(5)
+    threading.Timer(0.3, release.set).start()
+    with open_h5(h5, "r+") as fh:
+        fh["d"][1] = 7.0
+    t.join()
+    with h5py.File(h5, "r") as fh:
+        assert fh["d"][()].tolist() == [0.0, 7.0, 0.0]
+
+
 def test_writes_are_batched_and_a_failure_keeps_the_finished_landscapes(summary_dir, tmp_path, monkeypatch):
     from landscape.io import _store
 
