@@ -45,10 +45,12 @@ _log = logging.getLogger("landscape")
 #: The plan modes by name (a dict gives the plan itself).
 PLAN_MODES = ("auto", "tune")
 #: Bytes of one call's working set (the points' parameters and activations) the heuristic aims
-#: at: a group of points should stay in the CPU's caches. The fastest points per call measured on
-#: eight MLPs (inputs 32-784, hidden 64-512, 64 and 512 samples; the first layer cached, so a wide
-#: input gains most) kept the working set at 3-25 MB, 16 MB being within 10 % of the best in each.
-CALL_BYTES = 16 << 20
+#: at: a group of points should stay in the CPU's caches. Chosen on eight MLPs (inputs 32-784,
+#: hidden 64-512, 64 and 512 samples), in a plain process, by ``benchmarks/bench_call_bytes.py``:
+#: 32 MiB gave points per call within 9 % of the fastest in each (mean 2 %); 16 MiB, the value
+#: before the engine computed the first layer once and kept its buffers, was up to 19 % slower
+#: (five shapes beyond 10 %), 64 MiB up to 38 % (the widest layers at 32 points per call).
+CALL_BYTES = 32 << 20
 #: Bytes the batched parameters and activations of one call may use.
 MEMORY_BUDGET = 1 << 30
 MAX_POINTS_PER_CALL = 32
@@ -113,7 +115,9 @@ class Plan:
 def sizes(n_params: int, n_samples: int, act_per_sample: int, *, eval_mode: bool, batched: bool,
           n_points: int | None = None) -> tuple[int, int]:
     """``(points_per_call, eval_batch)`` from a call's working set (:data:`CALL_BYTES`), the memory
-    budget and the landscape's points (never more points per call than it has)."""
+    budget and the landscape's points: never more points per call than it has, and as few per call as
+    the calls the working set asks for need (their points spread evenly, so the last call is not mostly
+    padding)."""
     p = 1
     if eval_mode and batched:
         per_point = max(1, 4 * (n_params + n_samples * act_per_sample))
@@ -123,6 +127,10 @@ def sizes(n_params: int, n_samples: int, act_per_sample: int, *, eval_mode: bool
             p //= 2
         if n_points is not None:
             p = max(1, min(p, n_points))
+            # the calls the working set needs, the points spread evenly over them: the last call pads fewer
+            # copies (51 points at up to 16 per call: four calls of 13, not three of 16 and one of 3 padded)
+            calls = -(-n_points // p)
+            p = -(-n_points // calls)
     eval_batch = n_samples
     while eval_batch > 1 and 4 * p * eval_batch * act_per_sample > MEMORY_BUDGET:
         eval_batch = (eval_batch + 1) // 2

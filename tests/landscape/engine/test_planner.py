@@ -88,6 +88,19 @@ def test_points_per_call_never_exceed_the_landscape_points(monkeypatch):
     assert choose_plan(spec, n_points=1).points_per_call == 1
 
 
+@pytest.mark.parametrize("n_points, most, expected", [
+    (51, 16, 13), (101, 16, 15), (1600, 16, 16), (1605, 16, 16), (400, 32, 31), (33, 32, 17), (16, 16, 16)])
+def test_the_points_are_spread_evenly_over_the_calls_the_working_set_needs(n_points, most, expected):
+    """No call pads more copies than there are calls: the working set decides how many calls, not how empty
+    the last one is (51 points at up to 16 per call run as four calls of 13, 52 evaluated, not 64)."""
+    n_params = _planner.CALL_BYTES // (4 * most)  # no activations: the working set allows ``most`` per call
+    p, _ = _planner.sizes(n_params, 64, 0, eval_mode=True, batched=True, n_points=n_points)
+    assert p == expected
+    calls = -(-n_points // p)
+    assert calls == -(-n_points // most)  # as many calls as at ``most`` per call
+    assert calls * p - n_points < calls  # the padding: fewer copies than calls
+
+
 def test_tuning_keeps_one_point_per_call_unless_a_batched_plan_is_clearly_faster(monkeypatch):
     torch.manual_seed(0)
     net = MLP(hidden=16)
