@@ -199,7 +199,6 @@ def read_group(g: Any, tag: str) -> Landscape:
     return ls
 
 
-
 #: What HDF5 says when a file this process holds open is opened again with other file-locking flags.
 _LOCKING_MISMATCH = "file locking flag values don't match"
 #: What HDF5 says when a file this process holds open read-only is opened for writing.
