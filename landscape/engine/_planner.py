@@ -47,9 +47,9 @@ PLAN_MODES = ("auto", "tune")
 #: Bytes of one call's working set (the points' parameters and activations) the heuristic aims
 #: at: a group of points should stay in the CPU's caches. Chosen on eight MLPs (inputs 32-784,
 #: hidden 64-512, 64 and 512 samples), in a plain process, by ``benchmarks/bench_call_bytes.py``:
-#: 32 MiB gave points per call within 9 % of the fastest in each (mean 2 %); 16 MiB, the value
-#: before the engine computed the first layer once and kept its buffers, was up to 19 % slower
-#: (five shapes beyond 10 %), 64 MiB up to 38 % (the widest layers at 32 points per call).
+#: in two runs 32 MiB gave points per call within 9-10 % of the fastest in each (mean 2 %); 16 MiB,
+#: the value before the engine computed the first layer once and kept its buffers, was up to 19-24 %
+#: slower (five shapes beyond 10 %), 64 MiB up to 38-90 % (the widest layers at 32 points per call).
 CALL_BYTES = 32 << 20
 #: Bytes the batched parameters and activations of one call may use.
 MEMORY_BUDGET = 1 << 30
