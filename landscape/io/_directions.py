@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any
 
@@ -52,6 +53,34 @@ DIRECTIONS_MAX_BYTES = 1 << 30
 _WHOLE_DRAW = SHARED_ELEMENTS
 #: Normalizations of random directions that do not read the centre's weights.
 _CENTRE_FREE = ("none", "dlayer", "dfilter")
+#: Bytes (all sequences together) from which :func:`_digests` hashes its sequences on threads: SHA-256
+#: runs on one core per hash, and hashlib lets other threads run while it hashes a large buffer.
+_THREADED_DIGESTS = 8 << 20
+
+
+def _digests(sequences: Mapping[str, Sequence[torch.Tensor]]) -> dict[str, str]:
+    """The SHA-256 of each sequence of tensors, by name: :func:`tensor_digest` of its tensors, in order.
+
+    A landscape keeps up to four (its centre, ``v``, ``w``, the raw draw), each a pass over a model size at
+    about 1.3 GB/s here. Each is a hash of its own, so beyond :data:`_THREADED_DIGESTS` they run on up to
+    :func:`torch.get_num_threads` threads, each sequence whole on one thread: the same bytes in the same
+    order into each hash, so the same digests."""
+    names = list(sequences)
+    hashes = {name: hashlib.sha256() for name in names}
+
+    def run(name: str) -> None:
+        for t in sequences[name]:
+            hash_tensor(hashes[name], t)
+
+    total = sum(t.numel() * t.element_size() for ts in sequences.values() for t in ts)
+    threads = min(len(names), max(1, torch.get_num_threads()))
+    if threads > 1 and total >= _THREADED_DIGESTS:
+        with ThreadPoolExecutor(threads, thread_name_prefix="landscape-digest") as pool:
+            list(pool.map(run, names))
+    else:
+        for name in names:
+            run(name)
+    return {name: h.hexdigest() for name, h in hashes.items()}
 
 
 def max_direction_bytes() -> int:
@@ -83,10 +112,13 @@ def _split(flat: np.ndarray, names: Sequence[str], shapes: Sequence[tuple[int, .
     return out
 
 
+def _as_tensors(arrays: Mapping[str, np.ndarray]) -> list[torch.Tensor]:
+    """The arrays as tensors sharing their memory (a copy only where one is not contiguous)."""
+    return [torch.from_numpy(np.ascontiguousarray(a)) for a in arrays.values()]
+
+
 def _digest(arrays: Mapping[str, np.ndarray] | Sequence[torch.Tensor]) -> str:
-    tensors = [torch.from_numpy(np.ascontiguousarray(a)) for a in arrays.values()] \
-        if isinstance(arrays, Mapping) else list(arrays)
-    return tensor_digest(*tensors)
+    return tensor_digest(*(_as_tensors(arrays) if isinstance(arrays, Mapping) else arrays))
 
 
 def _drawn(recipe: SeededDirections, c: torch.Tensor) -> bool:
@@ -105,39 +137,46 @@ def shared_draws_kept() -> Iterator[None]:
 
 
 def _recipe_digests(recipe: SeededDirections, centre: Sequence[torch.Tensor]) -> dict[str, str]:
-    """SHA-256 of the recipe's directions against ``centre`` (``digest_v``, ``digest_w``) and of its
-    standard-normal draw before normalization (``digest_draw``), tensor by tensor: one tensor's draws
-    in memory at a time, as the engine's ``lean`` reads them, or, for a network of at most
-    :data:`_WHOLE_DRAW` elements per axis set, every tensor at once (the same digests); the engine's
-    draw where :func:`shared_draws_kept` kept it, whatever its size (no draw at all)."""
+    """SHA-256 of the centre (``digest_centre``), of the recipe's directions against it (``digest_v``,
+    ``digest_w``) and of its standard-normal draw before normalization (``digest_draw``), tensor by tensor:
+    one tensor's draws in memory at a time, as the engine's ``lean`` reads them, or, for a network of at
+    most :data:`_WHOLE_DRAW` elements per axis set, every tensor at once (the same digests, the sequences
+    hashed side by side by :func:`_digests`); the engine's draw where :func:`shared_draws_kept` kept it,
+    whatever its size (no draw at all)."""
     axes = tuple(range(recipe.dims))
+    keys = ["digest_v", "digest_w"][:len(axes)]
     raw = dataclasses.replace(recipe, normalization="none", biasbn="normalize")
-    hashes = [hashlib.sha256() for _ in axes]
-    draw = hashlib.sha256()
     # the draw reads only the shape: zero-stride stand-ins
     shapes = [torch.zeros((), dtype=torch.float32).expand(c.shape) for c in centre]
     # within shared_draws_kept, the engine's draw (of any size, in its layout: it held it) with its raw digest
     held, kept = recipe.kept_draw(centre, axes) or (None, None)
-    whole = held is not None or sum(c.numel() for c in centre) * len(axes) <= _WHOLE_DRAW
-    raws: list[list[torch.Tensor]] | None = None
-    if whole:
+    drawn = [i for i, c in enumerate(centre) if _drawn(recipe, c)]
+    if held is not None or sum(c.numel() for c in centre) * len(axes) <= _WHOLE_DRAW:
         # the engine's draw kept (no draw here), or a small network: both draws whole, two calls instead
         # of two per tensor (the same bits, SeededDirections.draw_axes; a small landscape's fixed cost is
         # mostly these calls)
         normalized = held if held is not None else recipe.draw_axes(centre, axes)
-        raws = raw.draw_axes(shapes, axes) if kept is None else None
+        sequences: dict[str, Sequence[torch.Tensor]] = {"digest_centre": centre, **dict(zip(keys, normalized))}
+        if kept is None:  # tensor by tensor, each one's axes in order
+            raws = raw.draw_axes(shapes, axes)
+            sequences["digest_draw"] = [a[i] for i in drawn for a in raws]
+        out = _digests(sequences)
+        if kept is not None:
+            out["digest_draw"] = kept
+        return out
+    out = _digests({"digest_centre": centre})
+    hashes = [hashlib.sha256() for _ in axes]
+    draw = hashlib.sha256()
     for i, c in enumerate(centre):
-        for h, t in zip(hashes, [a[i] for a in normalized] if whole else recipe.tensors(i, axes, c)):
+        for h, t in zip(hashes, recipe.tensors(i, axes, c)):
             assert t is not None
             hash_tensor(h, t)
-        if _drawn(recipe, c) and kept is None:
-            for t in [a[i] for a in raws] if raws is not None else raw.tensors(i, axes, shapes[i]):
+        if i in drawn and kept is None:
+            for t in raw.tensors(i, axes, shapes[i]):
                 assert t is not None
                 hash_tensor(draw, t)
-    out = {"digest_v": hashes[0].hexdigest(),
-           "digest_draw": kept if kept is not None else draw.hexdigest()}
-    if recipe.dims == 2:
-        out["digest_w"] = hashes[1].hexdigest()
+    out.update({k: h.hexdigest() for k, h in zip(keys, hashes)})
+    out["digest_draw"] = kept if kept is not None else draw.hexdigest()
     return out
 
 
@@ -148,19 +187,19 @@ def kept_directions(part: Partial, names: Sequence[str], centre: Mapping[str, to
     ref = [centre[n] for n in names]
     shapes = [tuple(int(d) for d in t.shape) for t in ref]
     info: dict[str, Any] = {"kind": "arrays" if recipe is None else "recipe", "names": list(names),
-                            "shapes": [list(s) for s in shapes], "torch": torch.__version__,
-                            "digest_centre": tensor_digest(*ref)}
+                            "shapes": [list(s) for s in shapes], "torch": torch.__version__}
     if recipe is not None:
+        digests = _recipe_digests(recipe, ref)
+        info["digest_centre"] = digests.pop("digest_centre")
         info["recipe"] = {"seed": int(recipe.seed), "normalization": recipe.normalization, "biasbn": recipe.biasbn,
                           "dims": int(recipe.dims), "direction_draw": recipe.direction_draw}
-        info.update(_recipe_digests(recipe, ref))
+        info.update({k: digests[k] for k in ("digest_v", "digest_draw", "digest_w") if k in digests})
         info["stored"] = False
         return DirectionsInMemory(DirectionsRecord(info, None, None, np.asarray(part.points)))
     v = _split(np.asarray(part.v, dtype=np.float32), names, shapes)
     w = _split(np.asarray(part.w, dtype=np.float32), names, shapes) if np.size(part.w) else None
-    info["digest_v"] = _digest(v)
-    if w is not None:
-        info["digest_w"] = _digest(w)
+    info.update(_digests({"digest_centre": ref, "digest_v": _as_tensors(v),
+                          **({"digest_w": _as_tensors(w)} if w is not None else {})}))
     info["bytes"] = int(np.size(part.v) + np.size(part.w)) * 4
     limit = max_direction_bytes()
     info["stored"] = info["bytes"] <= limit

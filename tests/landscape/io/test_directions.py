@@ -195,10 +195,19 @@ def test_recipe_digests_are_those_of_the_directions_drawn_whole_or_a_tensor_at_a
         recipe.draw_axes(centre)  # the engine's
         shared = io_directions._recipe_digests(recipe, centre)
     assert len(draws) == 1
+    # the sequences hashed side by side on threads (as beyond _THREADED_DIGESTS): the same digests
+    pools = []
+    real_pool = io_directions.ThreadPoolExecutor
+    monkeypatch.setattr(io_directions, "ThreadPoolExecutor", lambda *a, **k: pools.append(a) or real_pool(*a, **k))
+    monkeypatch.setattr(io_directions, "_THREADED_DIGESTS", 0)
+    monkeypatch.setattr(io_directions.torch, "get_num_threads", lambda: 2)
+    threaded = io_directions._recipe_digests(recipe, centre)
+    assert pools == [(2,)]
     monkeypatch.setattr(io_directions, "_WHOLE_DRAW", 0)
     one_by_one = io_directions._recipe_digests(recipe, centre)
-    assert whole == shared == one_by_one == {"digest_v": want_v, "digest_w": want_w,
-                                             "digest_draw": draw.hexdigest()}
+    assert whole == shared == threaded == one_by_one == {
+        "digest_centre": tensor_digest(*centre), "digest_v": want_v, "digest_w": want_w,
+        "digest_draw": draw.hexdigest()}
 
 
 def test_a_large_networks_engine_draw_gives_the_digests_and_no_draw_outlives_its_use(trained, monkeypatch):
