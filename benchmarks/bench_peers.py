@@ -8,7 +8,11 @@ the same samples for all three):
 * a faithful port of Li et al.'s loop (github.com/tomgoldstein/loss-landscape,
   ``net_plotter.set_weights`` + ``evaluation.eval_loss`` over a DataLoader of batch 128, as
   their ``plot_surface.py`` does per point);
-* ``landscape.compute_landscape(..., size=G, normalization="filter")``, end to end.
+* ``landscape.compute_landscape(..., size=G, normalization="filter")``, end to end;
+* the machine's limit: plain batched inference of the same model over the same samples at its
+  fastest batch size (``bench_models.best_batch``: one forward pass and loss over the samples
+  per "point", the model as the user built it), timed in each repeat beside the others, and
+  ``ours_over_limit``.
 
 Values are compared too: every point loss-landscapes evaluated is evaluated again by our
 engine at the same parameters. Their grid is built by moving in place along the second
@@ -64,6 +68,7 @@ from torch.utils.data import DataLoader, TensorDataset
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from _models import workload  # noqa: E402
+from bench_models import best_batch  # noqa: E402
 
 from landscape import compute_landscape  # noqa: E402
 from landscape.engine import Engine, EngineSpec, Samples  # noqa: E402
@@ -361,7 +366,7 @@ def main() -> None:
         sample_list = args.samples or ("512,64" if name == "mlp" else "256,32")
         steps = args.steps or (20 if name == "mlp" else 8)
         for n in (int(s) for s in sample_list.split(",")):
-            net, (x, y), _, _ = workload(name, n)
+            net, (x, y), _, plain_forward = workload(name, n)
             net.eval()
             # As trained weights would be: loss-landscapes' filter normalisation divides by the norm of
             # every entry of a 1-D tensor, and fails (ZeroDivisionError) on the zero BatchNorm biases
@@ -376,8 +381,10 @@ def main() -> None:
             li_points = min(len(grid), max(8, steps))
             ll_v = check_ll_values(net, criterion, x, y, min(steps, 8), seed=1)
             li_v = check_li_values(net, criterion, x, y)
-            ours, theirs, li = [], [], []
+            ours, theirs, li, limit = [], [], [], []
             for r in range(args.repeats):
+                _, t_pass = best_batch(net, plain_forward, [(x, y)], n, torch.device("cpu"))
+                limit.append(1.0 / t_pass)
                 _, dt, _ = ll_plane(net, criterion, x, y, steps, seed=r)
                 theirs.append(steps * steps / dt)
                 _, dt, _ = li_plane(net, criterion, loader, grid, seed=r, points=li_points)
@@ -389,6 +396,7 @@ def main() -> None:
             print(json.dumps({
                 "model": name, "samples": n, "grid": f"{steps}x{steps}",
                 "ours_pts_s": _stats(ours), "loss_landscapes_pts_s": _stats(theirs), "li_et_al_pts_s": _stats(li),
+                "limit_pts_s": _stats(limit), "ours_over_limit": _stats([a / b for a, b in zip(ours, limit)]),
                 "ours_over_loss_landscapes": _stats([a / b for a, b in zip(ours, theirs)]),
                 "ours_over_li_et_al": _stats([a / b for a, b in zip(ours, li)]),
                 "max_rel_diff_vs_loss_landscapes": ll_v, "max_rel_diff_vs_li_et_al": li_v,
