@@ -171,7 +171,7 @@ def _recipe_digests(recipe: SeededDirections, centre: Sequence[torch.Tensor]) ->
         for h, t in zip(hashes, recipe.tensors(i, axes, c)):
             assert t is not None
             hash_tensor(h, t)
-        if i in drawn and kept is None:
+        if kept is None and _drawn(recipe, c):
             for t in raw.tensors(i, axes, shapes[i]):
                 assert t is not None
                 hash_tensor(draw, t)

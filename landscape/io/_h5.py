@@ -222,23 +222,16 @@ def open_h5(path: str | os.PathLike, mode: str = "r", *, locking: bool | None = 
       thread's read ends), then refused with a ``RuntimeError`` that says which file and what to do.
     """
     if mode == "r+":
-        deadline = time.monotonic() + WRITE_WAIT_S
-        while True:
-            try:
-                return h5py.File(path, "r+")
-            except OSError as exc:
-                if _OPEN_READ_ONLY not in str(exc):
-                    raise
-                if time.monotonic() >= deadline:
-                    raise RuntimeError(_open_here_message(path)) from None
-                time.sleep(0.02)
+        try:
+            return h5py.File(path, "r+")
+        except OSError as exc:
+            if _OPEN_READ_ONLY not in str(exc):
+                raise
+        refuse_open_read_only(path)  # waits for the read-only handle to close, or raises
+        return h5py.File(path, "r+")
     if mode != "r":
         raise ValueError(f"open_h5 opens files to read ('r') or to write in place ('r+'), got mode={mode!r}")
-    tried: list[bool | str | None] = []
-    for flags in (locking, None, False, "best-effort"):
-        if flags in tried:
-            continue
-        tried.append(flags)
+    for flags in dict.fromkeys((locking, None, False, "best-effort")):  # the asked flags first, each once
         try:
             return h5py.File(path, "r", locking=flags)
         except OSError as exc:
