@@ -20,6 +20,7 @@ from landscape.engine._engine import (
     Engine,
     EngineSpec,
     Progress,
+    WayRefused,
     is_batch_metric,
     is_point_metric,
 )
@@ -36,4 +37,4 @@ __all__ = ["Engine", "EngineSpec", "Progress", "Plan", "choose_plan", "plan_key"
            "PLAN_MODES", "BATCHINGS", "MEMORY_FORMATS", "activation_elements", "is_batch_metric", "is_point_metric",
            "Samples", "collect", "collate", "tune_malloc", "release_room", "kept_bytes", "MEMORY_SETTINGS",
            "choose_memory", "point_value", "point_values", "network_at", "keeps_placement", "ShardedEngine",
-           "is_sharded", "CLAMPED", "TooFewSamples", "ProgressMeter", "PROGRESS_LOGGER"]
+           "is_sharded", "CLAMPED", "TooFewSamples", "ProgressMeter", "PROGRESS_LOGGER", "WayRefused"]

@@ -71,7 +71,8 @@ def sequential_forward(net: nn.Module, names: Sequence[str], eval_mode: bool,
             w = index.get(wk, mod.weight)
             b = None if mod.bias is None else index.get(bk, mod.bias)
             steps.append(("linear", w, b))
-        elif (isinstance(mod, _ELEMENTWISE) or (isinstance(mod, nn.Dropout) and not mod.training)) and not (
+        # dropout in eval mode (checked above: the engine runs its copy so) is the identity
+        elif isinstance(mod, (*_ELEMENTWISE, nn.Dropout)) and not (
                 any(True for _ in mod.parameters()) or any(True for _ in mod.buffers())):
             steps.append(("act", mod, None))
         else:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 from torch import nn
@@ -28,15 +28,25 @@ from torch.func import functional_call, vmap
 
 from landscape.engine._batched import batched_loss, sequential_forward
 from landscape.engine._folded import FoldedNetwork, foldable_leaves
-from landscape.tasks import batch_size, mean_loss, slice_batch
+from landscape.tasks import Supervised, batch_size, mean_loss, slice_batch
 
 if TYPE_CHECKING:  # the engine builds the ways; they read its state
     from landscape.engine._engine import Engine
 
-__all__ = ["Way", "WAYS", "BATCHINGS", "GroupFn", "inapplicable"]
+__all__ = ["Way", "WAYS", "BATCHINGS", "GroupFn", "Modules", "inapplicable"]
 
 #: ``fn(params, batch, coef) -> (losses (p,),)`` or ``(losses, outputs)`` when metrics need outputs.
 GroupFn = Callable[[tuple, Any, torch.Tensor], Any]
+
+
+class Modules(Protocol):
+    """What a way's :attr:`Way.unavailable` reads: the network's modules (run in ``eval_mode``),
+    the moved tensors' names and the task when it is :class:`~landscape.tasks.Supervised`."""
+
+    net: nn.Module
+    names: list[str]
+    sup: Supervised | None
+    eval_mode: bool
 
 
 @dataclass(frozen=True)
@@ -47,14 +57,16 @@ class Way:
     ----------
     name : str
     unavailable : callable
-        ``unavailable(engine) -> str | None``: why this way does not apply (None: it may).
+        ``unavailable(engine) -> str | None``: why this way does not apply (None: it may), from
+        what :class:`Modules` names alone (an engine has it; so has the planner's view of a
+        network it has not copied).
     build : callable
         ``build(engine) -> (fn, built)``: the group function and the indices of the moved
         parameters it needs built per group (None: all of them).
     """
 
     name: str
-    unavailable: Callable[[Engine], str | None]
+    unavailable: Callable[[Modules], str | None]
     build: Callable[[Engine], tuple[GroupFn, list[int] | None]]
 
 
@@ -76,7 +88,7 @@ class _Bound:
 
 
 # -- sequential ---------------------------------------------------------------------------
-def _sequential_unavailable(eng: Engine) -> str | None:
+def _sequential_unavailable(eng: Modules) -> str | None:
     if eng.sup is None or not eng.sup.plain:
         return "it needs a plain Supervised(loss_fn) task ((inputs, targets) batches)"
     try:
@@ -102,13 +114,13 @@ def _sequential_build(eng: Engine) -> tuple[GroupFn, list[int] | None]:
 
 
 # -- folded -------------------------------------------------------------------------------
-def _folded_unavailable(eng: Engine) -> str | None:
+def _folded_unavailable(eng: Modules) -> str | None:
     if eng.sup is None:
         return "it needs a Supervised task (inputs, targets and a loss_fn)"
     if not eng.eval_mode:
         return "train mode (batch statistics mix the points' samples)"
     try:
-        foldable_leaves(eng.net, set(eng.names))
+        foldable_leaves(eng.net, set(eng.names), training=not eng.eval_mode)
     except ValueError as exc:
         return str(exc)
     return None
@@ -155,7 +167,7 @@ def _folded_build(eng: Engine) -> tuple[GroupFn, list[int] | None]:
 
 
 # -- vmap ---------------------------------------------------------------------------------
-def _vmap_unavailable(eng: Engine) -> str | None:
+def _vmap_unavailable(eng: Modules) -> str | None:
     return None  # anything runs under vmap; the probe finds what fails or differs
 
 

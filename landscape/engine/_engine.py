@@ -30,6 +30,7 @@ parameters' names. Its cost is its own; a progress bar counts the points.
 from __future__ import annotations
 
 import logging
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -49,7 +50,7 @@ from landscape.geometry import SeededDirections
 from landscape.tasks import Supervised, slice_batch, to_device
 
 __all__ = ["Engine", "EngineSpec", "group_size", "is_batch_metric", "is_point_metric", "MEMORY_FORMATS", "Progress",
-           "CLAMPED"]
+           "CLAMPED", "WayRefused", "disagreement", "AGREE_RTOL"]
 
 #: The key of :meth:`Engine.evaluate`'s result that counts, at each point, the batch-norm running-variance
 #: channels clamped at zero (``bn_statistics="clamped"``): not a metric, the landscape's ``clamped``.
@@ -146,6 +147,10 @@ class EngineSpec:
     memory : {"fast", "lean"}
         Hold the directions (two model sizes, in the tensors' dtypes), or draw each tensor of a ``recipe``
         again whenever it is read (nothing held; one point per call). The values are the same.
+    verify : bool
+        Several points per call: check the way on the first group before its values are used
+        (:meth:`Engine.evaluate`; :class:`WayRefused` when it does not give the one-point values).
+        The planner's probe needs no engine of its own then (a landscape evaluated in one process).
     """
 
     network: nn.Module
@@ -165,6 +170,29 @@ class EngineSpec:
     bn_statistics: str | None = None
     recipe: SeededDirections | None = None
     memory: str = "fast"
+    verify: bool = False
+
+
+#: Relative agreement a batched way must reach with the one-point path (atol 1e-6) to be used.
+AGREE_RTOL = 1e-4
+
+
+def disagreement(got: np.ndarray, reference: np.ndarray, on: str = "a probe") -> str | None:
+    """Why a batched way's losses ``got`` are not the one-point ``reference`` (None: they agree), at
+    points ``on`` what."""
+    if np.allclose(got, reference, rtol=AGREE_RTOL, atol=1e-6, equal_nan=True):
+        return None
+    err = float(np.max(np.abs(got - reference) / np.maximum(np.abs(reference), 1e-12)))
+    return f"it gives other values than one point per call on {on} (relative difference {err:.2g})"
+
+
+class WayRefused(Exception):
+    """The plan's way did not give the one-point values on an engine's first group (``verify``):
+    raised before any of its values is used; ``way`` and ``reason`` say which and why."""
+
+    def __init__(self, way: str, reason: str) -> None:
+        super().__init__(f"batching {way!r} not used: {reason}")
+        self.way, self.reason = way, reason
 
 
 def group_size(spec: EngineSpec) -> int:
@@ -256,6 +284,7 @@ class Engine:
         self.recompute_bns = [m for _, m in bns if m.track_running_stats] if recompute else []
         self._batched: Any = None
         self.batching = spec.batching
+        self._verify = spec.verify and self.p > 1
         self.batching_used: str | None = None
         self._basis: torch.Tensor | None = None
         self._group_idx: list[int] | None = None  # the moved parameters a group builds (None: all)
@@ -458,6 +487,37 @@ class Engine:
             total = total / self.n
         return total, outs
 
+    def _verified_group(self, a: torch.Tensor, b: torch.Tensor, points: np.ndarray,
+                        start: int) -> tuple[torch.Tensor, list]:
+        """The first group, checked as the planner's probe checks a way (:data:`AGREE_RTOL`, no
+        warning from PyTorch while it runs), at its first and last points against the one-point path,
+        run on this engine's network before the way is built (a way may fold it in place): a
+        :class:`WayRefused` otherwise. Two one-point evaluations instead of a probe's two engines."""
+        way = self.batching or "the first that applies"
+        at = sorted({0, len(points) - 1})
+        form = self.points.form
+        self.points.form = "in place"  # the probe's one-point form: written, then the network's own again
+        try:
+            reference = np.array([float(self._point(float(points[i][0]), float(points[i][1]), start + i)[0])
+                                  for i in at])
+        finally:
+            self.points.release()
+            self.points.form = form
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                loss, outs = self._forward_group(a, b)
+            except Exception as exc:
+                raise WayRefused(self.batching_used or way, f"{type(exc).__name__}: {exc}") from exc
+        way = self.batching_used or way
+        why = disagreement(loss[at].double().cpu().numpy(), reference, "the landscape's first group")
+        if why is None and caught:  # e.g. vmap without a batching rule for an operator: run point by point
+            why = f"PyTorch warns when it runs so: {str(caught[0].message).splitlines()[0]}"
+        if why is not None:
+            raise WayRefused(way, why)
+        self._verify = False
+        return loss, outs
+
     # -- public -------------------------------------------------------------------
     def evaluate(self, points: np.ndarray, start: int = 0, progress: Progress | None = None) -> dict[str, np.ndarray]:
         """Loss (and metrics) at ``points`` (array (m, 2) of (a, b)); ``start`` = global index;
@@ -514,7 +574,10 @@ class Engine:
                         grp = np.concatenate([grp, np.repeat(grp[-1:], self.p - k, axis=0)])
                     a = torch.from_numpy(np.ascontiguousarray(grp[:, 0])).to(self.device)
                     b = torch.from_numpy(np.ascontiguousarray(grp[:, 1])).to(self.device)
-                    loss, outs = self._forward_group(a, b)
+                    if self._verify:
+                        loss, outs = self._verified_group(a, b, grp[:k], start + g)
+                    else:
+                        loss, outs = self._forward_group(a, b)
                     res["loss"][g:g + k] = loss[:k].cpu().numpy()
                     if self._group_clamped is not None:
                         res[CLAMPED][g:g + k] = self._group_clamped[:k].cpu().numpy()

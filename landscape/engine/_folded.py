@@ -319,10 +319,12 @@ def _folded_type(module: nn.Module) -> type | None:
     return None
 
 
-def foldable_leaves(net: nn.Module, moved: Collection[str]) -> list[tuple[str, nn.Module, type]]:
+def foldable_leaves(net: nn.Module, moved: Collection[str], *,
+                    training: bool | None = None) -> list[tuple[str, nn.Module, type]]:
     """``(name, module, folded type)`` of every parametric leaf of ``net`` to replace; a
     ``ValueError`` naming the layer when the network cannot be folded with the parameters
-    ``moved`` moving (checked on the modules alone: nothing is built or run)."""
+    ``moved`` moving (checked on the modules alone: nothing is built or run). ``training``:
+    the mode the modules will run in (None: each module's own)."""
     owners: set[str] = set()
     out: list[tuple[str, nn.Module, type]] = []
     for mod_name, module in net.named_modules():
@@ -342,7 +344,8 @@ def foldable_leaves(net: nn.Module, moved: Collection[str]) -> list[tuple[str, n
                 raise ValueError(f"{where} has no folded form (Linear, Conv1d/2d, BatchNorm, LayerNorm and "
                                  "Embedding have one)")
             continue
-        if isinstance(module, nn.modules.batchnorm._BatchNorm) and module.training:
+        if isinstance(module, nn.modules.batchnorm._BatchNorm) and (
+                module.training if training is None else training):
             raise ValueError(f"{where} is in train mode: batch statistics mix the samples of a batch")
         if isinstance(module, nn.Embedding) and module.max_norm is not None:
             raise ValueError(f"{where} has max_norm: it renormalises its weights in place")

@@ -24,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,7 +35,7 @@ from collector.common import InvalidParameterError
 from landscape.engine._activations import activation_elements
 from landscape.engine._data import Samples
 from landscape.engine._engine import Engine, EngineSpec
-from landscape.engine._probe import first_working_way, probe_points, verify_way
+from landscape.engine._probe import first_applicable_way, first_working_way, probe_points, verify_way
 from landscape.tasks import batch_size, slice_batch
 
 __all__ = ["Plan", "choose_plan", "heuristic_plan", "tune_plan", "sizes", "PLAN_MODES",
@@ -154,13 +154,16 @@ def _activations(spec: EngineSpec) -> int:
     return activation_elements(spec.network, spec.task, probe, batch_size(probe, spec.task), eval_mode=spec.eval_mode)
 
 
-def heuristic_plan(spec: EngineSpec, *, n_points: int, device: str = "cpu") -> Plan:
+def heuristic_plan(spec: EngineSpec, *, n_points: int, device: str = "cpu", defer: bool = False,
+                   exclude: Collection[str] = ()) -> Plan:
     """The default plan: a pure function of the network, the task, the samples' shapes, the
     number of points and the device's kind (probes are run, never timed).
 
     One point per call for a landscape of at most :data:`SMALL_LANDSCAPE_POINTS` points. Else
-    several points per call when a call's working set allows it, by the first way that gives
-    the one-point values on a probe; otherwise one point per call with convolution kernels
+    several points per call when a call's working set allows it, by the first way (not in
+    ``exclude``) that gives the one-point values on a probe -- or, ``defer``, the first that
+    applies, to be checked by its engine on the landscape's first group
+    (:attr:`~landscape.engine._engine.EngineSpec.verify`); otherwise one point per call with convolution kernels
     channels-last (oneDNN and cuDNN run most CNNs 1.2-2x faster so). Samples per batch: all of
     them, within the memory budget (what tuning chose for ResNet-20 (eval), ResNet-18 and GPT-2
     on a CPU; see the README's benchmarks for where it differs).
@@ -182,7 +185,9 @@ def heuristic_plan(spec: EngineSpec, *, n_points: int, device: str = "cpu") -> P
                                          n_points=n_points)[0] > 1
     act = _activations(spec) if sized else 0
     p, eval_batch = sizes(n_params, samples.n, act, eval_mode=spec.eval_mode, batched=batched, n_points=n_points)
-    way = first_working_way(spec, min(p, 4)) if p > 1 else None
+    way = None
+    if p > 1:
+        way = first_applicable_way(spec, exclude) if defer else first_working_way(spec, min(p, 4), exclude)
     if p > 1 and way is None:
         p, eval_batch = sizes(n_params, samples.n, act, eval_mode=spec.eval_mode, batched=False)
     fmt = "channels_last" if has_conv2d(spec.network) and p == 1 else "contiguous"
@@ -280,7 +285,7 @@ def tune_plan(spec: EngineSpec, *, n_points: int, device: str = "cpu") -> Plan:
 
 
 def choose_plan(spec: EngineSpec, *, n_points: int, device: str = "cpu", mode: Any = "auto",
-                caller: str = "compute_landscape") -> Plan:
+                caller: str = "compute_landscape", defer: bool = False, exclude: Collection[str] = ()) -> Plan:
     """The plan for evaluating ``n_points`` points of ``spec`` (whose plan fields are ignored).
 
     Parameters
@@ -295,12 +300,15 @@ def choose_plan(spec: EngineSpec, *, n_points: int, device: str = "cpu", mode: A
         See the module docstring ("heuristic", the former name of "auto", is accepted).
     caller : str
         The entry point a refused plan is reported for.
+    defer, exclude
+        ``mode="auto"``: the way's check left to the engine's first group, and the ways not to use
+        (:func:`heuristic_plan`).
     """
     if isinstance(mode, Mapping):
         return given_plan(spec, mode, caller=caller)
     if mode == "tune":
         return tune_plan(spec, n_points=n_points, device=device)
-    return heuristic_plan(spec, n_points=n_points, device=device)
+    return heuristic_plan(spec, n_points=n_points, device=device, defer=defer, exclude=exclude)
 
 
 def plan_key(spec: EngineSpec, n_points: int, device: str, model_digest: str, task_name: str) -> str:

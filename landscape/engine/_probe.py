@@ -3,7 +3,11 @@
 A way of running a group of points (:data:`landscape.engine._batching.WAYS`) is used only
 after it gave, on a probe of two samples at ``2 p`` points, the losses of the one-point path
 within :data:`PROBE_RTOL`, and PyTorch did not warn while it ran (a vmap without a batching
-rule runs point by point); where it fails, the reason names the layer.
+rule runs point by point); where it fails, the reason names the layer. A landscape evaluated
+by one engine in this process needs no probe: its engine checks the way the same way on the
+landscape's own first group, at two of its points (:attr:`EngineSpec.verify`), and the planner
+only picks the first way that applies (:func:`first_applicable_way`); a way refused there is
+probed out as here, and the next one used.
 
 The probe is made to cost little next to a small landscape: the one-point path runs once per
 plan (:func:`_reference`), on one engine whose network copy, released, is lent to the first
@@ -20,7 +24,7 @@ import dataclasses
 import functools
 import logging
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,14 +33,14 @@ from torch import nn
 
 from landscape.engine._batching import BATCHINGS, WAYS, inapplicable
 from landscape.engine._data import Samples
-from landscape.engine._engine import Engine, EngineSpec, group_size
-from landscape.tasks import batch_size, tensors_in
+from landscape.engine._engine import AGREE_RTOL, Engine, EngineSpec, disagreement, group_size
+from landscape.tasks import Supervised, batch_size, tensors_in
 
-__all__ = ["verify_way", "first_working_way", "probe_points", "PROBE_RTOL", "shared_probes"]
+__all__ = ["verify_way", "first_working_way", "first_applicable_way", "probe_points", "PROBE_RTOL", "shared_probes"]
 _log = logging.getLogger("landscape")
 
 #: Relative agreement a batched way must reach with the one-point path on the probe.
-PROBE_RTOL = 1e-4
+PROBE_RTOL = AGREE_RTOL
 
 
 def probe_points(k: int) -> np.ndarray:
@@ -190,10 +194,9 @@ def _check_way(probe: _Probe, way: str, p: int) -> str | None:
     _, got, why, warned = _run_probe(lambda: Engine(spec, "cpu", network=net), probe.pts)
     if got is None:
         return why
-    reference = probe.reference
-    if not np.allclose(got, reference, rtol=PROBE_RTOL, atol=1e-6, equal_nan=True):
-        err = float(np.max(np.abs(got - reference) / np.maximum(np.abs(reference), 1e-12)))
-        return f"it gives other values than one point per call on a probe (relative difference {err:.2g})"
+    why = disagreement(got, probe.reference)
+    if why is not None:
+        return why
     if warned:  # e.g. vmap without a batching rule for an operator: PyTorch runs it point by point
         return f"PyTorch warns when it runs so: {warned[0].splitlines()[0]}"
     return None
@@ -225,6 +228,33 @@ def shared_probes() -> Iterator[None]:
         _SHARED.reset(token)
 
 
+@dataclass
+class _Modules:
+    """The network's modules as :attr:`~landscape.engine._batching.Way.unavailable` reads them
+    (:class:`~landscape.engine._batching.Modules`): nothing copied, nothing run."""
+
+    net: nn.Module
+    names: list[str]
+    sup: Supervised | None
+    eval_mode: bool
+
+
+def first_applicable_way(spec: EngineSpec, exclude: Collection[str] = ()) -> str | None:
+    """The first way, in preference order and not in ``exclude``, that applies to ``spec``'s network
+    and task, judged from its modules alone (no probe: whether it gives the one-point values is then
+    checked on the landscape's first group, :attr:`~landscape.engine._engine.EngineSpec.verify`)."""
+    sup = spec.task if isinstance(spec.task, Supervised) else None
+    modules = _Modules(spec.network, list(spec.names), sup, spec.eval_mode)
+    for way in BATCHINGS:
+        if way in exclude:
+            continue
+        why = WAYS[way].unavailable(modules)
+        if why is None:
+            return way
+        _log.info("batching %r not used: %s", way, why)
+    return None
+
+
 def _probe_key(spec: EngineSpec, p: int) -> tuple:
     probe = spec.samples.first(2)
     shapes = tuple((tuple(t.shape), str(t.dtype)) for t in tensors_in(probe))
@@ -233,27 +263,30 @@ def _probe_key(spec: EngineSpec, p: int) -> tuple:
             spec.bn_statistics, tuple(sorted(spec.metrics)), tuple(str(spec.centre[n].dtype) for n in spec.names))
 
 
-def first_working_way(spec: EngineSpec, p: int) -> str | None:
-    """The first way, in preference order, that applies and gives the one-point values on the
-    probe (None: none does). The ways after it are not probed: only the first is used. Within
-    :func:`shared_probes`, a landscape like one probed before gets that answer without a probe."""
+def first_working_way(spec: EngineSpec, p: int, exclude: Collection[str] = ()) -> str | None:
+    """The first way, in preference order and not in ``exclude``, that applies and gives the
+    one-point values on the probe (None: none does). The ways after it are not probed: only the
+    first is used. Within :func:`shared_probes`, a landscape like one probed before gets that
+    answer without a probe."""
     shared = _SHARED.get()
     if shared is None:
-        return _first_working_way(spec, p)
-    key = _probe_key(spec, p)
+        return _first_working_way(spec, p, exclude)
+    key = (_probe_key(spec, p), tuple(sorted(exclude)))
     if key in shared:
         _log.info("batching: %s, as probed for an earlier landscape of this call", shared[key])
     else:
-        shared[key] = _first_working_way(spec, p)
+        shared[key] = _first_working_way(spec, p, exclude)
     return shared[key]
 
 
-def _first_working_way(spec: EngineSpec, p: int) -> str | None:
+def _first_working_way(spec: EngineSpec, p: int, exclude: Collection[str]) -> str | None:
     probe = _reference(spec, p)
     if probe.reference is None:
         _log.info("probe of the one-point path failed (%s); one point per call", probe.why)
         return None
     for way in BATCHINGS:
+        if way in exclude:
+            continue
         reason = _check_way(probe, way, p)
         if reason is None:
             return way

@@ -35,6 +35,7 @@ from landscape.engine import (
     EngineSpec,
     ProgressMeter,
     ShardedEngine,
+    WayRefused,
     is_sharded,
     keeps_placement,
     tune_malloc,
@@ -168,6 +169,8 @@ class Executor:
         for i, lo, hi in chunks:
             try:
                 res = engine.evaluate(points[lo:hi], lo, progress=bar.update)
+            except WayRefused:  # before any value: the caller plans again without that way
+                raise
             except Exception as exc:
                 raise RuntimeError(fail_message(label, i, lo, hi, self.devices[0], exc)) from None
             on_chunk(lo, hi, res)

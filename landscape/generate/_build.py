@@ -10,9 +10,11 @@ and assembles the :class:`Landscape`. Inputs are validated by the entry points.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -22,12 +24,14 @@ from landscape.curvature import hessian_directions
 from landscape.engine import (
     CLAMPED,
     EngineSpec,
+    WayRefused,
     choose_memory,
     choose_plan,
     is_sharded,
     network_at,
     plan_key,
     shared_probes,
+    verify_way,
 )
 from landscape.execution import Executor
 from landscape.generate._jobs import LandscapeJob, Problem
@@ -97,7 +101,8 @@ def _build(problem: Problem, job: LandscapeJob, ex: Executor, *, store: Store | 
     sharded = is_sharded(problem.network)
 
     def decide() -> Any:
-        """On rank 0: a finished landscape, or (definition, centre) with the points done."""
+        """On rank 0: a finished landscape, or (definition, centre, whether defined now) with the points
+        done."""
         state = store.check(tag, fingerprint or {}) if store is not None else "absent"
         if state == "complete":
             assert store is not None
@@ -108,13 +113,13 @@ def _build(problem: Problem, job: LandscapeJob, ex: Executor, *, store: Store | 
             part = store.load_partial(tag)
             _log.info("%s: resuming, %d of %d points done", job.label, int(part.done.sum()), len(part.done))
             return part, None if sharded else _shareable(centre_state(problem.network, job.geometry, names,
-                                                                      job.label), ex)
+                                                                      job.label), ex), False
         part, centre = _define(problem, job, names, ex, store)
         counted = [CLAMPED] if _bn_setting(job.geometry, problem.network) == "clamped" and not sharded else []
         part.values = {k: np.full(len(part.points), np.nan) for k in ["loss", *metrics, *counted]}
         if store is not None:
             store.begin(tag, fingerprint or {}, part)
-        return part, None if sharded else _shareable(centre, ex)
+        return part, None if sharded else _shareable(centre, ex), True
 
     got = ex.on_root(decide)
     if isinstance(got, Landscape):
@@ -122,34 +127,19 @@ def _build(problem: Problem, job: LandscapeJob, ex: Executor, *, store: Store | 
             stats.update(evaluated=0, by_this_process=0,
                          points=got.z.size + (len(got.path.z) if got.path is not None else 0))
         return got
-    part, centre = got
+    part, centre, defined = got
     if centre is None:
         centre = centre_state(problem.network, job.geometry, names, job.label)
-    spec = _engine_spec(problem, job, part, centre, names, metrics, ex)
-    # chunks are what a store flushes (and a kill loses at most one of); evaluated here with no store, one
-    # chunk: each is a call of the engine (about 40 us: a tenth of a 3x3 landscape's fixed cost on the MLP)
-    chunks = chunk_bounds(part.done, spec.points_per_call, ex.workers,
-                          per_worker=1 if store is None and ex.here else CHUNKS_PER_WORKER)
-    todo = sum(hi - lo for _, lo, hi in chunks)
-    _log.info("%s: %d of %d points to evaluate, %d per call, %d chunk(s)", job.label, todo, len(part.points),
-              spec.points_per_call, len(chunks))
-    values = part.values
-    writing = store is not None and ex.root and bool(chunks)
-    with store.chunks(tag) if writing else contextlib.nullcontext() as flush:  # type: ignore[union-attr]
-
-        def on_chunk(lo: int, hi: int, res: Mapping[str, np.ndarray]) -> None:
-            # what the landscape's definition stores (a resume of one begun before clamps were counted
-            # has no place for them: its ``clamped`` stays unknown, None)
-            res = {k: arr for k, arr in res.items() if k in values}
-            for k, arr in res.items():
-                values[k][lo:hi] = arr
-            if flush is not None:
-                flush(lo, hi, res)
-
-        evaluated = ex.run(spec, part.points, chunks, job.label, on_chunk)
+    run = _Evaluation(problem, job, part, centre, names, metrics, ex, store, fingerprint or {})
+    spec = run.checked(_engine_spec(problem, job, part, centre, names, metrics, ex), defined)
+    try:
+        todo, evaluated = run.evaluate(spec)
+    except WayRefused as refused:  # on the first group, before any value was kept
+        spec = run.replan(spec, refused.way, refused.reason)
+        todo, evaluated = run.evaluate(spec)
     if stats is not None:
         stats.update(evaluated=todo, points=len(part.points), by_this_process=evaluated)
-    result = assemble(part, values, job.tag)
+    result = assemble(part, part.values, job.tag)
     bad, total = result.non_finite
     if bad and ex.root:  # kept as they are (never dropped or filled): said once, as the plots mark them
         _log.warning("%s: %d of %d points non-finite (NaN or infinite loss)", job.label, bad, total)
@@ -163,6 +153,77 @@ def _build(problem: Problem, job: LandscapeJob, ex: Executor, *, store: Store | 
     if store is not None and ex.root:
         store.finish(result, fingerprint or {})
     return result
+
+
+@dataclass
+class _Evaluation:
+    """The points of one defined landscape: evaluated (and kept) through the executor, with its
+    heuristic plan's way checked before any of its values is kept."""
+
+    problem: Problem
+    job: LandscapeJob
+    part: Partial
+    centre: Mapping[str, torch.Tensor]
+    names: list[str]
+    metrics: Mapping[str, Any]
+    ex: Executor
+    store: Store | None
+    fingerprint: Mapping[str, Any]
+
+    def checked(self, spec: EngineSpec, defined: bool) -> EngineSpec:
+        """``spec`` with its way to be checked by the engine on the landscape's first group when one
+        engine here evaluates it (the planner probed nothing then); planned again without the way
+        when a landscape defined elsewhere (a resume of one that kept no point) gives other values
+        on the probe."""
+        heuristic = self.part.md.get("plan") == "heuristic" and not self.part.done.any()
+        way = spec.batching if heuristic else None
+        if way is None:
+            return spec
+        if self.ex.here:
+            return dataclasses.replace(spec, verify=True)
+        if not defined:
+            why = verify_way(self._planning(spec), way, min(spec.points_per_call, 4))
+            if why is not None:
+                return self.replan(spec, way, why)
+        return spec
+
+    def _planning(self, spec: EngineSpec) -> EngineSpec:
+        return dataclasses.replace(spec, samples=self.problem.samples, metrics={}, verify=False)
+
+    def replan(self, spec: EngineSpec, refused: str, why: str) -> EngineSpec:
+        """The plan again without the way ``refused`` (on the probe: nothing is evaluated yet), recorded."""
+        part, tag = self.part, self.job.tag or "landscape"
+        _log.info("%s: batching %r not used: %s", self.job.label, refused, why)
+        part.md.update(choose_plan(self._planning(spec), n_points=len(part.points), device=self.ex.device,
+                                   exclude=(refused,)).metadata())
+        if self.store is not None and self.ex.root:
+            self.store.begin(tag, self.fingerprint, part)  # its definition written again with this plan
+        return _engine_spec(self.problem, self.job, part, self.centre, self.names, self.metrics, self.ex)
+
+    def evaluate(self, spec: EngineSpec) -> tuple[int, int]:
+        """The points not done, evaluated and kept: (points to do, points this process evaluated)."""
+        part, ex, store, job = self.part, self.ex, self.store, self.job
+        # chunks are what a store flushes (and a kill loses at most one of); evaluated here with no store, one
+        # chunk: each is a call of the engine (about 40 us: a tenth of a 3x3 landscape's fixed cost on the MLP)
+        chunks = chunk_bounds(part.done, spec.points_per_call, ex.workers,
+                              per_worker=1 if store is None and ex.here else CHUNKS_PER_WORKER)
+        todo = sum(hi - lo for _, lo, hi in chunks)
+        _log.info("%s: %d of %d points to evaluate, %d per call, %d chunk(s)", job.label, todo, len(part.points),
+                  spec.points_per_call, len(chunks))
+        values = part.values
+        writing = store is not None and ex.root and bool(chunks)
+        with store.chunks(job.tag or "landscape") if writing else contextlib.nullcontext() as flush:  # type: ignore[union-attr]
+
+            def on_chunk(lo: int, hi: int, res: Mapping[str, np.ndarray]) -> None:
+                # what the landscape's definition stores (a resume of one begun before clamps were counted
+                # has no place for them: its ``clamped`` stays unknown, None)
+                res = {k: arr for k, arr in res.items() if k in values}
+                for k, arr in res.items():
+                    values[k][lo:hi] = arr
+                if flush is not None:
+                    flush(lo, hi, res)
+
+            return todo, ex.run(spec, part.points, chunks, job.label, on_chunk)
 
 
 def _bn_setting(geo: Any, network: torch.nn.Module) -> str | None:
@@ -250,7 +311,8 @@ def _define(problem: Problem, job: LandscapeJob, names: list[str], ex: Executor,
                       v=view.v, w=view.w, eval_mode=problem.eval_mode, seed=int(geo.seed),
                       bn_statistics=_bn_setting(geo, network), recipe=view.recipe,
                       memory=memory)
-    md.update(_plan(problem, spec, len(view.points), device, store))
+    # one engine here evaluates it: the way is checked on its first group, not on a probe (build_landscape)
+    md.update(_plan(problem, spec, len(view.points), device, store, defer=ex.here))
     if torch.device(device).type == "cpu":  # with the plan, what makes the values the same bit for bit
         md["threads"] = ex.eval_threads
     if is_sharded(network):  # the ranks' shares of the samples: their sums are added in another order
@@ -262,7 +324,8 @@ def _define(problem: Problem, job: LandscapeJob, names: list[str], ex: Executor,
     return part, centre
 
 
-def _plan(problem: Problem, spec: EngineSpec, n_points: int, device: str, store: Store | None) -> dict[str, Any]:
+def _plan(problem: Problem, spec: EngineSpec, n_points: int, device: str, store: Store | None, *,
+          defer: bool = False) -> dict[str, Any]:
     """The evaluation plan's metadata: ``plan="tune"`` reuses a tuned plan the store recorded for
     the same network, task, samples' shapes, moved tensors, points and device kind. A sharded
     network runs one point per call on each rank's share of the samples (all in one batch, or the
@@ -274,7 +337,7 @@ def _plan(problem: Problem, spec: EngineSpec, n_points: int, device: str, store:
         return {"points_per_call": 1, "eval_batch": eval_batch, "batching": None, "memory_format": "contiguous",
                 "plan": "given" if given else "heuristic"}
     if mode != "tune":
-        return choose_plan(spec, n_points=n_points, device=device, mode=mode).metadata()
+        return choose_plan(spec, n_points=n_points, device=device, mode=mode, defer=defer).metadata()
     key = plan_key(spec, n_points, device, model_digest(problem.network), task_name(problem.task))
     recorded = store.recorded_plan(key) if store is not None else None
     if recorded is not None:

@@ -3,7 +3,10 @@ matter."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import logging
+import warnings
 
 import numpy as np
 import pytest
@@ -37,7 +40,23 @@ def _spec(net, x, y):
     return EngineSpec(net, Supervised(nn.CrossEntropyLoss()), {}, samples, names, centre, v, w), (names, v, w, centre)
 
 
-def test_a_way_that_changes_values_is_never_used():
+class FixedBatch(nn.Module):
+    """A forward that reshapes its batch to the size it was written for: folded points fail in it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(6, 12), nn.Linear(12, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc2(torch.relu(self.fc1(x)).reshape(40, 12))
+
+
+@pytest.mark.parametrize("parallel", [False, True], ids=["in-process", "joblib"])
+def test_a_way_that_changes_values_is_never_used(parallel, caplog):
+    """In this process the engine refuses folding on the landscape's first group (the probe refuses it with
+    workers); either way the landscape is vmap's, and the loop's values."""
+    import joblib
+
     torch.manual_seed(0)
     net = MixesSamples()
     x, y = torch.randn(40, 6), torch.randint(0, 3, (40,))
@@ -45,11 +64,65 @@ def test_a_way_that_changes_values_is_never_used():
     plan = choose_plan(spec, n_points=25)
     assert plan.points_per_call > 1 and plan.batching == "vmap"  # folding would mix the points' samples
     assert _probe.verify_way(spec, "folded", 4) is not None  # folded was probed and refused
-    ls = landscape.compute_landscape(net, nn.CrossEntropyLoss(), (x, y), directions=(dict(zip(names, v)),
-                                     dict(zip(names, w))), normalization="none", size=4, num_samples=40)
+    with joblib.parallel_config(backend="threading", n_jobs=2) if parallel else contextlib.nullcontext():
+        with caplog.at_level(logging.INFO, logger="landscape"):
+            ls = landscape.compute_landscape(net, nn.CrossEntropyLoss(), (x, y), directions=(
+                dict(zip(names, v)), dict(zip(names, w))), normalization="none", size=4, num_samples=40)
+    assert ls.metadata["batching"] == "vmap" and ls.metadata["points_per_call"] > 1
+    said = "other values than one point per call on " + ("a probe" if parallel else "the landscape's first group")
+    assert any("'folded' not used" in r.getMessage() and said in r.getMessage() for r in caplog.records)
     pts = np.stack(np.meshgrid(ls.x, ls.y), -1).reshape(-1, 2)
     ref = _naive(net, names, v, w, centre, x, y, pts, nn.CrossEntropyLoss()).reshape(4, 4)
     np.testing.assert_allclose(ls.z, ref, rtol=2e-5, atol=1e-6)
+
+
+def test_the_engine_checks_its_way_on_its_first_group_before_any_value():
+    """``verify``: the first group's values at its first and last points against the one-point path (a
+    way that fails, gives other values or makes PyTorch warn is refused, naming it and why); a way that
+    agrees gives the same bits as without the check, and its points are not evaluated twice by the way."""
+    torch.manual_seed(0)
+    x, y = torch.randn(40, 6), torch.randint(0, 3, (40,))
+    pts = np.random.default_rng(0).uniform(-1, 1, (10, 2))
+    for net, why in ((MixesSamples(), "other values than one point per call on the landscape's first group"),
+                     (FixedBatch(), "RuntimeError")):
+        spec, _ = _spec(net, x, y)
+        eng = Engine(dataclasses.replace(spec, points_per_call=4, batching="folded", verify=True))
+        with pytest.raises(_engine.WayRefused, match=f"batching 'folded' not used: .*{why}") as info:
+            eng.evaluate(pts)
+        assert info.value.way == "folded"
+
+    class Warns(MixesSamples):
+        def forward(self, x):
+            h = torch.relu(self.fc1(x))
+            if h.shape[0] > 40:  # the points folded into the batch
+                warnings.warn("a fallback ran", UserWarning, stacklevel=1)
+            return self.fc2(h)
+
+    spec, _ = _spec(Warns(), x, y)
+    with pytest.raises(_engine.WayRefused, match="PyTorch warns when it runs so: a fallback ran"):
+        Engine(dataclasses.replace(spec, points_per_call=4, batching="folded", verify=True)).evaluate(pts)
+    spec, _ = _spec(MLP(hidden=8), torch.rand(40, 64), torch.randint(0, 10, (40,)))
+    calls = []
+    checked = Engine(dataclasses.replace(spec, points_per_call=4, batching="folded", verify=True))
+    real = checked._forward_group
+    checked._forward_group = lambda a, b: calls.append(len(a)) or real(a, b)
+    got = checked.evaluate(pts)["loss"]
+    plain = Engine(dataclasses.replace(spec, points_per_call=4, batching="folded")).evaluate(pts)["loss"]
+    assert np.array_equal(got, plain) and calls == [4, 4, 4]
+
+
+def test_a_landscape_in_this_process_builds_one_engine_and_no_probe(monkeypatch):
+    """The verification costs no engine of its own: one engine, whose first group checks the way."""
+    built, probed = [], []
+    real_init, real_ref = Engine.__init__, _probe._reference
+    monkeypatch.setattr(Engine, "__init__", lambda self, *a, **k: built.append(1) or real_init(self, *a, **k))
+    monkeypatch.setattr(_probe, "_reference", lambda *a, **k: probed.append(1) or real_ref(*a, **k))
+    torch.manual_seed(0)
+    net = MLP(hidden=16).eval()
+    ls = landscape.compute_landscape(net, nn.CrossEntropyLoss(), (torch.rand(64, 64), torch.randint(0, 10, (64,))),
+                                     size=6, num_samples=64)
+    assert ls.metadata["points_per_call"] > 1 and ls.metadata["batching"] is not None
+    assert len(built) == 1 and not probed
 
 
 def _fake_timing(per_point):

@@ -376,3 +376,64 @@ def test_a_landscape_begun_with_the_per_tensor_draw_is_resumed_with_it(monkeypat
                 raw = seeded_draw(3, axis, name, tuple(c.shape), block=10, per_tensor=draw == "per-tensor")
                 assert torch.equal(got, normalize_directions([raw], [c], "layer")[0]), (draw, axis, name)
     assert _recipe({"seed": 3, "normalization": "layer"}, names) is None
+
+
+def test_a_landscape_begun_here_and_resumed_by_workers_has_its_way_probed_first(tmp_path, monkeypatch):
+    """A landscape evaluated in this process has its batched way checked on its first group, not probed
+    when it is planned; begun so and stopped before a point was kept, it is resumed by workers (a joblib
+    backend) only after the probe: a way that gives other values is planned out and the stored plan says so."""
+    import joblib
+    from torch import nn
+
+    from landscape import compute_landscape
+    from landscape.generate import _compute
+    from landscape.io import Store
+    from tests.landscape.engine.test_folded import _naive, _setup
+    from tests.landscape.engine.test_planner import MixesSamples
+
+    monkeypatch.setenv("LANDSCAPE_FLUSH_SECONDS", "0")  # the definition is written at once
+    store = Store(tmp_path / "landscapes.h5")
+    build = _compute.build_landscape
+    monkeypatch.setattr(_compute, "build_landscape", lambda *a, **k: build(*a, **k, store=store))
+    torch.manual_seed(0)
+    net = MixesSamples()
+    x, y = torch.randn(40, 6), torch.randint(0, 3, (40,))
+    names, v, w, centre = _setup(net, x, y)
+
+    def run(tag=None):
+        return compute_landscape(net, nn.CrossEntropyLoss(), (x, y), directions=(dict(zip(names, v)),
+                                 dict(zip(names, w))), normalization="none", size=4, num_samples=40, tag=tag)
+
+    evaluate = Engine.evaluate
+
+    def interrupted(self, *args, **kwargs):
+        raise KeyboardInterrupt  # Ctrl-C before the first group
+    monkeypatch.setattr(Engine, "evaluate", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        run()
+    assert store.check("landscape", {}) == "partial"
+    assert store.load_partial("landscape").md["batching"] == "folded"  # the first that applies, not yet checked
+    monkeypatch.setattr(Engine, "evaluate", evaluate)
+    with joblib.parallel_config(backend="threading", n_jobs=2):
+        ls = run()
+    assert ls.metadata["batching"] == "vmap" and store.load_complete("landscape").metadata["batching"] == "vmap"
+    pts = np.stack(np.meshgrid(ls.x, ls.y), -1).reshape(-1, 2)
+    ref = _naive(net, names, v, w, centre, x, y, pts, nn.CrossEntropyLoss()).reshape(4, 4)
+    np.testing.assert_allclose(ls.z, ref, rtol=2e-5, atol=1e-6)
+    # in this process: refused on the first group, planned again, the definition written again before a point
+    begun = []
+    begin = store.begin
+    monkeypatch.setattr(store, "begin", lambda tag, *a: begun.append(tag) or begin(tag, *a))
+
+    def after_the_check(self, *args, **kwargs):
+        if len(begun) == 2:
+            raise KeyboardInterrupt  # stopped once planned again
+        return evaluate(self, *args, **kwargs)
+    monkeypatch.setattr(Engine, "evaluate", after_the_check)
+    with pytest.raises(KeyboardInterrupt):
+        run("here")
+    assert begun == ["here", "here"] and store.load_partial("here").md["batching"] == "vmap"
+    monkeypatch.setattr(Engine, "evaluate", evaluate)
+    here = run("here")
+    assert here.metadata["batching"] == "vmap" and store.load_complete("here").metadata["batching"] == "vmap"
+    assert np.array_equal(here.z, ls.z)
