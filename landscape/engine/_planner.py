@@ -55,9 +55,10 @@ CALL_BYTES = 32 << 20
 MEMORY_BUDGET = 1 << 30
 MAX_POINTS_PER_CALL = 32
 #: Landscapes of at most this many points (a 3x3 plane, a line of up to 15 points) run one point per
-#: call, without the batched ways' probe: the probe (a one-point and a batched engine on two samples, 8
-#: points each) costs more than batching saves on so few points. A 3x3 plane of the digits MLP at 512
-#: samples took 16.5 ms with it and 10 ms without (nine forwards: 2.3 ms; bench_fixed_cost.py).
+#: call: checking a batched way (on the first group, or the probe) and building it cost about what
+#: batching saves on so few points. ``benchmarks/bench_small_landscapes.py`` on two MLPs (the digits
+#: MLP, 784-512-512) at 64 and 512 samples, in this process: batched over one point per call 1.05-1.13
+#: on a 3x3 plane, 0.97-1.03 on a 15-point line, 0.88-1.00 on a 4x4 plane, 0.73-0.79 on a 31-point line.
 SMALL_LANDSCAPE_POINTS = 15
 #: At most this long is spent tuning, whatever the landscape's size.
 TUNE_MAX_S = 30.0
