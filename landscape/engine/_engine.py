@@ -495,13 +495,15 @@ class Engine:
         :class:`WayRefused` otherwise. Two one-point evaluations instead of a probe's two engines."""
         way = self.batching or "the first that applies"
         at = sorted({0, len(points) - 1})
-        form = self.points.form
-        self.points.form = "in place"  # the probe's one-point form: written, then the network's own again
+        reference = np.empty(len(at))
+        # each point's tensors the network's own while it runs (no buffers of the in-place form), then the centre
+        form, self.points.form = self.points.form, None
         try:
-            reference = np.array([float(self._point(float(points[i][0]), float(points[i][1]), start + i)[0])
-                                  for i in at])
+            with torch.inference_mode():
+                for j, i in enumerate(at):
+                    with self.points.materialized(float(points[i][0]), float(points[i][1])):
+                        reference[j] = float(self._forward_point(start + i)[0])
         finally:
-            self.points.release()
             self.points.form = form
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
