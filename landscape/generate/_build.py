@@ -42,6 +42,7 @@ from landscape.geometry import (
     centre_state,
     check_keys,
     moved_names,
+    shared_draws,
     view_geometry,
 )
 from landscape.io import Partial, Store, jsonable, kept_directions, model_digest, shared_draws_kept, task_name
@@ -52,6 +53,10 @@ _log = logging.getLogger("landscape")
 #: Chunks per worker: a finished chunk is flushed to the store and counted by the progress bar, so
 #: many small ones lose little to a kill; a chunk is never smaller than one group of points.
 CHUNKS_PER_WORKER = 32
+#: Bytes of moved parameters up to which a landscape kept in memory only (no store) hashes its directions
+#: when first asked for, from a copy of its centre made at the end of the call (16 MiB: 4 million float32
+#: parameters, the digits MLP to a small CNN; a copy there takes about a millisecond).
+LAZY_DIGEST_BYTES = 16 << 20
 
 
 def run_jobs(problem: Problem, jobs: Sequence[LandscapeJob], ex: Executor, *, store: Store | None = None,
@@ -86,16 +91,21 @@ def build_landscape(problem: Problem, job: LandscapeJob, ex: Executor, *, store:
     ``stats`` receives the points evaluated in this call (by all ranks), those of this
     process, and the landscape's points.
     """
+    names = _moved(problem, job)
+    # kept in memory only, a small network's directions are hashed when first asked for (a copy of its centre
+    # kept till then: landscape.io.kept_directions' lazy), so its draw is not hashed as it is drawn
+    params = dict(problem.network.named_parameters())
+    lazy = store is None and sum(params[n].numel() * params[n].element_size() for n in names
+                                 if n in params) <= LAZY_DIGEST_BYTES
     # a small network's random directions are drawn once for the plan's probe, the engine and the
     # digests kept (landscape.io.shared_draws_kept): a 3x3 landscape's fixed cost is mostly such draws
-    with shared_draws_kept():
-        return _build(problem, job, ex, store=store, fingerprint=fingerprint, stats=stats)
+    with shared_draws() if lazy else shared_draws_kept():
+        return _build(problem, job, ex, names, store=store, fingerprint=fingerprint, stats=stats, lazy=lazy)
 
 
-def _build(problem: Problem, job: LandscapeJob, ex: Executor, *, store: Store | None,
-           fingerprint: Mapping[str, Any] | None, stats: dict[str, int] | None) -> Landscape:
+def _build(problem: Problem, job: LandscapeJob, ex: Executor, names: list[str], *, store: Store | None,
+           fingerprint: Mapping[str, Any] | None, stats: dict[str, int] | None, lazy: bool) -> Landscape:
     tag = job.tag or "landscape"
-    names = _moved(problem, job)
     metrics = _usable_metrics(problem.metrics)
     # a network sharded over the group: each rank keeps its own shards as the centre (nothing is sent)
     sharded = is_sharded(problem.network)
@@ -149,7 +159,7 @@ def _build(problem: Problem, job: LandscapeJob, ex: Executor, *, store: Store | 
                      "bn_statistics='recompute' estimates them at every point instead)", job.label, clamped,
                      result.z.size, channels)
     if ex.root and not sharded:  # kept for an audit (Landscape.directions): landscape/io/_directions.py
-        result.directions_source = kept_directions(part, names, centre, spec.recipe)
+        result.directions_source = kept_directions(part, names, centre, spec.recipe, lazy=lazy)
     if store is not None and ex.root:
         store.finish(result, fingerprint or {})
     return result

@@ -20,7 +20,9 @@ What ``landscapes.h5`` keeps of a landscape's directions (the group ``directions
 Every record also holds ``digest_centre``, the SHA-256 of the centre's moved tensors (the point
 ``(0, 0)``), and the engine's ``(a, b)`` of every point. A landscape computed in this process
 keeps its record in memory (:class:`DirectionsInMemory`: the arrays, under the same size rule)
-until the store writes it, then reads it back from the file.
+until the store writes it, then reads it back from the file; one kept in memory only, of a small
+network, makes its digests when the record is first asked for, from a copy of its centre
+(:func:`kept_directions`' ``lazy``).
 """
 
 from __future__ import annotations
@@ -88,18 +90,37 @@ def max_direction_bytes() -> int:
     return int(env_number("LANDSCAPE_DIRECTIONS_MAX_BYTES", DIRECTIONS_MAX_BYTES, int, "bytes"))
 
 
+@dataclasses.dataclass
+class _Unhashed:
+    """What a record of directions is made of, its digests not computed yet (:func:`kept_directions`'s
+    ``lazy``): the points, the flat float32 ``v`` and ``w`` (or a recipe) and a copy of the centre's moved
+    tensors of its own (the caller's network may change after the call)."""
+
+    points: np.ndarray
+    v: np.ndarray
+    w: np.ndarray
+    names: list[str]
+    centre: list[torch.Tensor]
+    recipe: SeededDirections | None
+
+    def record(self) -> DirectionsRecord:
+        return _record(self.points, self.v, self.w, self.names, self.centre, self.recipe)
+
+
 class DirectionsInMemory:
     """The directions of a landscape computed in this process (:meth:`Landscape.directions`), until the
-    store has written them."""
+    store has written them: their record, or what it is made of until it is first asked for."""
 
-    def __init__(self, record: DirectionsRecord) -> None:
+    def __init__(self, record: DirectionsRecord | _Unhashed) -> None:
         self._record = record
 
     def record(self) -> DirectionsRecord:
+        if isinstance(self._record, _Unhashed):
+            self._record = self._record.record()
         return self._record
 
     def load(self, centre: Any) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor] | None]:
-        return load_record(self._record, centre, "this landscape")
+        return load_record(self.record(), centre, "this landscape")
 
 
 def _split(flat: np.ndarray, names: Sequence[str], shapes: Sequence[tuple[int, ...]]) -> dict[str, np.ndarray]:
@@ -181,10 +202,25 @@ def _recipe_digests(recipe: SeededDirections, centre: Sequence[torch.Tensor]) ->
 
 
 def kept_directions(part: Partial, names: Sequence[str], centre: Mapping[str, torch.Tensor],
-                    recipe: SeededDirections | None) -> DirectionsInMemory:
+                    recipe: SeededDirections | None, *, lazy: bool = False) -> DirectionsInMemory:
     """What a landscape keeps of its directions (see the module docstring), from its definition
-    ``part`` (the flat float32 ``v`` and ``w`` the engine evaluated, or a ``recipe``) and its centre."""
+    ``part`` (the flat float32 ``v`` and ``w`` the engine evaluated, or a ``recipe``) and its centre.
+
+    ``lazy``: its digests computed when the record is first asked for (the landscape written to a file,
+    or its directions asked back), from a copy of the centre's moved tensors made now; a landscape that
+    is only looked at never hashes them (for a small network, the digests -- and, for a recipe, hashing
+    its draw -- are a fifth of a 3x3 landscape's time). The same record either way."""
     ref = [centre[n] for n in names]
+    points = np.asarray(part.points)
+    if lazy:
+        return DirectionsInMemory(_Unhashed(points, np.asarray(part.v), np.asarray(part.w), list(names),
+                                            [t.detach().clone() for t in ref], recipe))
+    return DirectionsInMemory(_record(points, np.asarray(part.v), np.asarray(part.w), names, ref, recipe))
+
+
+def _record(points: np.ndarray, flat_v: np.ndarray, flat_w: np.ndarray, names: Sequence[str],
+            ref: list[torch.Tensor], recipe: SeededDirections | None) -> DirectionsRecord:
+    """:func:`kept_directions`' record: digests included."""
     shapes = [tuple(int(d) for d in t.shape) for t in ref]
     info: dict[str, Any] = {"kind": "arrays" if recipe is None else "recipe", "names": list(names),
                             "shapes": [list(s) for s in shapes], "torch": torch.__version__}
@@ -195,19 +231,19 @@ def kept_directions(part: Partial, names: Sequence[str], centre: Mapping[str, to
                           "dims": int(recipe.dims), "direction_draw": recipe.direction_draw}
         info.update({k: digests[k] for k in ("digest_v", "digest_draw", "digest_w") if k in digests})
         info["stored"] = False
-        return DirectionsInMemory(DirectionsRecord(info, None, None, np.asarray(part.points)))
-    v = _split(np.asarray(part.v, dtype=np.float32), names, shapes)
-    w = _split(np.asarray(part.w, dtype=np.float32), names, shapes) if np.size(part.w) else None
+        return DirectionsRecord(info, None, None, points)
+    v = _split(np.asarray(flat_v, dtype=np.float32), names, shapes)
+    w = _split(np.asarray(flat_w, dtype=np.float32), names, shapes) if np.size(flat_w) else None
     info.update(_digests({"digest_centre": ref, "digest_v": _as_tensors(v),
                           **({"digest_w": _as_tensors(w)} if w is not None else {})}))
-    info["bytes"] = int(np.size(part.v) + np.size(part.w)) * 4
+    info["bytes"] = int(np.size(flat_v) + np.size(flat_w)) * 4
     limit = max_direction_bytes()
     info["stored"] = info["bytes"] <= limit
     if not info["stored"]:
         info["reason"] = (f"v and w take {info['bytes']} bytes, over the limit of {limit} "
                           "(LANDSCAPE_DIRECTIONS_MAX_BYTES); their digests are kept")
-        return DirectionsInMemory(DirectionsRecord(info, None, None, np.asarray(part.points)))
-    return DirectionsInMemory(DirectionsRecord(info, v, w, np.asarray(part.points)))
+        return DirectionsRecord(info, None, None, points)
+    return DirectionsRecord(info, v, w, points)
 
 
 def load_record(rec: DirectionsRecord, centre: Any, tag: str

@@ -253,3 +253,53 @@ def test_a_large_networks_engine_draw_gives_the_digests_and_no_draw_outlives_its
     # outside a landscape nothing is kept: a held draw with copies draws axis by axis, the same values
     assert all(torch.equal(a, b) for a, b in zip(
         recipe.draw_axes(centre, finish=lambda t, c: t.clone(), held=True)[1], engine[1]))
+
+
+@pytest.mark.parametrize("kind", ["random", "given"])
+def test_a_small_landscape_kept_in_memory_hashes_its_directions_when_first_asked(trained, data, kind, monkeypatch):
+    """compute_landscape of a small network hashes nothing during the call; its record, made when asked
+    for, is the one made at once (kept_directions without lazy), from the centre as it was at the call:
+    training the network on afterwards changes neither the record nor the directions given back."""
+    from landscape.io import _directions as io_directions
+    from landscape.io._fingerprint import tensor_digest
+
+    net, traj = trained
+    x, y = data
+    net.load_state_dict(traj[-1])
+    names = [n for n, _ in net.named_parameters()]
+    given = None
+    if kind == "given":
+        g = torch.Generator().manual_seed(1)
+        given = tuple({n: 0.1 * torch.randn(traj[-1][n].shape, generator=g) for n in names} for _ in range(2))
+    hashed = []
+    real = io_directions.hash_tensor
+    monkeypatch.setattr(io_directions, "hash_tensor", lambda h, t: hashed.append(1) or real(h, t))
+    ls = landscape.compute_landscape(net, nn.CrossEntropyLoss(), [(x[:32], y[:32])], directions=given, size=4,
+                                     num_samples=32)
+    assert not hashed
+    centre = {n: traj[-1][n].clone() for n in names}
+    with torch.no_grad():  # the caller trains on
+        for p in net.parameters():
+            p.add_(1.0)
+    record = ls.directions_source.record()
+    assert hashed and record.info["digest_centre"] == tensor_digest(*(centre[n] for n in names))
+    part = io_directions.Partial(md={}, x=ls.x, y=ls.y, points=record.points, n_path=0, intervals=None,
+                                 v=np.concatenate([given[0][n].reshape(-1).numpy() for n in names]) if given else
+                                 np.zeros(0, np.float32),
+                                 w=np.concatenate([given[1][n].reshape(-1).numpy() for n in names]) if given else
+                                 np.zeros(0, np.float32), values={}, done=np.zeros(0, bool))
+    recipe = None
+    if kind == "random":
+        from landscape.generate._build import _recipe
+        recipe = _recipe(ls.metadata, names)
+    eager = io_directions.kept_directions(part, names, centre, recipe).record()
+    assert record.info == eager.info
+    v, w = ls.directions(centre)
+    net.load_state_dict(traj[-1])
+    again = landscape.compute_landscape(net, nn.CrossEntropyLoss(), [(x[:32], y[:32])], directions=(v, w), size=4,
+                                        num_samples=32, normalization="none")
+    if kind == "given":
+        np.testing.assert_array_equal(again.z, ls.z)
+        assert all(torch.equal(v[n], given[0][n]) for n in names)
+    else:
+        np.testing.assert_allclose(again.z, ls.z, rtol=1e-6)
