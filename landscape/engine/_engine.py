@@ -177,13 +177,17 @@ class EngineSpec:
 AGREE_RTOL = 1e-4
 
 
-def disagreement(got: np.ndarray, reference: np.ndarray, on: str = "a probe") -> str | None:
-    """Why a batched way's losses ``got`` are not the one-point ``reference`` (None: they agree), at
-    points ``on`` what."""
-    if np.allclose(got, reference, rtol=AGREE_RTOL, atol=1e-6, equal_nan=True):
-        return None
-    err = float(np.max(np.abs(got - reference) / np.maximum(np.abs(reference), 1e-12)))
-    return f"it gives other values than one point per call on {on} (relative difference {err:.2g})"
+def disagreement(got: np.ndarray, reference: np.ndarray, warned: Sequence[str] = (),
+                 on: str = "a probe") -> str | None:
+    """Why a batched way is not used (None: it is), given its losses ``got`` at points ``on`` what,
+    the one-point ``reference`` there and what PyTorch warned while the way ran (e.g. vmap without
+    a batching rule for an operator, which then runs point by point)."""
+    if not np.allclose(got, reference, rtol=AGREE_RTOL, atol=1e-6, equal_nan=True):
+        err = float(np.max(np.abs(got - reference) / np.maximum(np.abs(reference), 1e-12)))
+        return f"it gives other values than one point per call on {on} (relative difference {err:.2g})"
+    if warned:
+        return f"PyTorch warns when it runs so: {warned[0].splitlines()[0]}"
+    return None
 
 
 class WayRefused(Exception):
@@ -493,7 +497,6 @@ class Engine:
         warning from PyTorch while it runs), at its first and last points against the one-point path,
         run on this engine's network before the way is built (a way may fold it in place): a
         :class:`WayRefused` otherwise. Two one-point evaluations instead of a probe's two engines."""
-        way = self.batching or "the first that applies"
         at = sorted({0, len(points) - 1})
         reference = np.empty(len(at))
         # each point's tensors the network's own while it runs (no buffers of the in-place form), then the centre
@@ -510,13 +513,11 @@ class Engine:
             try:
                 loss, outs = self._forward_group(a, b)
             except Exception as exc:
-                raise WayRefused(self.batching_used or way, f"{type(exc).__name__}: {exc}") from exc
-        way = self.batching_used or way
-        why = disagreement(loss[at].double().cpu().numpy(), reference, "the landscape's first group")
-        if why is None and caught:  # e.g. vmap without a batching rule for an operator: run point by point
-            why = f"PyTorch warns when it runs so: {str(caught[0].message).splitlines()[0]}"
+                raise WayRefused(self.batching_used or str(self.batching), f"{type(exc).__name__}: {exc}") from exc
+        why = disagreement(loss[at].double().cpu().numpy(), reference, [str(w.message) for w in caught],
+                           "the landscape's first group")
         if why is not None:
-            raise WayRefused(way, why)
+            raise WayRefused(self.batching_used or str(self.batching), why)
         self._verify = False
         return loss, outs
 
