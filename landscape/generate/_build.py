@@ -93,13 +93,14 @@ def build_landscape(problem: Problem, job: LandscapeJob, ex: Executor, *, store:
     """
     names = _moved(problem, job)
     # kept in memory only, a small network's directions are hashed when first asked for (a copy of its centre
-    # kept till then: landscape.io.kept_directions' lazy), so its draw is not hashed as it is drawn
+    # kept till then: landscape.io.kept_directions' lazy), a larger one's draw before normalization (drawn
+    # again from the recipe then: its lazy_draw), so no draw is hashed as it is drawn
     params = dict(problem.network.named_parameters())
     lazy = store is None and sum(params[n].numel() * params[n].element_size() for n in names
                                  if n in params) <= LAZY_DIGEST_BYTES
     # a small network's random directions are drawn once for the plan's probe, the engine and the
     # digests kept (landscape.io.shared_draws_kept): a 3x3 landscape's fixed cost is mostly such draws
-    with shared_draws() if lazy else shared_draws_kept():
+    with shared_draws() if store is None else shared_draws_kept():
         return _build(problem, job, ex, names, store=store, fingerprint=fingerprint, stats=stats, lazy=lazy)
 
 
@@ -159,7 +160,8 @@ def _build(problem: Problem, job: LandscapeJob, ex: Executor, names: list[str], 
                      "bn_statistics='recompute' estimates them at every point instead)", job.label, clamped,
                      result.z.size, channels)
     if ex.root and not sharded:  # kept for an audit (Landscape.directions): landscape/io/_directions.py
-        result.directions_source = kept_directions(part, names, centre, spec.recipe, lazy=lazy)
+        result.directions_source = kept_directions(part, names, centre, spec.recipe, lazy=lazy,
+                                                     lazy_draw=store is None)
     if store is not None and ex.root:
         store.finish(result, fingerprint or {})
     return result

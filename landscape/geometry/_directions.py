@@ -478,14 +478,14 @@ class SeededDirections:
         return hit
 
     def kept_draw(self, centre: Sequence[torch.Tensor], axes: Sequence[int]
-                  ) -> tuple[list[list[torch.Tensor]], str] | None:
-        """Within :func:`shared_draws` given ``raw_hash``: the tensors of :meth:`draw_axes` of ``axes`` against
-        ``centre`` that it keeps, unchanged -- its own, or an engine's copies of them in another layout (the
-        same values: for reading them, as the digests do) -- and the SHA-256 of its standard-normal draws
-        before normalization (tensor by tensor with their axes in order, each added by ``raw_hash``); None
-        when no such draw is kept."""
+                  ) -> tuple[list[list[torch.Tensor]], str | None] | None:
+        """Within :func:`shared_draws`: the tensors of :meth:`draw_axes` of ``axes`` against ``centre`` that it
+        keeps, unchanged -- its own, or an engine's copies of them in another layout (the same values: for
+        reading them, as the digests do) -- and, given ``raw_hash``, the SHA-256 of its standard-normal draws
+        before normalization (tensor by tensor with their axes in order, each added by ``raw_hash``; else
+        None); None when no such draw is kept."""
         hit = self._kept(tuple(axes), centre) or self._kept(tuple(axes), centre, finished=True)
-        if hit is None or hit[3] is None:
+        if hit is None:
             return None
         return [list(a) for a in hit[2]], hit[3]
 

@@ -28,8 +28,9 @@ network, makes its digests when the record is first asked for, from a copy of it
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any
@@ -90,33 +91,16 @@ def max_direction_bytes() -> int:
     return int(env_number("LANDSCAPE_DIRECTIONS_MAX_BYTES", DIRECTIONS_MAX_BYTES, int, "bytes"))
 
 
-@dataclasses.dataclass
-class _Unhashed:
-    """What a record of directions is made of, its digests not computed yet (:func:`kept_directions`'s
-    ``lazy``): the points, the flat float32 ``v`` and ``w`` (or a recipe) and a copy of the centre's moved
-    tensors of its own (the caller's network may change after the call)."""
-
-    points: np.ndarray
-    v: np.ndarray
-    w: np.ndarray
-    names: list[str]
-    centre: list[torch.Tensor]
-    recipe: SeededDirections | None
-
-    def record(self) -> DirectionsRecord:
-        return _record(self.points, self.v, self.w, self.names, self.centre, self.recipe)
-
-
 class DirectionsInMemory:
     """The directions of a landscape computed in this process (:meth:`Landscape.directions`), until the
-    store has written them: their record, or what it is made of until it is first asked for."""
+    store has written them: their record, or what makes or finishes it when it is first asked for."""
 
-    def __init__(self, record: DirectionsRecord | _Unhashed) -> None:
+    def __init__(self, record: DirectionsRecord | Callable[[], DirectionsRecord]) -> None:
         self._record = record
 
     def record(self) -> DirectionsRecord:
-        if isinstance(self._record, _Unhashed):
-            self._record = self._record.record()
+        if not isinstance(self._record, DirectionsRecord):  # made or finished when first asked for
+            self._record = self._record()
         return self._record
 
     def load(self, centre: Any) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor] | None]:
@@ -157,79 +141,108 @@ def shared_draws_kept() -> Iterator[None]:
         yield
 
 
-def _recipe_digests(recipe: SeededDirections, centre: Sequence[torch.Tensor]) -> dict[str, str]:
-    """SHA-256 of the centre (``digest_centre``), of the recipe's directions against it (``digest_v``,
-    ``digest_w``) and of its standard-normal draw before normalization (``digest_draw``), tensor by tensor:
-    one tensor's draws in memory at a time, as the engine's ``lean`` reads them, or, for a network of at
-    most :data:`_WHOLE_DRAW` elements per axis set, every tensor at once (the same digests, the sequences
-    hashed side by side by :func:`_digests`); the engine's draw where :func:`shared_draws_kept` kept it,
-    whatever its size (no draw at all)."""
+def _draw_digest(recipe: SeededDirections, centre: Sequence[torch.Tensor]) -> str:
+    """SHA-256 of the recipe's standard-normal draw before normalization (``digest_draw``), tensor by tensor,
+    each one's axes in order: drawn again from the recipe, which reads only the centre's shapes (every
+    tensor at once for a network of at most :data:`_WHOLE_DRAW` elements per axis set, else one tensor's
+    draws in memory at a time: the same digest)."""
     axes = tuple(range(recipe.dims))
-    keys = ["digest_v", "digest_w"][:len(axes)]
     raw = dataclasses.replace(recipe, normalization="none", biasbn="normalize")
     # the draw reads only the shape: zero-stride stand-ins
     shapes = [torch.zeros((), dtype=torch.float32).expand(c.shape) for c in centre]
-    # within shared_draws_kept, the engine's draw (of any size, in its layout: it held it) with its raw digest
-    held, kept = recipe.kept_draw(centre, axes) or (None, None)
     drawn = [i for i, c in enumerate(centre) if _drawn(recipe, c)]
+    if sum(c.numel() for c in centre) * len(axes) <= _WHOLE_DRAW:
+        raws = raw.draw_axes(shapes, axes)  # two calls instead of two per tensor (the same bits)
+        return tensor_digest(*(a[i] for i in drawn for a in raws))
+    draw = hashlib.sha256()
+    for i in drawn:
+        for t in raw.tensors(i, axes, shapes[i]):
+            assert t is not None
+            hash_tensor(draw, t)
+    return draw.hexdigest()
+
+
+def _recipe_digests(recipe: SeededDirections, centre: Sequence[torch.Tensor], *, draw: bool = True
+                    ) -> dict[str, str]:
+    """SHA-256 of the centre (``digest_centre``), of the recipe's directions against it (``digest_v``,
+    ``digest_w``) and, ``draw``, of its standard-normal draw before normalization (``digest_draw``,
+    :func:`_draw_digest`), tensor by tensor: one tensor's directions in memory at a time, as the engine's
+    ``lean`` reads them, or, for a network of at most :data:`_WHOLE_DRAW` elements per axis set, every tensor
+    at once (the same digests, the sequences hashed side by side by :func:`_digests`); the engine's draw
+    where :func:`landscape.geometry.shared_draws` kept it, whatever its size (no draw at all), with its raw
+    draw's digest where :func:`shared_draws_kept` made it."""
+    axes = tuple(range(recipe.dims))
+    keys = ["digest_v", "digest_w"][:len(axes)]
+    # within shared_draws, the engine's draw (of any size, in its layout: it held it), with its raw digest
+    # within shared_draws_kept
+    held, kept = recipe.kept_draw(centre, axes) or (None, None)
     if held is not None or sum(c.numel() for c in centre) * len(axes) <= _WHOLE_DRAW:
         # the engine's draw kept (no draw here), or a small network: both draws whole, two calls instead
         # of two per tensor (the same bits, SeededDirections.draw_axes; a small landscape's fixed cost is
         # mostly these calls)
         normalized = held if held is not None else recipe.draw_axes(centre, axes)
-        sequences: dict[str, Sequence[torch.Tensor]] = {"digest_centre": centre, **dict(zip(keys, normalized))}
-        if kept is None:  # tensor by tensor, each one's axes in order
-            raws = raw.draw_axes(shapes, axes)
-            sequences["digest_draw"] = [a[i] for i in drawn for a in raws]
-        out = _digests(sequences)
-        if kept is not None:
-            out["digest_draw"] = kept
-        return out
-    out = _digests({"digest_centre": centre})
-    hashes = [hashlib.sha256() for _ in axes]
-    draw = hashlib.sha256()
-    for i, c in enumerate(centre):
-        for h, t in zip(hashes, recipe.tensors(i, axes, c)):
-            assert t is not None
-            hash_tensor(h, t)
-        if kept is None and _drawn(recipe, c):
-            for t in raw.tensors(i, axes, shapes[i]):
+        out = _digests({"digest_centre": centre, **dict(zip(keys, normalized))})
+    else:
+        out = _digests({"digest_centre": centre})
+        hashes = [hashlib.sha256() for _ in axes]
+        for i, c in enumerate(centre):
+            for h, t in zip(hashes, recipe.tensors(i, axes, c)):
                 assert t is not None
-                hash_tensor(draw, t)
-    out.update({k: h.hexdigest() for k, h in zip(keys, hashes)})
-    out["digest_draw"] = kept if kept is not None else draw.hexdigest()
+                hash_tensor(h, t)
+        out.update({k: h.hexdigest() for k, h in zip(keys, hashes)})
+    if draw:
+        out["digest_draw"] = kept if kept is not None else _draw_digest(recipe, centre)
     return out
 
 
 def kept_directions(part: Partial, names: Sequence[str], centre: Mapping[str, torch.Tensor],
-                    recipe: SeededDirections | None, *, lazy: bool = False) -> DirectionsInMemory:
+                    recipe: SeededDirections | None, *, lazy: bool = False, lazy_draw: bool = False
+                    ) -> DirectionsInMemory:
     """What a landscape keeps of its directions (see the module docstring), from its definition
     ``part`` (the flat float32 ``v`` and ``w`` the engine evaluated, or a ``recipe``) and its centre.
 
     ``lazy``: its digests computed when the record is first asked for (the landscape written to a file,
     or its directions asked back), from a copy of the centre's moved tensors made now; a landscape that
     is only looked at never hashes them (for a small network, the digests -- and, for a recipe, hashing
-    its draw -- are a fifth of a 3x3 landscape's time). The same record either way."""
+    its draw -- are a fifth of a 3x3 landscape's time). ``lazy_draw``: only a recipe's ``digest_draw`` is
+    made then, drawn again from the recipe (which needs the shapes only: nothing is held for it; on
+    ResNet-18 hashing the draw as it is drawn took 60 ms of a 1.4 s 3x3 landscape). The same record
+    every way."""
     ref = [centre[n] for n in names]
     points = np.asarray(part.points)
     if lazy:
-        return DirectionsInMemory(_Unhashed(points, np.asarray(part.v), np.asarray(part.w), list(names),
-                                            [t.detach().clone() for t in ref], recipe))
-    return DirectionsInMemory(_record(points, np.asarray(part.v), np.asarray(part.w), names, ref, recipe))
+        # the record made later from what it is made of: the points, v and w (or the recipe), and a copy of
+        # the centre's moved tensors of its own (the caller's network may change after the call)
+        return DirectionsInMemory(functools.partial(_record, points, np.asarray(part.v), np.asarray(part.w),
+                                                    list(names), [t.detach().clone() for t in ref], recipe))
+    rec = _record(points, np.asarray(part.v), np.asarray(part.w), names, ref, recipe, draw=not lazy_draw)
+    if recipe is None or not lazy_draw:
+        return DirectionsInMemory(rec)
+    shapes = [torch.zeros((), dtype=torch.float32).expand(t.shape) for t in ref]  # stand-ins: no data held
+    return DirectionsInMemory(functools.partial(_with_draw_digest, rec, recipe, shapes))
+
+
+def _with_draw_digest(rec: DirectionsRecord, recipe: SeededDirections, shapes: list[torch.Tensor]
+                      ) -> DirectionsRecord:
+    """``rec`` (made by :func:`_record` without ``draw``) with its ``digest_draw``, in its place."""
+    rec.info["digest_draw"] = _draw_digest(recipe, shapes)
+    return rec
 
 
 def _record(points: np.ndarray, flat_v: np.ndarray, flat_w: np.ndarray, names: Sequence[str],
-            ref: list[torch.Tensor], recipe: SeededDirections | None) -> DirectionsRecord:
-    """:func:`kept_directions`' record: digests included."""
+            ref: list[torch.Tensor], recipe: SeededDirections | None, *, draw: bool = True) -> DirectionsRecord:
+    """:func:`kept_directions`' record: digests included (``draw`` False: a recipe's ``digest_draw`` left
+    None, in its place, for :func:`_with_draw_digest`)."""
     shapes = [tuple(int(d) for d in t.shape) for t in ref]
     info: dict[str, Any] = {"kind": "arrays" if recipe is None else "recipe", "names": list(names),
                             "shapes": [list(s) for s in shapes], "torch": torch.__version__}
     if recipe is not None:
-        digests = _recipe_digests(recipe, ref)
+        digests = _recipe_digests(recipe, ref, draw=draw)
         info["digest_centre"] = digests.pop("digest_centre")
         info["recipe"] = {"seed": int(recipe.seed), "normalization": recipe.normalization, "biasbn": recipe.biasbn,
                           "dims": int(recipe.dims), "direction_draw": recipe.direction_draw}
-        info.update({k: digests[k] for k in ("digest_v", "digest_draw", "digest_w") if k in digests})
+        info.update({k: digests.get(k) for k in ("digest_v", "digest_draw", "digest_w")
+                     if k in digests or k == "digest_draw"})
         info["stored"] = False
         return DirectionsRecord(info, None, None, points)
     v = _split(np.asarray(flat_v, dtype=np.float32), names, shapes)

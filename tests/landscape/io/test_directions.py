@@ -303,3 +303,44 @@ def test_a_small_landscape_kept_in_memory_hashes_its_directions_when_first_asked
         assert all(torch.equal(v[n], given[0][n]) for n in names)
     else:
         np.testing.assert_allclose(again.z, ls.z, rtol=1e-6)
+
+
+def test_a_larger_landscape_kept_in_memory_hashes_its_draw_when_first_asked(trained, data, monkeypatch):
+    """Above the lazy bound a landscape kept in memory makes its centre's and directions' digests in the call,
+    but not the one of its draw before normalization: no draw is hashed as it is drawn, and the record, when
+    asked for, is the one made at once, its digest of the draw that of the seeded standard normals."""
+    import hashlib
+
+    from landscape.generate import _build
+    from landscape.geometry import SeededDirections
+    from landscape.io import _directions as io_directions
+    from landscape.io._fingerprint import hash_tensor
+
+    net, traj = trained
+    x, y = data
+    net.load_state_dict(traj[-1])
+    names = [n for n, _ in net.named_parameters()]
+    monkeypatch.setattr(_build, "LAZY_DIGEST_BYTES", 0)  # every network is above the bound
+    raw_hashed = []
+    real_draw = SeededDirections._draw
+    monkeypatch.setattr(SeededDirections, "_draw", lambda self, c, n, axes, finish, on_raw=None: raw_hashed.append(
+        on_raw is not None and self.normalization != "none") or real_draw(self, c, n, axes, finish, on_raw))
+    ls = landscape.compute_landscape(net, nn.CrossEntropyLoss(), [(x[:32], y[:32])], size=4, num_samples=32)
+    assert raw_hashed and not any(raw_hashed)
+    assert ls.directions_source._record.__class__ is not io_directions.DirectionsRecord  # the draw's digest to come
+    record = ls.directions_source.record()
+    from landscape.generate._build import _recipe
+    recipe = _recipe(ls.metadata, names)
+    centre = {n: traj[-1][n] for n in names}
+    part = io_directions.Partial(md={}, x=ls.x, y=ls.y, points=record.points, n_path=0, intervals=None,
+                                 v=np.zeros(0, np.float32), w=np.zeros(0, np.float32), values={},
+                                 done=np.zeros(0, bool))
+    eager = io_directions.kept_directions(part, names, centre, recipe).record()
+    assert list(record.info.items()) == list(eager.info.items())  # the same keys in the same order
+    draw = hashlib.sha256()
+    for n in names:
+        for axis in (0, 1):
+            hash_tensor(draw, seeded_draw(recipe.seed, axis, n, tuple(centre[n].shape)))
+    assert record.info["digest_draw"] == draw.hexdigest()
+    v, w = ls.directions(centre)  # and the directions come back against it
+    assert set(v) == set(names) and w is not None
