@@ -138,6 +138,47 @@ def test_the_next_landscape_in_a_process_does_not_fault_its_activations_in_again
     kept, kept_room = _faults_in_a_fresh_process(THREE_LANDSCAPES, "keep")
     given_back, _ = _faults_in_a_fresh_process(THREE_LANDSCAPES, "release")
     # a group's activations are about 10 MB (2,500 pages): given back, the third landscape faults them in
-    # again (measured 2,500-4,100; where the kernel backs the heap with huge pages, far fewer); kept, 0-71
+    # again (measured 2,500-6,800; where the kernel backs the heap with huge pages, far fewer); kept, 0-71 on
+    # one machine, 0-750 in 28 runs on another (where the bound of 800 failed once in a full test run)
     assert kept_room > 0
-    assert kept < 800, (kept, given_back)
+    assert kept < 1500, (kept, given_back)
+
+
+# A language model's head, one point per call: each call holds 8 MB of logits and 8 MB of their
+# log-softmax (64 sequences of 32 tokens, 1,000 words). Three 81-point landscapes in a fresh process;
+# the minor faults of the third.
+LOGITS = textwrap.dedent("""
+    import resource, sys, torch
+    from torch import nn
+    from landscape import compute_landscape
+    from landscape.engine import kept_bytes
+    torch.manual_seed(0)
+    class LM(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb, self.mid, self.head = nn.Embedding(1000, 64), nn.Linear(64, 64), nn.Linear(64, 1000)
+        def forward(self, ids):
+            return self.head(torch.relu(self.mid(self.emb(ids))))
+    def task(model, batch):
+        ids, labels = batch
+        return nn.functional.cross_entropy(model(ids).flatten(0, 1), labels.flatten())
+    ids = torch.randint(0, 1000, (64, 32), generator=torch.Generator().manual_seed(0))
+    net = LM().eval()
+    def one():
+        return compute_landscape(net, data=[(ids, ids)], task=task, size=9, num_samples=64,
+                                 plan={"points_per_call": 1})
+    one(); one()
+    f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    one()
+    print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0, kept_bytes())
+""")
+
+
+@glibc
+def test_one_point_per_call_keeps_nothing_between_the_calls_activations():
+    """The points' losses go into one buffer made before the calls: kept one by one as 0-d tensors they
+    were cut from the heap between the calls' activations, which then no longer fitted in the room and
+    were faulted in again at nearly every call (150,000-300,000 pages for these 81 points)."""
+    faults, room = _faults_in_a_fresh_process(LOGITS, "")
+    assert room > 0
+    assert faults < 81 * 20, faults
