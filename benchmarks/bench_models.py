@@ -9,8 +9,12 @@ tiny GPT-2 with dict batches) and each sample count, in one process, alternating
   ``torch.inference_mode``: one "point" is one pass over the samples;
 * ``naive``: what users write -- per point, the point's state dict built, loaded with
   ``load_state_dict``, then that same best-batch-size pass;
-* ``ours``: ``compute_landscape`` on a grid (random directions, the plan it chooses),
-  end to end (directions, planning, evaluation), in points per second.
+* ``ours``: ``compute_landscape`` on a grid (random directions, the plan it chooses, or
+  ``--plan tune``), end to end (directions, planning, evaluation), in points per second;
+* ``naive_at_our_batch``: the naive loop at the samples per batch our plan ran, where
+  that is not its best: ``plan="auto"`` chooses them without timing (all the samples,
+  within the memory budget), so that the same call gives the same bits; the best batch
+  size is a timed choice (``plan="tune"`` makes it).
 
 It prints one JSON line per (model, samples, mode) with the medians and ranges over the
 repeats, ``ours/limit``, ``ours/naive``, the plan chosen, and the peak memory of our
@@ -122,12 +126,12 @@ def naive_points_per_s(model: torch.nn.Module, forward: Any, passes: list[Any], 
 
 
 def ours_points_per_s(model: torch.nn.Module, data: Any, task: Any, n: int, grid: int, device_ids: Any,
-                      eval_mode: bool) -> tuple[float, dict[str, Any], float]:
+                      eval_mode: bool, plan: str = "auto") -> tuple[float, dict[str, Any], float]:
     base = _rss_kb("VmRSS")
     _reset_peak()
     t0 = time.perf_counter()
     ls = compute_landscape(model, data=data, task=task, size=grid, num_samples=n, device_ids=device_ids,
-                           eval_mode=eval_mode)
+                           eval_mode=eval_mode, plan=plan)
     dt = time.perf_counter() - t0
     peak_mb = max(0, _rss_kb("VmHWM") - base) / 1024
     plan = {k: ls.metadata.get(k) for k in ("points_per_call", "batching", "eval_batch", "memory_format", "plan")}
@@ -147,6 +151,8 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--train-mode", action="store_true", help="also measure train-mode statistics (BN models)")
     parser.add_argument("--seconds", type=float, default=4.0, help="target duration of one measurement")
+    parser.add_argument("--plan", default="auto", choices=["auto", "tune"],
+                        help="our plan: the default (chosen without timing), or tuned (timed candidates)")
     parser.add_argument("--grid", type=int, default=None,
                         help="points per side, 3 to 256, the naive loop then timed on as many points "
                              "(issue 35: 3 and 21); default: a grid of about --seconds")
@@ -171,21 +177,30 @@ def main() -> None:
                 naive_pts = max(3, min(200, target // 2))
                 if args.grid is not None:  # the same points both ways, fixed costs included in ours
                     grid, naive_pts = args.grid, args.grid * args.grid
-                lim, nai, ours, plans, peaks = [], [], [], [], []
+                lim, nai, ours, plans, peaks, same = [], [], [], [], [], []
                 for _ in range(args.repeats):
                     lim.append(1.0 / _time_pass(model, forward, passes, device, reps=max(1, naive_pts)))
                     nai.append(naive_points_per_s(model, forward, passes, device, naive_pts))
-                    pts, plan, peak = ours_points_per_s(model.cpu(), data, task, n, grid, device_ids, eval_mode)
+                    pts, plan, peak = ours_points_per_s(model.cpu(), data, task, n, grid, device_ids, eval_mode,
+                                                        args.plan)
                     model.to(device)
+                    # the naive loop again at the samples per batch our plan ran (plan="auto" chooses them without
+                    # timing anything: all the samples, within the memory budget)
+                    ours_bs = int(plan.get("eval_batch") or n)
+                    same.append(nai[-1] if ours_bs == bs else
+                                naive_points_per_s(model, forward, _passes(dev_batches, n, ours_bs), device,
+                                                   naive_pts))
                     ours.append(pts)
                     plans.append(plan)
                     peaks.append(peak)
                 ratio_l = [o / m for o, m in zip(ours, lim)]
                 ratio_n = [o / m for o, m in zip(ours, nai)]
+                ratio_s = [o / m for o, m in zip(ours, same)]
                 print(json.dumps({
                     "model": name, "samples": n, "mode": "eval" if eval_mode else "train", "device": str(device),
                     "best_batch": bs, "grid": grid, "limit_pts_s": _stats(lim), "naive_pts_s": _stats(nai),
                     "ours_pts_s": _stats(ours), "ours_over_limit": _stats(ratio_l), "ours_over_naive": _stats(ratio_n),
+                    "naive_at_our_batch_pts_s": _stats(same), "ours_over_naive_at_our_batch": _stats(ratio_s),
                     "plan": plans[-1], "peak_mb_above": round(statistics.median(peaks), 1),
                     "threads": torch.get_num_threads(),
                 }), flush=True)
