@@ -53,7 +53,11 @@ PLAN_MODES = ("auto", "tune")
 CALL_BYTES = 32 << 20
 #: Bytes the batched parameters and activations of one call may use.
 MEMORY_BUDGET = 1 << 30
-MAX_POINTS_PER_CALL = 32
+#: At most this many points per call. 64, not 32 (2026-11-29): where a small network's calls at few samples
+#: were held at 32 by it (the digits MLP at 32-64 samples, whose working set would allow over 100), a 20x20
+#: plane took 15.4 against 16.2 ms at 64 samples and 11.6 against 12.8 ms at 32, a 40x40 plane 45.1 against
+#: 50.1 ms (medians of 7 alternating rounds of 9 calls, one process), with the same bits; 128 gained 0-3 % more.
+MAX_POINTS_PER_CALL = 64
 #: Landscapes of at most this many points (a 3x3 plane, a line of up to 15 points) run one point per
 #: call: checking a batched way (on the first group, or the probe) and building it cost about what
 #: batching saves on so few points. ``benchmarks/bench_small_landscapes.py`` on two MLPs (the digits

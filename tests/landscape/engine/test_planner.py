@@ -148,8 +148,9 @@ def test_auto_is_a_pure_function_of_the_problem_and_never_times(monkeypatch):
 def test_points_per_call_never_exceed_the_landscape_points(monkeypatch):
     torch.manual_seed(0)
     spec, _ = _spec(MLP(hidden=16), torch.rand(64, 64), torch.randint(0, 10, (64,)))
-    assert choose_plan(spec, n_points=10_000).points_per_call == 32  # a tiny MLP: the most per call
-    assert choose_plan(spec, n_points=20).points_per_call == 20  # not 32 calls' worth of padded copies
+    # a tiny MLP: the most per call
+    assert choose_plan(spec, n_points=10_000).points_per_call == _planner.MAX_POINTS_PER_CALL == 64
+    assert choose_plan(spec, n_points=20).points_per_call == 20  # not 64 calls' worth of padded copies
     # a landscape of at most SMALL_LANDSCAPE_POINTS (a 3x3 plane) runs one point per call, with no probe
     small = _planner.SMALL_LANDSCAPE_POINTS
     assert 9 <= small < 16
