@@ -325,7 +325,7 @@ def _redraw(info: Mapping[str, Any], names: list[str], centre: Any, tag: str
     ref = _centre(info, names, centre, tag)
     drawn = recipe.draw_axes(ref)
     if _digest(drawn[0]) != info["digest_v"] or (recipe.dims == 2 and _digest(drawn[1]) != info["digest_w"]):
-        again = _recipe_digests(recipe, ref)["digest_draw"]
+        again = _draw_digest(recipe, ref)
         what = "draws other standard normals" if again != info["digest_draw"] else \
             "draws the same standard normals but normalizes them to other bits"
         raise ValueError(
