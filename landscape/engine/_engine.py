@@ -414,6 +414,8 @@ class Engine:
                 outs.append(out)
             else:
                 loss = self.task(self.run_net, batch)
+            if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+                raise _not_a_loss(loss)
             if single:  # one batch: its mean is the loss
                 total = loss
             else:
@@ -613,6 +615,15 @@ class Engine:
         targets = self._all_targets()
         for name, metric in self.metrics.items():
             res[name][i] = _metric_value(metric, out, targets)
+
+
+def _not_a_loss(loss: Any) -> TypeError:
+    """The error for a task whose result is not one number per batch."""
+    got = f"a tensor of shape {tuple(loss.shape)}" if isinstance(loss, torch.Tensor) else \
+        f"{type(loss).__name__} {loss!r:.60}"
+    return TypeError(f"The task must return a batch's loss as a tensor of one element (its mean over the batch's "
+                     f"samples). Got {got} instead. HINT: reduce it (.mean()), or give loss_fn, whose 'none' "
+                     "reduction is averaged (landscape.tasks.Supervised).")
 
 
 def _as_float(value: Any) -> float:

@@ -247,6 +247,28 @@ def test_bad_task_arguments_are_refused_before_work():
         compute_landscape(net, nn.CrossEntropyLoss(), size=3)
 
 
+
+@pytest.mark.parametrize("size", [3, 20])  # one point per call, and the batched way's first-group check
+def test_a_task_that_does_not_return_one_number_is_said(size):
+    """A task returning per-sample losses (or no tensor) is named in the error with what it returned and
+    how to reduce it; one of shape (1,) is a loss like a 0-d one."""
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(3, 8), nn.ReLU(), nn.Linear(8, 2))
+    data = (torch.randn(16, 3), torch.randint(0, 2, (16,)))
+    per_sample = lambda m, b: F.cross_entropy(m(b[0]), b[1], reduction="none")  # noqa: E731
+    with pytest.raises(RuntimeError, match=r"task must return a batch's loss as a tensor of one element.*"
+                                           r"shape \(16,\).*HINT: reduce it"):
+        compute_landscape(net, data=data, task=per_sample, size=size, num_samples=16)
+    with pytest.raises(RuntimeError, match=r"task must return.*Got float 0\.5"):
+        compute_landscape(net, data=data, task=lambda m, b: 0.5, size=size, num_samples=16)
+    mean = compute_landscape(net, data=data, task=lambda m, b: F.cross_entropy(m(b[0]), b[1]), size=size,
+                             num_samples=16)
+    one = compute_landscape(net, data=data, task=lambda m, b: F.cross_entropy(m(b[0]), b[1]).reshape(1),
+                            size=size, num_samples=16)
+    # the same bits one point per call; batched, a (1,) loss is refused by vmap's check (it gives (p, 1)),
+    # so the one-point values of the plain loss's batched ones, within float32 rounding
+    np.testing.assert_allclose(one.z, mean.z, rtol=0 if size == 3 else 1e-6)
+
 def test_batch_metrics_with_any_task():
     torch.manual_seed(0)
     net = TokenClassifier()
