@@ -503,11 +503,10 @@ class Engine:
         reference = np.empty(len(at))
         # each point's tensors the network's own while it runs (no buffers of the in-place form), then the centre
         form, self.points.form = self.points.form, None
-        try:
-            with torch.inference_mode():
-                for j, i in enumerate(at):
-                    with self.points.materialized(float(points[i][0]), float(points[i][1])):
-                        reference[j] = float(self._forward_point(start + i)[0])
+        try:  # within evaluate's inference mode
+            for j, i in enumerate(at):
+                with self.points.materialized(float(points[i][0]), float(points[i][1])):
+                    reference[j] = float(self._forward_point(start + i)[0])
         finally:
             self.points.form = form
         with warnings.catch_warnings(record=True) as caught:
