@@ -12,7 +12,7 @@ the point and run once on the shared inputs.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 import torch
@@ -41,12 +41,25 @@ def _leaves(module: nn.Module, prefix: str) -> list[tuple[str, nn.Module]] | Non
     return [(prefix, module)]
 
 
+def sequential_weights(net: nn.Module, names: Sequence[str]) -> set[str]:
+    """The names among ``names`` of Linear layers' weights (:func:`sequential_forward` may take them
+    transposed)."""
+    out = set()
+    for k in names:
+        owner, _, leaf = k.rpartition(".")
+        if leaf == "weight" and type(net.get_submodule(owner)) is nn.Linear:
+            out.add(k)
+    return out
+
+
 def sequential_forward(net: nn.Module, names: Sequence[str], eval_mode: bool,
-                       planes: Sequence[Sequence[torch.Tensor]] | None = None) -> Callable:
+                       planes: Sequence[Sequence[torch.Tensor]] | None = None,
+                       transposed: Collection[int] = ()) -> Callable:
     """``fn(params, x, coef) -> outputs (points, n, ...)`` for ``params`` batched like
     ``names`` and ``coef`` the (points, 3) rows ``(1, a, b)``; a ``ValueError`` saying why
     when ``net`` is not a stack this module knows how to batch (nothing is run).
-    ``planes`` = (centre, v, w) lists like ``names``.
+    ``planes`` = (centre, v, w) lists like ``names``; ``transposed``: the indices of the Linear
+    weights (:func:`sequential_weights`) that ``params`` holds as ``(points, in, out)``.
 
     The first layer is linear in the point: ``x (c + a v + b w)^T = x c^T + a x v^T + b x w^T``.
     Its three products with the shared inputs are computed once, and each call combines
@@ -86,6 +99,7 @@ def sequential_forward(net: nn.Module, names: Sequence[str], eval_mode: bool,
         return params[ref] if isinstance(ref, int) else ref.unsqueeze(0).expand(p, *ref.shape)
 
     cache: dict[tuple, torch.Tensor] = {}
+    swap = frozenset(transposed)
 
     def plane_terms(ref: Any) -> list[torch.Tensor | None]:
         if isinstance(ref, int):
@@ -127,7 +141,7 @@ def sequential_forward(net: nn.Module, names: Sequence[str], eval_mode: bool,
             h, rest = x.unsqueeze(0).expand(p, *x.shape), steps
         for kind, a, b in rest:
             if kind == "linear":
-                wt = pick(a, params, p).transpose(1, 2)
+                wt = params[a] if isinstance(a, int) and a in swap else pick(a, params, p).transpose(1, 2)
                 h = torch.bmm(h, wt) if b is None else torch.baddbmm(pick(b, params, p).unsqueeze(1), h, wt)
             elif type(a) is nn.ReLU:  # in place: h is this call's own fresh buffer
                 h = h.relu_()

@@ -26,7 +26,7 @@ import torch
 from torch import nn
 from torch.func import functional_call, vmap
 
-from landscape.engine._batched import batched_loss, sequential_forward
+from landscape.engine._batched import batched_loss, sequential_forward, sequential_weights
 from landscape.engine._folded import FoldedNetwork, foldable_leaves
 from landscape.tasks import Supervised, batch_size, mean_loss, slice_batch
 
@@ -61,13 +61,15 @@ class Way:
         what :class:`Modules` names alone (an engine has it; so has the planner's view of a
         network it has not copied).
     build : callable
-        ``build(engine) -> (fn, built)``: the group function and the indices of the moved
-        parameters it needs built per group (None: all of them).
+        ``build(engine) -> (fn, built, transposed)``: the group function, the indices of the moved
+        parameters it needs built per group (None: all of them) and those among them it takes with
+        their last two dimensions swapped (Linear weights as ``(p, in, out)``: MKL's batched product
+        reads that layout 5-30 % faster than the transposed view of ``(p, out, in)``).
     """
 
     name: str
     unavailable: Callable[[Modules], str | None]
-    build: Callable[[Engine], tuple[GroupFn, list[int] | None]]
+    build: Callable[[Engine], tuple[GroupFn, list[int] | None, frozenset[int]]]
 
 
 class _Bound:
@@ -98,10 +100,12 @@ def _sequential_unavailable(eng: Modules) -> str | None:
     return None
 
 
-def _sequential_build(eng: Engine) -> tuple[GroupFn, list[int] | None]:
+def _sequential_build(eng: Engine) -> tuple[GroupFn, list[int] | None, frozenset[int]]:
     sup = eng.sup
     assert sup is not None
-    fwd = sequential_forward(eng.net, eng.names, eng.eval_mode, (eng.c, eng.v, eng.w))
+    transposed = frozenset(i for i, k in enumerate(eng.names) if k in sequential_weights(eng.net, eng.names)) \
+        if eng.device.type == "cpu" else frozenset()  # measured with MKL only: elsewhere the layout as before
+    fwd = sequential_forward(eng.net, eng.names, eng.eval_mode, (eng.c, eng.v, eng.w), transposed)
     loss_b = batched_loss(sup.loss_fn, mean_loss)
     keep = bool(eng.metrics)
 
@@ -110,7 +114,7 @@ def _sequential_build(eng: Engine) -> tuple[GroupFn, list[int] | None]:
         out = fwd(params, x, coef)
         return (loss_b(out, y), out) if keep else (loss_b(out, y),)
 
-    return direct, None
+    return direct, None, transposed
 
 
 # -- folded -------------------------------------------------------------------------------
@@ -126,7 +130,7 @@ def _folded_unavailable(eng: Modules) -> str | None:
     return None
 
 
-def _folded_build(eng: Engine) -> tuple[GroupFn, list[int] | None]:
+def _folded_build(eng: Engine) -> tuple[GroupFn, list[int] | None, frozenset[int]]:
     sup, names = eng.sup, eng.names
     assert sup is not None
     # an engine whose points all go through groups never needs the network itself: fold it in place
@@ -153,17 +157,20 @@ def _folded_build(eng: Engine) -> tuple[GroupFn, list[int] | None]:
     reads = folded.parameters_read(probe)
     idx = [i for i, k in enumerate(names) if reads is None or k in reads]
     built = [names[i] for i in idx]
+    linear = folded.linear_weights() if eng.device.type == "cpu" else set()  # as _sequential_build
+    transposed = frozenset(i for i in idx if names[i] in linear)
+    given_t = [names[i] for i in transposed]
 
     def fold(params: tuple, batch: Any, coef: torch.Tensor) -> Any:
         x, y = sup.split(batch)
-        folded.set_points(built, params, coef, batch_size(x))
+        folded.set_points(built, params, coef, batch_size(x), given_t)
         out = sup.outputs(folded, x)
         p = coef.shape[0]
         out = out.reshape(p, out.shape[0] // p, *out.shape[1:])
         return (loss_f(out, y), out) if keep else (loss_f(out, y),)
 
     eng.run_modules = folded.net  # what the planner's probe watches for the failing layer
-    return fold, idx
+    return fold, idx, transposed
 
 
 # -- vmap ---------------------------------------------------------------------------------
@@ -171,7 +178,7 @@ def _vmap_unavailable(eng: Modules) -> str | None:
     return None  # anything runs under vmap; the probe finds what fails or differs
 
 
-def _vmap_build(eng: Engine) -> tuple[GroupFn, list[int] | None]:
+def _vmap_build(eng: Engine) -> tuple[GroupFn, list[int] | None, frozenset[int]]:
     net, names, sup, task, keep = eng.net, eng.names, eng.sup, eng.task, bool(eng.metrics)
 
     def one(params: tuple, batch: Any) -> Any:
@@ -184,7 +191,7 @@ def _vmap_build(eng: Engine) -> tuple[GroupFn, list[int] | None]:
         return (task(model, batch),)
 
     mapped = vmap(one, in_dims=(0, None))
-    return (lambda params, batch, coef: mapped(params, batch)), None
+    return (lambda params, batch, coef: mapped(params, batch)), None, frozenset()
 
 
 #: The ways, in the order they are preferred (each is faster than the next where it applies).

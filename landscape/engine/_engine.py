@@ -292,6 +292,7 @@ class Engine:
         self.batching_used: str | None = None
         self._basis: torch.Tensor | None = None
         self._group_idx: list[int] | None = None  # the moved parameters a group builds (None: all)
+        self._group_t: frozenset[int] = frozenset()  # those among them built with their last two dims swapped
         self._targets: Any = None
         # one point per call in eval mode: convolution + batch norm pairs run as one convolution, its
         # kernels rebuilt from the moved parameters at every point (the loss only: metrics see the network)
@@ -442,7 +443,7 @@ class Engine:
             way = WAYS[kind]
             why = way.unavailable(self)
             if why is None:
-                fn, idx = way.build(self)
+                fn, idx, self._group_t = way.build(self)
                 self._batched, self._group_idx, self.batching_used = fn, idx, kind
                 return fn
             reasons.append(f"{kind}: {why}")
@@ -452,9 +453,11 @@ class Engine:
         p = a.shape[0]
         fn = self.group_fn()
         idx = self._group_idx if self._group_idx is not None else range(len(self.c))
-        if self._basis is None:  # rows: centre, v, w, the group's moved parameters flattened
-            self._basis = torch.stack([torch.cat([ts[i].reshape(-1) for i in idx]) if len(idx)
-                                       else torch.zeros(0, device=self.device) for ts in (self.c, self.v, self.w)])
+        swap = self._group_t
+        if self._basis is None:  # rows: centre, v, w, the group's moved parameters flattened (in the way's layout)
+            self._basis = torch.stack([torch.cat([(ts[i].t() if i in swap else ts[i]).reshape(-1) for i in idx])
+                                       if len(idx) else torch.zeros(0, device=self.device)
+                                       for ts in (self.c, self.v, self.w)])
         # every point's parameters in one (p, 3) @ (3, P) product instead of 3 ops per tensor
         coef = torch.stack([torch.ones_like(a), a, b], dim=1)
         flat = coef @ self._basis
@@ -463,7 +466,7 @@ class Engine:
         clamped = torch.zeros(p, dtype=torch.int64, device=flat.device) if self.count_clamps else None
         for i in idx:
             c = self.c[i]
-            t = flat[:, o:o + c.numel()].view(p, *c.shape)
+            t = flat[:, o:o + c.numel()].view(p, *(c.shape[::-1] if i in swap else c.shape))
             if i in clamp:
                 if clamped is not None:  # each point's channels the clamp sets to zero
                     clamped += t.reshape(p, -1).lt(0).sum(dim=1)

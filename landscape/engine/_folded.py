@@ -56,6 +56,8 @@ class _Context:
         self.p = 1
         self.n = 0
         self.params: dict[str, torch.Tensor] = {}  # moved parameter name -> (p, *shape)
+        # the Linear weights among them given as (p, in, out), the layout a batched product reads fastest
+        self.transposed: frozenset[str] = frozenset()
         self.coef: torch.Tensor | None = None  # (p, 3): rows (1, a, b)
         self.cache: dict[tuple, tuple[torch.Tensor, torch.Size]] = {}
         self.cache_bytes = 0
@@ -178,7 +180,7 @@ class _Linear(_Leaf):
         b = self.param("bias")
         assert w is not None
         x3 = x.reshape(p, -1, x.shape[-1])
-        wt = w.transpose(1, 2)
+        wt = w if f"{self.prefix}weight" in self.ctx.transposed else w.transpose(1, 2)
         same = x3.dtype == wt.dtype and (b is None or b.dtype == wt.dtype)
         buf = self.ctx.buffer((p, x3.shape[1], wt.shape[2]), x3.dtype, x3.device) if same else None
         if buf is None:
@@ -411,12 +413,19 @@ class FoldedNetwork:
             self.ctx.cache.clear()  # the probe's own products of the first layers
             self.ctx.cache_bytes = 0
 
-    def set_points(self, names: Sequence[str], params: Sequence[torch.Tensor], coef: torch.Tensor, n: int) -> None:
-        """The group's parameters (``(p, *shape)`` each, like ``names``), coefficients and batch size."""
+    def linear_weights(self) -> set[str]:
+        """The names of the Linear layers' weights: those :meth:`set_points` may take transposed."""
+        return {f"{m.prefix}weight" for m in self.net.modules() if isinstance(m, _Linear)}
+
+    def set_points(self, names: Sequence[str], params: Sequence[torch.Tensor], coef: torch.Tensor, n: int,
+                   transposed: Collection[str] = ()) -> None:
+        """The group's parameters (``(p, *shape)`` each, like ``names``), coefficients and batch size;
+        ``transposed``: Linear weights (:meth:`linear_weights`) among ``names`` given as ``(p, in, out)``."""
         self.ctx.p = int(coef.shape[0])
         self.ctx.n = int(n)
         self.ctx.coef = coef
         self.ctx.params = dict(zip(names, params))
+        self.ctx.transposed = frozenset(k for k in transposed if k in self.ctx.params)
 
 
 def fold_network(net: nn.Module, names: Sequence[str], centre: Sequence[torch.Tensor], v: Sequence[torch.Tensor],

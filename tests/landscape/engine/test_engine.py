@@ -137,7 +137,7 @@ def test_train_mode_keeps_centre_running_stats_and_is_reproducible(trained, data
                                              (None, nn.CrossEntropyLoss(ignore_index=1)), (None, nn.MultiMarginLoss())])
 def test_sequential_fast_path_matches_plain_loop(data, ignore, loss_fn):
     """A Sequential of Linear layers and activations is batched with baddbmm, not vmap."""
-    from landscape.engine._batched import sequential_forward
+    from landscape.engine._batched import sequential_forward, sequential_weights
 
     x, y = data
     torch.manual_seed(0)
@@ -146,6 +146,8 @@ def test_sequential_fast_path_matches_plain_loop(data, ignore, loss_fn):
     net = make()
     names, _ = moved_names(net, ignore)
     assert sequential_forward(net, names, True) is not None
+    # the weights the group takes as (p, in, out) on the CPU (the values below are read through them)
+    assert sequential_weights(net, names) == {"1.weight", "3.0.weight", "4.weight"}
     ls = landscape.compute_landscape(net, loss_fn, (x, y), size=5, num_samples=70, seed=2, ignore=ignore)
     assert ls.metadata["points_per_call"] > 1
     ref = [net.state_dict()[n].float() for n in names]

@@ -212,5 +212,7 @@ def test_groups_build_only_the_parameters_the_folded_layers_read():
     # fc1 sees the inputs themselves: its output is linear in the point and computed from three products,
     # so its parameters are never built per point
     assert [names[i] for i in eng._group_idx] == ["fc2.weight", "fc2.bias", "fc3.weight", "fc3.bias"]
+    # on the CPU the Linear weights are built as (p, in, out), the layout MKL's batched product reads fastest
+    assert sorted(names[i] for i in eng._group_t) == ["fc2.weight", "fc3.weight"]
     np.testing.assert_allclose(got, _naive(net, names, v, w, centre, x, y, pts, nn.CrossEntropyLoss()),
                                rtol=2e-5, atol=1e-6)
