@@ -38,7 +38,6 @@ from typing import Any
 import numpy as np
 import torch
 from torch import nn
-from tqdm.auto import tqdm
 
 from landscape.engine._batching import WAYS, inapplicable
 from landscape.engine._data import Samples
@@ -46,6 +45,7 @@ from landscape.engine._fuse import fuse_conv_bn
 from landscape.engine._heap import Room
 from landscape.engine._placement import input_device, keeps_placement, network_at
 from landscape.engine._points import Points, point_value
+from landscape.engine._progress import Bar
 from landscape.geometry import SeededDirections
 from landscape.tasks import Supervised, slice_batch, to_device
 
@@ -605,7 +605,7 @@ class Engine:
         """Point metrics, once per point, outside inference mode (they may need autograd), with the
         network's own tensors at the point."""
         samples = Samples(list(self.batches), list(self.sizes))
-        for i, (a, b) in enumerate(tqdm(points, desc="point metrics", unit="pt", leave=False, disable=None)):
+        for i, (a, b) in enumerate(Bar(points, desc="point metrics", unit="pt", leave=False, disable=None)):
             with self.points.materialized(float(a), float(b)):
                 if self.recompute_bns:
                     with torch.no_grad():

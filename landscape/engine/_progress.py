@@ -28,7 +28,16 @@ from collections.abc import Callable
 
 from tqdm.auto import tqdm
 
-__all__ = ["ProgressMeter", "PROGRESS_LOGGER", "ESTIMATE_AFTER_S", "LINE_EVERY_S", "LINE_EVERY_FRACTION"]
+__all__ = ["ProgressMeter", "Bar", "PROGRESS_LOGGER", "ESTIMATE_AFTER_S", "LINE_EVERY_S", "LINE_EVERY_FRACTION"]
+
+
+class Bar(tqdm):
+    """tqdm's bar without its monitor thread: tqdm starts one with its first bar, and it then runs until the
+    process ends (a thread the caller did not ask for, and 3 ms of a process's first landscape). It only
+    redraws a bar whose updates stopped showing; the library's bars are updated as their work goes."""
+
+    monitor_interval = 0
+
 
 #: The logger of the plain lines (a child of ``landscape``).
 PROGRESS_LOGGER = "landscape.progress"
@@ -97,7 +106,7 @@ class ProgressMeter:
         self.next_mark = 1  # a line once this many steps are done (or a minute has passed)
         self.said = False
         disable = True if not enabled or self.total <= 0 else (None if bar is None else not bar)
-        self.bar = tqdm(total=self.total, desc=label, unit=_BAR_UNITS.get(unit, unit), leave=leave,
+        self.bar = Bar(total=self.total, desc=label, unit=_BAR_UNITS.get(unit, unit), leave=leave,
                         dynamic_ncols=True, disable=disable,
                         bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}{postfix}]")
         self.lines = enabled and self.total > 0 and bool(self.bar.disable)

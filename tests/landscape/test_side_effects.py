@@ -1,6 +1,7 @@
 """A library does not change its caller's process: importing landscape and viz, computing and
 plotting a landscape leaves matplotlib's backend as the caller had it (glibc's malloc
-settings: tests/landscape/engine/test_malloc.py), and imports nothing the landscape does not use."""
+settings: tests/landscape/engine/test_malloc.py), imports nothing the landscape does not use and
+leaves no thread running."""
 
 from __future__ import annotations
 
@@ -25,6 +26,8 @@ ls = landscape.compute_landscape(net, nn.CrossEntropyLoss(), (x, y), size=4, num
 after_compute = dict.__getitem__(matplotlib.rcParams, "backend")
 print(before is rcsetup._auto_backend_sentinel, after_compute is before)
 print(*(m in sys.modules for m in ("torch.distributed.fsdp", "sympy")))
+import threading
+print(len(threading.enumerate()), *(t.name for t in threading.enumerate()))
 """
 
 
@@ -44,3 +47,9 @@ def test_a_landscape_of_a_network_not_sharded_does_not_import_fsdp(printed):
     """Whether a network is sharded is read without importing FSDP (and sympy with it): half a second of a
     process's first landscape on a 2-core CPU, three seconds on a GPU host without compiled bytecode."""
     assert printed[1] == ["False", "False"]
+
+
+def test_a_landscape_leaves_no_thread_running(printed):
+    """tqdm starts a monitor thread with its first bar, which then runs for the rest of the process (3 ms of a
+    process's first landscape, and a thread the caller did not ask for): the library's bars have none."""
+    assert printed[2] == ["1", "MainThread"]
