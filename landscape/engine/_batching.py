@@ -103,8 +103,9 @@ def _sequential_unavailable(eng: Modules) -> str | None:
 def _sequential_build(eng: Engine) -> tuple[GroupFn, list[int] | None, frozenset[int]]:
     sup = eng.sup
     assert sup is not None
-    transposed = frozenset(i for i, k in enumerate(eng.names) if k in sequential_weights(eng.net, eng.names)) \
-        if eng.device.type == "cpu" else frozenset()  # measured with MKL only: elsewhere the layout as before
+    # measured with MKL only: on other devices the layout as before
+    weights = sequential_weights(eng.net, eng.names) if eng.device.type == "cpu" else set()
+    transposed = frozenset(i for i, k in enumerate(eng.names) if k in weights)
     fwd = sequential_forward(eng.net, eng.names, eng.eval_mode, (eng.c, eng.v, eng.w), transposed)
     loss_b = batched_loss(sup.loss_fn, mean_loss)
     keep = bool(eng.metrics)
