@@ -64,7 +64,8 @@ class Way:
         ``build(engine) -> (fn, built, transposed)``: the group function, the indices of the moved
         parameters it needs built per group (None: all of them) and those among them it takes with
         their last two dimensions swapped (Linear weights as ``(p, in, out)``: MKL's batched product
-        reads that layout 5-30 % faster than the transposed view of ``(p, out, in)``).
+        reads that layout 3-30 % faster than the transposed view of ``(p, out, in)``; the same bits in
+        every shape tried with 16 samples per point or more).
     """
 
     name: str
