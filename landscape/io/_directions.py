@@ -126,6 +126,12 @@ def _digest(arrays: Mapping[str, np.ndarray] | Sequence[torch.Tensor]) -> str:
     return tensor_digest(*(_as_tensors(arrays) if isinstance(arrays, Mapping) else arrays))
 
 
+def _stand_ins(shapes: Sequence[Sequence[int]]) -> list[torch.Tensor]:
+    """Zero-stride float32 tensors of ``shapes``: what a recipe's draw reads of a centre it normalizes nothing
+    against (only the shapes), without holding its data."""
+    return [torch.zeros((), dtype=torch.float32).expand(tuple(s)) for s in shapes]
+
+
 def _drawn(recipe: SeededDirections, c: torch.Tensor) -> bool:
     """Whether the recipe draws a tensor against ``c`` (under ``biasbn="li"`` one of at most one dimension
     is the centre's tensor itself)."""
@@ -148,8 +154,7 @@ def _draw_digest(recipe: SeededDirections, centre: Sequence[torch.Tensor]) -> st
     draws in memory at a time: the same digest)."""
     axes = tuple(range(recipe.dims))
     raw = dataclasses.replace(recipe, normalization="none", biasbn="normalize")
-    # the draw reads only the shape: zero-stride stand-ins
-    shapes = [torch.zeros((), dtype=torch.float32).expand(c.shape) for c in centre]
+    shapes = _stand_ins([c.shape for c in centre])  # the draw reads only the shapes
     drawn = [i for i, c in enumerate(centre) if _drawn(recipe, c)]
     if sum(c.numel() for c in centre) * len(axes) <= _WHOLE_DRAW:
         raws = raw.draw_axes(shapes, axes)  # two calls instead of two per tensor (the same bits)
@@ -218,8 +223,7 @@ def kept_directions(part: Partial, names: Sequence[str], centre: Mapping[str, to
     rec = _record(points, np.asarray(part.v), np.asarray(part.w), names, ref, recipe, draw=not lazy_draw)
     if recipe is None or not lazy_draw:
         return DirectionsInMemory(rec)
-    shapes = [torch.zeros((), dtype=torch.float32).expand(t.shape) for t in ref]  # stand-ins: no data held
-    return DirectionsInMemory(functools.partial(_with_draw_digest, rec, recipe, shapes))
+    return DirectionsInMemory(functools.partial(_with_draw_digest, rec, recipe, _stand_ins([t.shape for t in ref])))
 
 
 def _with_draw_digest(rec: DirectionsRecord, recipe: SeededDirections, shapes: list[torch.Tensor]
@@ -292,7 +296,7 @@ def _centre(info: Mapping[str, Any], names: list[str], centre: Any, tag: str) ->
     caller = "Landscape.directions"
     if centre is None:
         if recipe["normalization"] in _CENTRE_FREE and recipe["biasbn"] != "li":
-            return [torch.zeros((), dtype=torch.float32).expand(s) for s in shapes]  # the draw reads only shapes
+            return _stand_ins(shapes)  # the draw reads only the shapes
         raise InvalidParameterError(
             f"The 'centre' parameter of {caller} is required for the random directions of {tag!r}: they are "
             f"normalized ({recipe['normalization']!r}) against the centre's weights, which landscapes.h5 does not "

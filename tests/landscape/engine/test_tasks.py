@@ -247,7 +247,6 @@ def test_bad_task_arguments_are_refused_before_work():
         compute_landscape(net, nn.CrossEntropyLoss(), size=3)
 
 
-
 @pytest.mark.parametrize("size", [3, 20])  # one point per call, and the batched way's first-group check
 def test_a_task_that_does_not_return_one_number_is_said(size):
     """A task returning per-sample losses (or no tensor) is named in the error with what it returned and
@@ -268,6 +267,7 @@ def test_a_task_that_does_not_return_one_number_is_said(size):
     # the same bits one point per call; batched, a (1,) loss is refused by vmap's check (it gives (p, 1)),
     # so the one-point values of the plain loss's batched ones, within float32 rounding
     np.testing.assert_allclose(one.z, mean.z, rtol=0 if size == 3 else 1e-6)
+
 
 def test_batch_metrics_with_any_task():
     torch.manual_seed(0)
