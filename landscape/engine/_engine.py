@@ -291,6 +291,7 @@ class Engine:
         self._verify = spec.verify and self.p > 1
         self.batching_used: str | None = None
         self._basis: torch.Tensor | None = None
+        self._flat: torch.Tensor | None = None  # every point's moved parameters of a group (see _forward_group)
         self._group_idx: list[int] | None = None  # the moved parameters a group builds (None: all)
         self._group_t: frozenset[int] = frozenset()  # those among them built with their last two dims swapped
         self._targets: Any = None
@@ -458,9 +459,16 @@ class Engine:
             self._basis = torch.stack([torch.cat([(ts[i].t() if i in swap else ts[i]).reshape(-1) for i in idx])
                                        if len(idx) else torch.zeros(0, device=self.device)
                                        for ts in (self.c, self.v, self.w)])
-        # every point's parameters in one (p, 3) @ (3, P) product instead of 3 ops per tensor
+        # every point's parameters in one (p, 3) @ (3, P) product instead of 3 ops per tensor, written into
+        # the same memory at every group: made afresh, the product (4 MB for the digits MLP's 58 points) was
+        # cut from a different place of the heap at each of a process's first groups, which faulted it in again
         coef = torch.stack([torch.ones_like(a), a, b], dim=1)
-        flat = coef @ self._basis
+        if coef.dtype != self._basis.dtype:
+            flat = coef @ self._basis
+        else:
+            if self._flat is None or self._flat.shape[0] != p:
+                self._flat = torch.empty(p, self._basis.shape[1], dtype=coef.dtype, device=self._basis.device)
+            flat = torch.mm(coef, self._basis, out=self._flat)
         params, o = [], 0
         clamp = set(self.clamp_idx)
         clamped = torch.zeros(p, dtype=torch.int64, device=flat.device) if self.count_clamps else None
