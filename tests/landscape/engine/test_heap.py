@@ -213,9 +213,11 @@ FIRST_LANDSCAPE = textwrap.dedent("""
 
 @glibc
 def test_the_later_groups_of_a_first_landscape_fault_nothing_in():
-    """A group's points' parameters (4 MB here) go into the same memory at every group. Made afresh at each
-    group they were cut from another place of the room at each of a process's first groups and faulted in
-    again: 1,400-2,900 pages over the third to seventh groups (old code, four fresh processes); now 0."""
+    """A group's points' parameters (4 MB here) go into the same memory at every group, and the room is made
+    once. Made afresh at each group they were cut from another place of the room at each of a process's first
+    groups and faulted in again: 1,900-4,300 pages over the third to seventh groups (old code, eight fresh
+    processes); now 0-513 (22; about one activation, 464 pages, lands on fresh pages of the room in a third of
+    them)."""
     later, groups = _faults_in_a_fresh_process(FIRST_LANDSCAPE, "")
     assert groups == 7
-    assert later < 300, later
+    assert later < 1000, later
