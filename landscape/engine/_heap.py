@@ -11,16 +11,18 @@ faults for one 40×40 landscape, about 15 % of its time in a plain process.
 The library does not change glibc's settings in a process it does not own
 (:func:`landscape.engine.tune_malloc`). What it does instead is keep room for those activations
 below a small allocation at the top of the heap (the *pin*).
-The room is made of pieces, each under glibc's smallest mmap threshold, so that they always
-come from the heap. They are allocated, the highest of them is kept as the pin, and the others are freed:
-they merge into one free chunk that the following calls' activations are cut from. The top
+The room is made of pieces, each under glibc's mmap threshold (96 KiB, under its smallest, or 1 MiB
+where it has risen above that: :func:`_pieces`), so that they always come from the heap. They are
+allocated, the highest of them is kept as the pin, and the others are freed: they merge into one
+free chunk that the following calls' activations are cut from. The top
 of the heap then stays below the trim threshold and nothing is given back. When the
 room is given back (:meth:`Room.close`, :func:`release_room`) the pin is freed, the room merges with
 the top, and glibc trims it as it would have. No setting is changed. The room is made once, whole
 (:data:`MAX_BYTES`), after the first call that faulted in :data:`MIN_BYTES` or more. Made at twice
 what a call faulted in and again larger while later calls still faulted, it was made three times in a
 process's first landscape (the digits MLP's 20×20 plane at 64 samples: 23, 47 and 64 MiB, 5 ms of
-its 33), and the pages of each room given back were faulted in again in the next. Its untouched pages
+its 33), and the pages of each room given back were faulted in again in the next; made once, of 96 KiB
+pieces, it took 2.6 ms, of 1 MiB pieces 0.5-0.7 ms. Its untouched pages
 are never faulted in. Only on Linux with glibc, on the CPU, and not where :func:`tune_malloc` has
 already raised the thresholds.
 
@@ -29,16 +31,18 @@ given back but held for the next evaluation of the process, which starts on it. 
 landscape a notebook computes faulted its activations in again: the digits MLP's 101-point
 interpolation at 512 samples faulted 2,200-3,800 pages in its first group at every call (27-37 ms
 against 24-27 ms with the room kept, alternating runs). So the process keeps at most
-:data:`MAX_BYTES` of heap (64 MiB) between landscapes, below one 96 KiB allocation; glibc may lend
-that memory to any other allocation meanwhile. :func:`release_room` gives it back (glibc then trims
+:data:`MAX_BYTES` of heap (64 MiB) between landscapes, below one allocation of 96 KiB or 1 MiB; glibc
+may lend that memory to any other allocation meanwhile. :func:`release_room` gives it back (glibc then trims
 it as it would have), and ``LANDSCAPE_MALLOC_TUNING=0`` keeps none.
 """
 
 from __future__ import annotations
 
+import ctypes
 import platform
 import resource
 import sys
+from typing import Any
 
 import torch
 
@@ -53,6 +57,8 @@ __all__ = ["Room", "MAX_BYTES", "PIECE_BYTES", "kept_bytes", "release_room"]
 MAX_BYTES = 64 << 20
 #: Each piece of the room: under glibc's initial mmap threshold (128 KiB), so always on the heap.
 PIECE_BYTES = 96 << 10
+#: Each piece of the room where glibc's mmap threshold has risen above it (see :func:`_pieces`).
+BIG_PIECE_BYTES = 1 << 20
 #: The least memory a call faults in that makes room (or more room) worth keeping.
 MIN_BYTES = 1 << 20
 _PAGE = resource.getpagesize()
@@ -112,16 +118,57 @@ class Room:
 
     def _make(self, want: int) -> None:
         self.close()
-        pieces = [torch.empty(PIECE_BYTES, dtype=torch.uint8) for _ in range(-(-want // PIECE_BYTES) + 1)]
+        pieces = _pieces(want)
         # the highest piece is the pin: every other piece lies below it, those that extended the heap
         # contiguously (in a fragmented heap some fill older free chunks and go back there)
         addresses = [p.data_ptr() for p in pieces]
         top = addresses.index(max(addresses))
-        self._pin, self.bytes = pieces.pop(top), len(pieces) * PIECE_BYTES
+        self._pin = pieces.pop(top)
+        self.bytes = sum(p.nbytes for p in pieces)
         del pieces  # freed under the pin: one free chunk the next calls' activations are cut from
 
     def close(self) -> None:
         self._pin, self.bytes = None, 0
+
+
+def _pieces(want: int) -> list[torch.Tensor]:
+    """Pieces of at least ``want`` bytes in all, and one more (the pin), all from the heap: of
+    :data:`BIG_PIECE_BYTES` where glibc's mmap threshold has risen above that size (no piece is then
+    mmapped: :func:`_mmapped` counts them), else of :data:`PIECE_BYTES`. glibc writes a chunk's header
+    into a fresh page of each piece, and a fault costs about 2.4 µs here: 683 small pieces for the
+    64 MiB room took 2.6 ms of a process's first landscape, 65 large ones 0.4 ms."""
+    before = _mmapped()
+    if before is not None:
+        pieces = [torch.empty(BIG_PIECE_BYTES, dtype=torch.uint8)]
+        if _mmapped() == before:
+            pieces += [torch.empty(BIG_PIECE_BYTES, dtype=torch.uint8) for _ in range(-(-want // BIG_PIECE_BYTES))]
+            if _mmapped() == before:
+                return pieces
+        del pieces
+    return [torch.empty(PIECE_BYTES, dtype=torch.uint8) for _ in range(-(-want // PIECE_BYTES) + 1)]
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+
+def _mallinfo2() -> Any:
+    """glibc's ``mallinfo2`` (2.33 and later), or None."""
+    try:
+        fn = ctypes.CDLL(None).mallinfo2
+    except (OSError, AttributeError):
+        return None
+    fn.restype, fn.argtypes = _MallInfo2, []
+    return fn
+
+
+_MALLINFO2 = _mallinfo2() if _GLIBC else None
+
+
+def _mmapped() -> int | None:
+    """How many chunks glibc holds mmapped now (``hblks``), or None where ``mallinfo2`` is not to be had."""
+    return None if _MALLINFO2 is None else int(_MALLINFO2().hblks)
 
 
 #: The room kept between evaluations: at most one ``(pin, bytes)`` (see the module docstring).

@@ -221,3 +221,37 @@ def test_the_later_groups_of_a_first_landscape_fault_nothing_in():
     later, groups = _faults_in_a_fresh_process(FIRST_LANDSCAPE, "")
     assert groups == 7
     assert later < 1000, later
+
+
+# A room of 8 MiB made in a fresh process: after glibc's mmap threshold has risen above a large piece
+# (a 2 MiB tensor allocated and freed, as a first call's activations are), or at the threshold glibc
+# starts with (128 KiB). Prints the room's bytes, the pages its making faulted in, and the mmapped chunks
+# it added.
+PIECES = textwrap.dedent("""
+    import resource, sys, torch
+    from landscape.engine import _heap
+    if sys.argv[1] == "raised":
+        x = torch.empty(2 << 20, dtype=torch.uint8)
+        del x
+    room = _heap.Room(torch.device("cpu"))
+    before, f0 = _heap._mmapped(), resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    room._make(8 << 20)
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0
+    print(room.bytes, faults, _heap._mmapped() - before)
+""")
+
+
+@glibc
+@pytest.mark.skipif(_heap._mmapped() is None, reason="glibc's mallinfo2 (2.33 and later)")
+def test_the_room_is_made_of_large_pieces_where_glibc_lets_them_come_from_the_heap():
+    """Each piece costs a fresh page (glibc writes its header there): 1 MiB pieces where the mmap threshold
+    has risen above them, 96 KiB pieces (always under it) otherwise; no piece is ever mmapped."""
+    env = {k: v for k, v in os.environ.items() if k not in ("GLIBC_TUNABLES", "LANDSCAPE_MALLOC_TUNING")}
+    env["PYTHONPATH"] = ROOT
+    for mode, piece in (("raised", _heap.BIG_PIECE_BYTES), ("initial", _heap.PIECE_BYTES)):
+        out = subprocess.run([sys.executable, "-c", PIECES, mode], env=env, capture_output=True, text=True,
+                             check=True, timeout=300).stdout.split()
+        room, faults, mmapped = (int(v) for v in out)
+        assert room >= 8 << 20 and room % piece == 0, (mode, room)
+        assert mmapped == 0, mode
+        assert faults < 2 * (room // piece) + 50, (mode, faults)
