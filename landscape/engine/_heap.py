@@ -136,7 +136,7 @@ def _pieces(want: int) -> list[torch.Tensor]:
     :data:`BIG_PIECE_BYTES` where glibc's mmap threshold has risen above that size (no piece is then
     mmapped: :func:`_mmapped` counts them), else of :data:`PIECE_BYTES`. glibc writes a chunk's header
     into a fresh page of each piece, and a fault costs about 2.4 µs here: 683 small pieces for the
-    64 MiB room took 2.6 ms of a process's first landscape, 65 large ones 0.4 ms."""
+    64 MiB room took 2.6 ms of a process's first landscape, 65 large ones 0.4-0.7 ms."""
     before = _mmapped()
     if before is not None:
         pieces = [torch.empty(BIG_PIECE_BYTES, dtype=torch.uint8)]
