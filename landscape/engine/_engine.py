@@ -463,12 +463,9 @@ class Engine:
         # the same memory at every group: made afresh, the product (4 MB for the digits MLP's 58 points) was
         # cut from a different place of the heap at each of a process's first groups, which faulted it in again
         coef = torch.stack([torch.ones_like(a), a, b], dim=1)
-        if coef.dtype != self._basis.dtype:
-            flat = coef @ self._basis
-        else:
-            if self._flat is None or self._flat.shape[0] != p:
-                self._flat = torch.empty(p, self._basis.shape[1], dtype=coef.dtype, device=self._basis.device)
-            flat = torch.mm(coef, self._basis, out=self._flat)
+        if self._flat is None or self._flat.shape[0] != p:
+            self._flat = torch.empty(p, self._basis.shape[1], dtype=self._basis.dtype, device=self._basis.device)
+        flat = torch.mm(coef, self._basis, out=self._flat)
         params, o = [], 0
         clamp = set(self.clamp_idx)
         clamped = torch.zeros(p, dtype=torch.int64, device=flat.device) if self.count_clamps else None

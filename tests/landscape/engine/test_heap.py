@@ -45,13 +45,13 @@ CALLS = textwrap.dedent("""
 """)
 
 
-def _faults_in_a_fresh_process(script: str, mode: str) -> tuple[int, int]:
-    """The two integers ``script`` prints, run with ``mode`` in a fresh process under glibc's own settings."""
+def _faults_in_a_fresh_process(script: str, mode: str) -> tuple[int, ...]:
+    """The integers ``script`` prints, run with ``mode`` in a fresh process under glibc's own settings."""
     env = {k: v for k, v in os.environ.items() if k not in ("GLIBC_TUNABLES", "LANDSCAPE_MALLOC_TUNING")}
     env["PYTHONPATH"] = ROOT
     out = subprocess.run([sys.executable, "-c", script, mode], env=env, capture_output=True, text=True,
                          check=True, timeout=300).stdout.split()
-    return int(out[0]), int(out[1])
+    return tuple(int(v) for v in out)
 
 
 @glibc
@@ -246,12 +246,8 @@ PIECES = textwrap.dedent("""
 def test_the_room_is_made_of_large_pieces_where_glibc_lets_them_come_from_the_heap():
     """Each piece costs a fresh page (glibc writes its header there): 1 MiB pieces where the mmap threshold
     has risen above them, 96 KiB pieces (always under it) otherwise; no piece is ever mmapped."""
-    env = {k: v for k, v in os.environ.items() if k not in ("GLIBC_TUNABLES", "LANDSCAPE_MALLOC_TUNING")}
-    env["PYTHONPATH"] = ROOT
     for mode, piece in (("raised", _heap.BIG_PIECE_BYTES), ("initial", _heap.PIECE_BYTES)):
-        out = subprocess.run([sys.executable, "-c", PIECES, mode], env=env, capture_output=True, text=True,
-                             check=True, timeout=300).stdout.split()
-        room, faults, mmapped = (int(v) for v in out)
+        room, faults, mmapped = _faults_in_a_fresh_process(PIECES, mode)
         assert room >= 8 << 20 and room % piece == 0, (mode, room)
         assert mmapped == 0, mode
         assert faults < 2 * (room // piece) + 50, (mode, faults)
