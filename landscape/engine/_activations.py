@@ -9,10 +9,16 @@ there instead of guessing, so the count is the real forward's or the real forwar
 the meta run fails, and for a network placed by its caller over devices, the network itself
 runs (no copy; its modes are restored afterwards). A small network runs as it is: its
 forward takes less time than copying its modules.
+
+The normalization layers of the meta copy pass their input on: their output has their input's
+shape by definition, and PyTorch computes a batch norm's on the meta device through its Python
+decomposition, and its layer norm likewise, about 1 ms a layer here: ResNet-18's count took 28 ms
+(8 ms passing them on), the benchmarks' small transformer's 34 ms on the meta device (11 ms).
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Any
 
@@ -52,7 +58,29 @@ def _on_meta(network: nn.Module) -> nn.Module:
         memo.setdefault(id(p), nn.Parameter(torch.empty_like(p, device="meta"), requires_grad=False))
     for b in network.buffers():
         memo.setdefault(id(b), torch.empty_like(b, device="meta"))
-    return copy_modules(network, memo).to("meta")
+    copy = copy_modules(network, memo).to("meta")
+    for m in copy.modules():
+        if type(m) in _SAME_SHAPE:
+            m.forward = functools.partial(_same_shape, m)  # the copy's own module: the network is not touched
+    return copy
+
+
+#: Modules whose output has their input's shape (the exact classes: a subclass may return another).
+_SAME_SHAPE = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d, nn.LayerNorm, nn.GroupNorm)
+
+
+def _same_shape(module: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """A normalization layer's output on the meta device: its input's shape (checked as the layer
+    checks it, so that an input it would refuse still fails there)."""
+    if isinstance(module, nn.modules.batchnorm._BatchNorm):
+        module._check_input_dim(x)
+    elif isinstance(module, nn.LayerNorm):
+        shape = tuple(module.normalized_shape)
+        if tuple(x.shape[x.dim() - len(shape):]) != shape:
+            raise RuntimeError(f"layer norm over {list(shape)}, input of shape {list(x.shape)}")
+    elif x.dim() < 2 or x.shape[1] != module.num_channels:  # GroupNorm
+        raise RuntimeError(f"group norm of {module.num_channels} channels, input of shape {list(x.shape)}")
+    return x
 
 
 def _count(network: nn.Module, task: Any, batch: Any, n: int, eval_mode: bool) -> int:

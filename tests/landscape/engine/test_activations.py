@@ -81,3 +81,45 @@ def test_the_meta_device_runs_no_arithmetic(monkeypatch):
     got = activation_elements(net, Supervised(nn.CrossEntropyLoss()), (torch.randn(3, 4), torch.tensor([0, 1, 0])), 3)
     assert got == 8 + 8 + 2
     assert seen == [torch.device("meta")]  # the copy (which keeps the hook) ran, on meta; the network did not
+
+
+class _Norms(nn.Module):
+    """Every normalization layer the meta copy passes through (their outputs have their inputs' shapes)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+        self.gn, self.bn2 = nn.GroupNorm(2, 4), nn.BatchNorm2d(4)
+        self.bn3 = nn.BatchNorm3d(4)
+        self.fc = nn.Linear(4 * 36, 5)
+        self.bn1, self.ln = nn.BatchNorm1d(5), nn.LayerNorm(5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.bn2(self.gn(self.conv(x)))
+        h = self.bn3(h.unsqueeze(2)).squeeze(2)
+        return self.ln(self.bn1(self.fc(h.flatten(1))))
+
+
+@pytest.mark.parametrize("meta_from", [0, 1 << 40])
+def test_normalization_layers_count_as_in_the_real_forward(monkeypatch, meta_from):
+    monkeypatch.setattr(_activations, "META_FROM", meta_from)
+    torch.manual_seed(0)
+    net = _Norms().eval()
+    x = torch.randn(3, 3, 6, 6)
+    want = _leaf_outputs(net, lambda: net(x))
+    assert want == 3 * (144 + 144 + 144 + 144 + 5 + 5 + 5)  # the independent count, by hand
+    assert activation_elements(net, Supervised(nn.CrossEntropyLoss()), (x, torch.tensor([0, 1, 2])), 3) == want // 3
+
+
+@pytest.mark.parametrize("layer, x", [(nn.BatchNorm2d(4), torch.randn(2, 4)),
+                                      (nn.LayerNorm(5), torch.randn(2, 4)),
+                                      (nn.GroupNorm(2, 4), torch.randn(2, 6, 3))])
+def test_an_input_a_normalization_refuses_fails_as_in_the_real_forward(monkeypatch, layer, x):
+    """The meta copy checks the input as the layer does: the count does not pass over what the forward refuses."""
+    monkeypatch.setattr(_activations, "META_FROM", 0)
+    net = nn.Sequential(nn.Identity(), layer).eval()
+    with pytest.raises((ValueError, RuntimeError)) as real:
+        net(x)
+    with pytest.raises(type(real.value)) as got:
+        activation_elements(net, Supervised(nn.MSELoss()), (x, x), 2)
+    assert str(got.value) == str(real.value)  # the network's own error, from its real forward
