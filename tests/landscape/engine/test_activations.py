@@ -109,6 +109,7 @@ def test_normalization_layers_count_as_in_the_real_forward(monkeypatch, meta_fro
     want = _leaf_outputs(net, lambda: net(x))
     assert want == 3 * (144 + 144 + 144 + 144 + 5 + 5 + 5)  # the independent count, by hand
     assert activation_elements(net, Supervised(nn.CrossEntropyLoss()), (x, torch.tensor([0, 1, 2])), 3) == want // 3
+    assert all("forward" not in vars(m) for m in net.modules())  # the meta copy's layers were passed on, not these
 
 
 @pytest.mark.parametrize("layer, x", [(nn.BatchNorm2d(4), torch.randn(2, 4)),
