@@ -121,7 +121,10 @@ def fuse_conv_bn(net: nn.Module, fixed: Callable[[nn.BatchNorm2d], bool] | None 
         if type(conv) is not nn.Conv2d or len(src.users) != 1 or calls[str(src.target)] != 1 \
                 or conv.padding_mode != "zeros" or conv.out_channels != bn.num_features:
             continue
-        fused = copy.deepcopy(conv)  # same geometry and kernel layout; its values are set by refresh
+        # same geometry and kernel layout; its values are set by refresh, so its kernel is not copied (ResNet-18's
+        # convolutions are 45 MB)
+        fused = copy.deepcopy(conv, {id(t): nn.Parameter(torch.empty_like(t), requires_grad=False)
+                                     for t in (conv.weight, conv.bias) if t is not None})
         fused.requires_grad_(False)
         if fused.bias is None:
             fused.bias = nn.Parameter(torch.zeros(conv.out_channels, device=conv.weight.device,

@@ -420,7 +420,8 @@ class SeededDirections:
         has its own generator, so the bits depend on neither.
 
         ``key``: tensors of the same values as ``centre`` (an engine's copy of the network is drawn
-        against as the centre it was copied from) that stand for it within :func:`shared_draws`.
+        against as the centre it was copied from) that stand for it within :func:`shared_draws`, and
+        that the norms are read from where that needs no copy (:func:`_norms_read`).
         ``held``: the caller holds the draw while the block lasts anyway (an engine's directions, the
         landscape's memory bound counts them), so :func:`shared_draws` keeps it whatever its size; a
         draw kept is given back whatever its size, and any other is kept up to :data:`SHARED_ELEMENTS`.
@@ -434,32 +435,33 @@ class SeededDirections:
                 raise ValueError(f"axis {axis} of a recipe of {self.dims} direction(s)")
         shared = _SHARED.get()
         key_tensors = list(centre if key is None else key)
+        read = _norms_read(centre, key)
         if shared is None or len(key_tensors) != len(centre) or not (_shareable(key_tensors) and _shareable(centre)):
-            return self._draw(centre, self.names, axes, finish)
+            return self._draw(centre, self.names, axes, finish, read=read)
         if finish is not None:
             if not held:
-                return self._draw(centre, self.names, axes, finish)
+                return self._draw(centre, self.names, axes, finish, read=read)
             # an engine that cannot use a kept draw (its directions a copy, in another layout): none is
             # held beside its own, and its own, finished, is kept for the digests (the same values)
             _release(shared, self, key_tensors)
-            return self._keep(shared, axes, key_tensors, centre, finish, finished=True)
+            return self._keep(shared, axes, key_tensors, centre, finish, finished=True, read=read)
         hit = self._kept(axes, key_tensors)
         if hit is not None:
             return [list(a) for a in hit[2]]
         if not held and sum(c.numel() for c in centre) * len(axes) > SHARED_ELEMENTS:
             # kept, it would outlive its caller's use of it (a view's projection of its runs, then a lean engine)
-            return self._draw(centre, self.names, axes, finish)
-        return self._keep(shared, axes, key_tensors, centre, None, finished=False)
+            return self._draw(centre, self.names, axes, finish, read=read)
+        return self._keep(shared, axes, key_tensors, centre, None, finished=False, read=read)
 
     def _keep(self, shared: dict[Any, Any], axes: tuple[int, ...], key_tensors: list[torch.Tensor],
               centre: Sequence[torch.Tensor], finish: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None,
-              *, finished: bool) -> list[list[torch.Tensor]]:
+              *, finished: bool, read: Sequence[torch.Tensor] | None = None) -> list[list[torch.Tensor]]:
         """:meth:`_draw`, kept in ``shared`` with its raw draws' digest where it is float32 on the CPU (a
         ``finished`` one under its own key: only :meth:`kept_draw` gives it, for its values)."""
         raw_hash = shared.get(_RAW_HASH)
         h = hashlib.sha256()
         drawn = self._draw(centre, self.names, axes, finish,
-                           None if raw_hash is None else functools.partial(raw_hash, h))
+                           None if raw_hash is None else functools.partial(raw_hash, h), read=read)
         flat = [t for a in drawn for t in a]
         if _shareable(flat):  # the key tensors are kept too: their ids stay theirs
             shared[_key(self, axes, key_tensors, finished)] = (
@@ -491,10 +493,13 @@ class SeededDirections:
 
     def _draw(self, centre: Sequence[torch.Tensor], names: Sequence[str], axes: tuple[int, ...],
               finish: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None,
-              on_raw: Callable[[torch.Tensor], None] | None = None) -> list[list[torch.Tensor]]:
+              on_raw: Callable[[torch.Tensor], None] | None = None, read: Sequence[torch.Tensor] | None = None
+              ) -> list[list[torch.Tensor]]:
         """:meth:`draw_axes` of the tensors ``names`` (aligned with ``centre``); ``on_raw(draw)`` is called
-        on each standard-normal draw before its normalization, tensor by tensor, each one's axes in order."""
+        on each standard-normal draw before its normalization, tensor by tensor, each one's axes in order;
+        ``read``: tensors of ``centre``'s values that the normalizations read instead (:func:`_norms_read`)."""
         n = len(centre)
+        read = centre if read is None else read
         out: list[list[torch.Tensor]] = [[] for _ in axes]
         norms: list[dict[bool, torch.Tensor]] = [{} for _ in range(n)]  # each centre tensor's, for every axis
 
@@ -533,7 +538,7 @@ class SeededDirections:
                     d, raw[j] = raw[j], None  # the window holds no draw once it is finished
                     if on_raw is not None and d is not None:
                         on_raw(d)
-                    t = _normalized(d, centre[i], self.normalization, self.biasbn, norms[i])
+                    t = _normalized(d, read[i], self.normalization, self.biasbn, norms[i])
                     del d
                     out[k].append(t if finish is None else finish(t, centre[i]))
         finally:
@@ -549,6 +554,18 @@ class SeededDirections:
 
     def metadata(self) -> dict[str, object]:
         return {"seed": int(self.seed), "normalization": self.normalization, "direction_draw": self.direction_draw}
+
+
+def _norms_read(centre: Sequence[torch.Tensor], key: Sequence[torch.Tensor] | None) -> list[torch.Tensor]:
+    """What a draw against ``centre`` reads its norms from: ``key``'s tensor (of the same values) where
+    reading it needs no copy -- contiguous, on the CPU, of the same dtype and shape -- else ``centre``'s
+    (:func:`_host` copies a channels-last or device tensor first: an engine's copy of ResNet-18 in
+    channels-last, 45 MB, or a copy on a GPU). The same norms either way: :func:`_host` reads them
+    contiguous on the CPU."""
+    if key is None or len(key) != len(centre):
+        return list(centre)
+    return [k if k.device.type == "cpu" and k.is_contiguous() and k.dtype == c.dtype and k.shape == c.shape
+            else c for k, c in zip(key, centre)]
 
 
 def _draw_buffer(c: torch.Tensor, biasbn: str) -> torch.Tensor | None:

@@ -229,3 +229,30 @@ def test_a_per_tensor_recipe_draws_each_tensor_from_one_generator(monkeypatch):
         assert torch.equal(t, want), name
     with pytest.raises(ValueError, match=r"direction_draw must be one of \('per-block', 'per-tensor'\), got 'x'"):
         _directions.SeededDirections(5, "filter", "normalize", tuple(names), 2, "x")
+
+
+@pytest.mark.parametrize("normalization", ["filter", "layer", "weight"])
+@pytest.mark.parametrize("biasbn", ["normalize", "li"])
+def test_a_draw_against_an_engines_channels_last_copy_reads_the_originals_it_was_copied_from(
+        monkeypatch, normalization, biasbn):
+    """An engine lays its copy's kernels out channels-last and draws against it with the tensors it copied
+    (``key``): the directions are those drawn against the originals, bit for bit, and the norms are read from
+    the originals, so no contiguous copy of the engine's kernels is made for them."""
+    from landscape.geometry import SeededDirections
+    from landscape.geometry import _directions as geometry_directions
+
+    g = torch.Generator().manual_seed(0)
+    names = ("conv.weight", "conv.bias", "fc.weight")
+    originals = [torch.randn(8, 3, 3, 3, generator=g), torch.randn(8, generator=g), torch.randn(5, 12, generator=g)]
+    copies = [t.clone(memory_format=torch.channels_last) if t.dim() == 4 else t.clone() for t in originals]
+    recipe = SeededDirections(4, normalization, biasbn, names)
+    want = recipe.draw_axes(originals)
+    hosted = []
+    real_host = geometry_directions._host
+    monkeypatch.setattr(geometry_directions, "_host", lambda p: hosted.append(p) or real_host(p))
+    got = recipe.draw_axes(copies, key=originals)
+    assert all(torch.equal(a, b) for axis in (0, 1) for a, b in zip(got[axis], want[axis]))
+    assert hosted and not any(p.data_ptr() == c.data_ptr() for p in hosted for c in copies)  # never the copies
+    # a key of other dtypes or shapes is not read: the copy is (the same values, by its own contiguous copy)
+    halves = [t.double() for t in originals]
+    assert all(torch.equal(a, b) for a, b in zip(recipe.draw_axes(copies, key=halves)[0], want[0]))

@@ -323,8 +323,8 @@ def test_a_larger_landscape_kept_in_memory_hashes_its_draw_when_first_asked(trai
     monkeypatch.setattr(_build, "LAZY_DIGEST_BYTES", 0)  # every network is above the bound
     raw_hashed = []
     real_draw = SeededDirections._draw
-    monkeypatch.setattr(SeededDirections, "_draw", lambda self, c, n, axes, finish, on_raw=None: raw_hashed.append(
-        on_raw is not None and self.normalization != "none") or real_draw(self, c, n, axes, finish, on_raw))
+    monkeypatch.setattr(SeededDirections, "_draw", lambda self, c, n, axes, finish, on_raw=None, **kw: raw_hashed.append(
+        on_raw is not None and self.normalization != "none") or real_draw(self, c, n, axes, finish, on_raw, **kw))
     ls = landscape.compute_landscape(net, nn.CrossEntropyLoss(), [(x[:32], y[:32])], size=4, num_samples=32)
     assert raw_hashed and not any(raw_hashed)
     assert ls.directions_source._record.__class__ is not io_directions.DirectionsRecord  # the draw's digest to come
