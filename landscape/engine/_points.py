@@ -224,6 +224,10 @@ class Directions:
         self.lean = bool(lean and recipe is not None)
         self.held: list[list[torch.Tensor | None]] = [[], []]
         if self.lean:
+            # read at every point: the tensors copied from (same values) and the centre's norms, computed at
+            # the first read of each tensor and kept (the centre does not move: points are other tensors)
+            self._keys = list(source) if source is not None and len(source) == len(self.centre) else None
+            self._norms: list[dict[bool, torch.Tensor]] = [{} for _ in self.centre]
             return
         if recipe is not None:  # both axes drawn together (each centre tensor's norms computed once)
             kept = all(_like_is_itself(c) for c in self.centre)  # the draws are the directions: nothing to finish
@@ -245,7 +249,7 @@ class Directions:
             return self.held[0][i] if v else None, self.held[1][i] if w else None
         assert self.recipe is not None
         c = self.centre[i]
-        dv, dw = self.recipe.pair(i, c, v, w)
+        dv, dw = self.recipe.pair(i, c, v, w, key=None if self._keys is None else self._keys[i], norms=self._norms[i])
         return None if dv is None else _like(dv, c), None if dw is None else _like(dw, c)
 
     def lists(self) -> tuple[list[torch.Tensor], list[torch.Tensor]]:

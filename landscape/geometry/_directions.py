@@ -379,21 +379,26 @@ class SeededDirections:
         drawn with the others (:meth:`tensors` of one axis)."""
         return self.tensors(i, (axis,), centre)[0]
 
-    def tensors(self, i: int, axes: Sequence[int], centre: torch.Tensor) -> list[torch.Tensor | None]:
+    def tensors(self, i: int, axes: Sequence[int], centre: torch.Tensor, *, key: torch.Tensor | None = None,
+                norms: dict[bool, torch.Tensor] | None = None) -> list[torch.Tensor | None]:
         """Tensor ``i`` of each axis of ``axes`` against the centre's tensor ``centre`` (None: zero, an axis
         beyond the recipe's): :meth:`draw_axes` of this tensor alone, the centre's norms computed once for
-        the axes and their blocks drawn on threads when large -- what a read at every point (``lean``) draws."""
+        the axes and their blocks drawn on threads when large -- what a read at every point (``lean``) draws.
+        ``key``: as :meth:`draw_axes`' (a tensor of ``centre``'s values, read where that needs no copy);
+        ``norms``: the centre tensor's norms, kept there by the caller for its next reads (a read at every
+        point computed them again at each: 7 % of a lean 3x3 landscape of a 26M-parameter MLP)."""
         drawn = [k for k in axes if k < self.dims]
-        got = dict(zip(drawn, (t[0] for t in self._draw([centre], [self.names[i]], tuple(drawn), None)))) \
-            if drawn else {}
+        got = dict(zip(drawn, (t[0] for t in self._draw(
+            [centre], [self.names[i]], tuple(drawn), None, read=_norms_read([centre], None if key is None else [key]),
+            norms=None if norms is None else [norms])))) if drawn else {}
         return [got.get(k) for k in axes]
 
-    def pair(self, i: int, centre: torch.Tensor, v: bool = True, w: bool = True
-             ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    def pair(self, i: int, centre: torch.Tensor, v: bool = True, w: bool = True, *, key: torch.Tensor | None = None,
+             norms: dict[bool, torch.Tensor] | None = None) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         """Tensor ``i`` of ``v`` and of ``w`` against ``centre``, each where asked (else None; None too where
-        the axis is zero): :meth:`tensors` of the asked axes, drawn together."""
+        the axis is zero): :meth:`tensors` of the asked axes, drawn together (``key``, ``norms``: as there)."""
         axes = [k for k, asked in ((0, v), (1, w)) if asked]
-        got = dict(zip(axes, self.tensors(i, axes, centre)))
+        got = dict(zip(axes, self.tensors(i, axes, centre, key=key, norms=norms)))
         return got.get(0), got.get(1)
 
     def draw(self, centre: Sequence[torch.Tensor], axis: int,
@@ -493,15 +498,17 @@ class SeededDirections:
 
     def _draw(self, centre: Sequence[torch.Tensor], names: Sequence[str], axes: tuple[int, ...],
               finish: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None,
-              on_raw: Callable[[torch.Tensor], None] | None = None, read: Sequence[torch.Tensor] | None = None
-              ) -> list[list[torch.Tensor]]:
+              on_raw: Callable[[torch.Tensor], None] | None = None, read: Sequence[torch.Tensor] | None = None,
+              norms: list[dict[bool, torch.Tensor]] | None = None) -> list[list[torch.Tensor]]:
         """:meth:`draw_axes` of the tensors ``names`` (aligned with ``centre``); ``on_raw(draw)`` is called
         on each standard-normal draw before its normalization, tensor by tensor, each one's axes in order;
-        ``read``: tensors of ``centre``'s values that the normalizations read instead (:func:`_norms_read`)."""
+        ``read``: tensors of ``centre``'s values that the normalizations read instead (:func:`_norms_read`);
+        ``norms``: each centre tensor's norms as far as computed already (filled in here)."""
         n = len(centre)
         read = centre if read is None else read
         out: list[list[torch.Tensor]] = [[] for _ in axes]
-        norms: list[dict[bool, torch.Tensor]] = [{} for _ in range(n)]  # each centre tensor's, for every axis
+        if norms is None:
+            norms = [{} for _ in range(n)]  # each centre tensor's, for every axis
 
         # a pool thread writes into buffers made here: under this thread's inference mode (an engine's read
         # under lean) they are inference tensors, which only a thread in that mode may write

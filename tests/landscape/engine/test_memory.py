@@ -389,3 +389,26 @@ def test_the_first_point_decides_how_tensors_are_read(unused):
     loss_fn = nn.CrossEntropyLoss()
     want = [naive_in_place(net, names, v, w, [a], [b], lambda m: loss_fn(m(x), y))[0, 0] for a, b in pts]
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("normalization", ["filter", "layer"])
+def test_lean_reads_the_centres_norms_once_per_tensor_not_at_every_point(monkeypatch, normalization):
+    """lean draws every tensor again at each read, but the centre does not move: its norms are computed at
+    the first read of each tensor and kept, with the same bits as the fast path (which draws once)."""
+    from landscape.geometry import _directions
+
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 3))
+    x, y = torch.randn(10, 6), torch.randint(0, 3, (10,))
+    names, _ = moved_names(net, None)
+    centre = {k: t.detach() for k, t in net.state_dict().items()}
+    spec = EngineSpec(net, Supervised(nn.CrossEntropyLoss()), {}, Samples([(x, y)], [10]), names, centre, [], [],
+                      recipe=SeededDirections(0, normalization, "normalize", tuple(names)), memory="lean")
+    points = np.array([[a, b] for a in (-0.5, 0.25, 1.0) for b in (-1.0, 0.5)])
+    hosted = []
+    real_host = _directions._host
+    monkeypatch.setattr(_directions, "_host", lambda p: hosted.append(p.data_ptr()) or real_host(p))
+    lean = Engine(spec).evaluate(points)["loss"]
+    assert sorted(hosted) == sorted(t.data_ptr() for t in centre.values())  # once each, not six times
+    fast = Engine(EngineSpec(**{**spec.__dict__, "memory": "fast"})).evaluate(points)["loss"]
+    np.testing.assert_array_equal(lean, fast)
