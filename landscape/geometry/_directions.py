@@ -390,8 +390,7 @@ class SeededDirections:
         drawn = [k for k in axes if k < self.dims]
         if not drawn:
             return [None for _ in axes]
-        read = _norms_read([centre], None if key is None else [key])
-        axis_tensors = self._draw([centre], [self.names[i]], tuple(drawn), None, read=read,
+        axis_tensors = self._draw([centre], [self.names[i]], tuple(drawn), None, key=None if key is None else [key],
                                   norms=None if norms is None else [norms])
         got = dict(zip(drawn, (t[0] for t in axis_tensors)))
         return [got.get(k) for k in axes]
@@ -443,33 +442,32 @@ class SeededDirections:
                 raise ValueError(f"axis {axis} of a recipe of {self.dims} direction(s)")
         shared = _SHARED.get()
         key_tensors = list(centre if key is None else key)
-        read = _norms_read(centre, key)
         if shared is None or len(key_tensors) != len(centre) or not (_shareable(key_tensors) and _shareable(centre)):
-            return self._draw(centre, self.names, axes, finish, read=read)
+            return self._draw(centre, self.names, axes, finish, key=key)
         if finish is not None:
             if not held:
-                return self._draw(centre, self.names, axes, finish, read=read)
+                return self._draw(centre, self.names, axes, finish, key=key)
             # an engine that cannot use a kept draw (its directions a copy, in another layout): none is
             # held beside its own, and its own, finished, is kept for the digests (the same values)
             _release(shared, self, key_tensors)
-            return self._keep(shared, axes, key_tensors, centre, finish, finished=True, read=read)
+            return self._keep(shared, axes, key_tensors, centre, finish, finished=True, key=key)
         hit = self._kept(axes, key_tensors)
         if hit is not None:
             return [list(a) for a in hit[2]]
         if not held and sum(c.numel() for c in centre) * len(axes) > SHARED_ELEMENTS:
             # kept, it would outlive its caller's use of it (a view's projection of its runs, then a lean engine)
-            return self._draw(centre, self.names, axes, finish, read=read)
-        return self._keep(shared, axes, key_tensors, centre, None, finished=False, read=read)
+            return self._draw(centre, self.names, axes, finish, key=key)
+        return self._keep(shared, axes, key_tensors, centre, None, finished=False, key=key)
 
     def _keep(self, shared: dict[Any, Any], axes: tuple[int, ...], key_tensors: list[torch.Tensor],
               centre: Sequence[torch.Tensor], finish: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None,
-              *, finished: bool, read: Sequence[torch.Tensor] | None = None) -> list[list[torch.Tensor]]:
+              *, finished: bool, key: Sequence[torch.Tensor] | None = None) -> list[list[torch.Tensor]]:
         """:meth:`_draw`, kept in ``shared`` with its raw draws' digest where it is float32 on the CPU (a
         ``finished`` one under its own key: only :meth:`kept_draw` gives it, for its values)."""
         raw_hash = shared.get(_RAW_HASH)
         h = hashlib.sha256()
         drawn = self._draw(centre, self.names, axes, finish,
-                           None if raw_hash is None else functools.partial(raw_hash, h), read=read)
+                           None if raw_hash is None else functools.partial(raw_hash, h), key=key)
         flat = [t for a in drawn for t in a]
         if _shareable(flat):  # the key tensors are kept too: their ids stay theirs
             shared[_key(self, axes, key_tensors, finished)] = (
@@ -501,14 +499,15 @@ class SeededDirections:
 
     def _draw(self, centre: Sequence[torch.Tensor], names: Sequence[str], axes: tuple[int, ...],
               finish: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None,
-              on_raw: Callable[[torch.Tensor], None] | None = None, read: Sequence[torch.Tensor] | None = None,
+              on_raw: Callable[[torch.Tensor], None] | None = None, key: Sequence[torch.Tensor] | None = None,
               norms: list[dict[bool, torch.Tensor]] | None = None) -> list[list[torch.Tensor]]:
         """:meth:`draw_axes` of the tensors ``names`` (aligned with ``centre``); ``on_raw(draw)`` is called
         on each standard-normal draw before its normalization, tensor by tensor, each one's axes in order;
-        ``read``: tensors of ``centre``'s values that the normalizations read instead (:func:`_norms_read`);
+        ``key``: tensors of ``centre``'s values that the normalizations read instead where that needs no
+        copy (:func:`_norms_read`);
         ``norms``: each centre tensor's norms as far as computed already (filled in here)."""
         n = len(centre)
-        read = centre if read is None else read
+        read = _norms_read(centre, key)  # only where something is drawn (a kept draw is given as it is)
         out: list[list[torch.Tensor]] = [[] for _ in axes]
         if norms is None:
             norms = [{} for _ in range(n)]  # each centre tensor's, for every axis
