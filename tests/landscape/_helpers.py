@@ -64,11 +64,12 @@ def train_trajectory(net: nn.Module, x: torch.Tensor, y: torch.Tensor, n_ckpt: i
     return out
 
 
-def plain_loss(net: nn.Module, state: dict, loader, num_samples: int, loss_fn=None) -> float:
-    """The independent reference: load_state_dict and a forward per point."""
+def plain_loss(net: nn.Module, state: dict, loader, num_samples: int, loss_fn=None, *, train: bool = False) -> float:
+    """The independent reference: load_state_dict and a forward per point (``train``: in train mode, batch
+    norm on each batch's own statistics)."""
     loss_fn = loss_fn or nn.CrossEntropyLoss()
     net.load_state_dict(state)
-    net.eval()
+    net.train(train)
     total, seen = 0.0, 0
     with torch.no_grad():
         for xb, yb in loader:

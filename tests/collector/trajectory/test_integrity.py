@@ -9,7 +9,7 @@ import json
 import os
 import pickle
 import struct
-import time
+import threading
 import zipfile
 
 import pytest
@@ -70,14 +70,25 @@ def ckpt(tmp_path):
     return path
 
 
-def _raises_fast(call, match=None):
-    """CheckpointError (a ValueError and an OSError), raised in under a second."""
-    started = time.perf_counter()
-    with pytest.raises(CheckpointError, match=match) as info:
-        call()
-    assert time.perf_counter() - started < 1.0
+def _refused(call, match=None, *, unpickled=None):
+    """CheckpointError (a ValueError and an OSError), never a hint to load untrusted pickles. ``unpickled``
+    False: refused before the file was given to ``torch.load`` (a spy records its calls)."""
+    real, loads = torch.load, []
+
+    def spy(*args, **kwargs):
+        loads.append(args[0] if args else kwargs.get("f"))
+        return real(*args, **kwargs)
+
+    torch.load = spy
+    try:
+        with pytest.raises(CheckpointError, match=match) as info:
+            call()
+    finally:
+        torch.load = real
     assert isinstance(info.value, ValueError) and isinstance(info.value, OSError)
     assert "weights_only=False" not in str(info.value)
+    if unpickled is False:
+        assert loads == [], "the checkpoint was loaded before it was refused"
     return str(info.value)
 
 
@@ -138,8 +149,8 @@ def test_verify_with_digest(ckpt):
     assert verify_checkpoint_file(ckpt, what="the checkpoint of epoch 1", digest=good) == good
     _flip_bit(ckpt, _storage_offset(ckpt) + 3, bit=5)
     found = _sha256(ckpt)
-    msg = _raises_fast(lambda: verify_checkpoint_file(ckpt, what="the checkpoint of epoch 1", digest=good,
-                                                      recorded_in="/x/train_metadata.json"))
+    msg = _refused(lambda: verify_checkpoint_file(ckpt, what="the checkpoint of epoch 1", digest=good,
+                                                  recorded_in="/x/train_metadata.json"), unpickled=False)
     assert "the checkpoint of epoch 1" in msg and repr(ckpt) in msg and "HINT" in msg
     assert good.sha256 in msg and found.sha256 in msg and "/x/train_metadata.json" in msg
 
@@ -147,7 +158,7 @@ def test_verify_with_digest(ckpt):
 def test_verify_without_digest_checks_each_record_crc(ckpt):
     assert verify_checkpoint_file(ckpt, what="checkpoints[0] of f") is None
     _flip_bit(ckpt, _storage_offset(ckpt, "data/1") + 1)
-    msg = _raises_fast(lambda: verify_checkpoint_file(ckpt, what="checkpoints[0] of f"), match="CRC-32")
+    msg = _refused(lambda: verify_checkpoint_file(ckpt, what="checkpoints[0] of f"), match="CRC-32", unpickled=False)
     assert "checkpoints[0] of f" in msg and repr(ckpt) in msg and "data/1" in msg
 
 
@@ -156,7 +167,7 @@ def test_torch_load_accepts_a_flipped_bit_that_verification_refuses(ckpt):
     _flip_bit(ckpt, _storage_offset(ckpt) + 2, bit=6)
     after = torch.load(ckpt, weights_only=True)  # what made a wrong landscape silently
     assert not torch.equal(before["fc1.weight"], after["fc1.weight"])
-    _raises_fast(lambda: load_checkpoint(ckpt, what="checkpoints[0] of f", verify=True), match="CRC-32")
+    _refused(lambda: load_checkpoint(ckpt, what="checkpoints[0] of f", verify=True), match="CRC-32", unpickled=False)
 
 
 def test_archive_without_crcs_is_not_refused(tmp_path):
@@ -220,7 +231,7 @@ def test_every_load_failure_is_one_error_naming_file_and_origin(tmp_path, kind, 
     path = str(tmp_path / f"{kind}.pt")
     if kind != "missing":
         _make(kind, path)
-    msg = _raises_fast(lambda: load_checkpoint(path, what="checkpoints[2] of compute_landscape", verify=verify),
+    msg = _refused(lambda: load_checkpoint(path, what="checkpoints[2] of compute_landscape", verify=verify),
                        match=words)
     assert "checkpoints[2] of compute_landscape" in msg and repr(path) in msg
     assert "HINT" in msg or kind in ("missing", "folder")
@@ -234,14 +245,14 @@ def test_missing_file_is_also_file_not_found(tmp_path):
 def test_keys_and_shapes_that_do_not_fit_the_network(tmp_path):
     path = str(tmp_path / "other.pt")
     torch.save(Net(hidden=9).state_dict(), path)
-    msg = _raises_fast(lambda: load_checkpoint(path, what="checkpoints[1] of compute_landscape", network=Net()))
+    msg = _refused(lambda: load_checkpoint(path, what="checkpoints[1] of compute_landscape", network=Net()))
     # the first key in sorted order whose shape differs, with both shapes (computed here from the modules)
     assert "'fc1.bias' has shape (9,) in the checkpoint and (6,) in the network" in msg
     assert "(2 more differ: ['fc1.weight', 'fc2.weight'])" in msg and repr(path) in msg and "checkpoints[1] of compute_landscape" in msg
 
     wide = nn.Sequential(*[nn.Linear(2, 2) for _ in range(8)])
     torch.save(wide.state_dict(), path)
-    msg = _raises_fast(lambda: load_checkpoint(path, what="checkpoints[1] of f", network=Net()))
+    msg = _refused(lambda: load_checkpoint(path, what="checkpoints[1] of f", network=Net()))
     assert "missing keys ['fc1.bias', 'fc1.weight', 'fc2.bias', 'fc2.weight']" in msg
     assert "unexpected keys ['0.bias', '0.weight', '1.bias', '1.weight', '2.bias'] and 11 more" in msg
 
@@ -258,7 +269,7 @@ class _Wrapper(nn.Module):
 def test_keys_that_differ_by_a_prefix_say_so_and_the_printed_fix_works(tmp_path):
     path = str(tmp_path / "lit.pt")
     torch.save(_Wrapper().state_dict(), path)
-    msg = _raises_fast(lambda: load_checkpoint(path, what="checkpoints[0] of compute_landscape", network=Net()))
+    msg = _refused(lambda: load_checkpoint(path, what="checkpoints[0] of compute_landscape", network=Net()))
     assert "missing keys ['fc1.bias', 'fc1.weight', 'fc2.bias', 'fc2.weight']" in msg
     assert "HINT: the checkpoint's keys are the network's with the prefix 'net.'" in msg and "self.net" in msg
     assert "callback_fn" not in msg
@@ -268,25 +279,25 @@ def test_keys_that_differ_by_a_prefix_say_so_and_the_printed_fix_works(tmp_path)
     assert load_checkpoint(stripped, what="c", network=Net()).keys() == Net().state_dict().keys()
 
     torch.save(Net().state_dict(), path)  # the other way round: the network wraps the one saved
-    msg = _raises_fast(lambda: load_checkpoint(path, what="c", network=_Wrapper()))
+    msg = _refused(lambda: load_checkpoint(path, what="c", network=_Wrapper()))
     assert "HINT: the network's keys are the checkpoint's with the prefix 'net.'" in msg and "network.net" in msg
     fix = msg.split("add the prefix: ", 1)[1].rstrip(".")
     added = eval(fix, {"state": torch.load(path, weights_only=True)})
     assert load_checkpoint(added, what="c", network=_Wrapper()).keys() == _Wrapper().state_dict().keys()
 
     torch.save({"state_dict": Net().state_dict(), "epoch": 3}, path)  # a training checkpoint's dict
-    msg = _raises_fast(lambda: load_checkpoint(path, what="c", network=Net()))
+    msg = _refused(lambda: load_checkpoint(path, what="c", network=Net()))
     assert "HINT: this is a training checkpoint (a dict holding 'state_dict')" in msg
 
     torch.save(nn.Sequential(nn.Linear(4, 6)).state_dict(), path)  # no prefix explains it: another architecture
-    msg = _raises_fast(lambda: load_checkpoint(path, what="c", network=Net()))
+    msg = _refused(lambda: load_checkpoint(path, what="c", network=Net()))
     assert msg.endswith("HINT: the network must be the architecture that was trained.")
 
 
 def test_state_dict_items_are_checked_too():
     bad = Net().state_dict()
     bad["extra"] = bad.pop("fc2.bias")
-    msg = _raises_fast(lambda: check_checkpoints([Net().state_dict(), bad], Net(), name="checkpoints",
+    msg = _refused(lambda: check_checkpoints([Net().state_dict(), bad], Net(), name="checkpoints",
                                                  caller="compute_landscape"))
     assert msg.startswith("The parameters of the network do not match checkpoints[1] of compute_landscape:")
     with pytest.raises(InvalidParameterError, match="checkpoints\\[0\\] of compute_landscape"):
@@ -336,11 +347,10 @@ def test_folder_parameters_that_are_files(tmp_path, make, name, inside):
     target = tmp_path / "a_file"
     target.write_text("x")
     path = target / "sub" if inside else target
-    before = sorted(os.listdir(tmp_path))
-    started = time.perf_counter()
+    before, threads = sorted(os.listdir(tmp_path)), set(threading.enumerate())
     with pytest.raises(InvalidDirectoryError, match=f"The '{name}' parameter of .* must be a directory") as info:
         make(path)
-    assert time.perf_counter() - started < 1.0
+    assert set(threading.enumerate()) <= threads  # no writer thread started: refused before any work
     assert isinstance(info.value, NotADirectoryError) and isinstance(info.value, InvalidParameterError)
     assert repr(str(target)) in str(info.value) and "HINT" in str(info.value)
     assert sorted(os.listdir(tmp_path)) == before and target.read_text() == "x"
@@ -348,8 +358,6 @@ def test_folder_parameters_that_are_files(tmp_path, make, name, inside):
 
 def test_collector_hashes_checkpoints_on_the_writer_thread(tmp_path, monkeypatch):
     """save_file (which hashes) runs on the collector's writer thread, never on the training thread."""
-    import threading
-
     from collector import Model, SummaryCollector
     from collector.collect import _landscape
 

@@ -13,7 +13,6 @@ import pytest
 import torch
 from torch import nn
 
-from collector.trajectory import TrainMetadata
 from landscape import read_h5
 from landscape.cli._main import main
 from landscape.generate import SummaryLandscape, TooManySamples, _summary_landscape
@@ -92,8 +91,7 @@ def test_num_samples_beyond_the_dataset_is_refused_naming_the_option(fresh_run, 
 
 @pytest.mark.parametrize("recorded", [
     {"num_samples": 2048, "num_samples_default": None},  # a run written before the key: the default was 2048
-    pytest.param({"num_samples": 4096, "num_samples_default": True}, marks=pytest.mark.skipif(
-        not hasattr(TrainMetadata, "num_samples_default"), reason="the collector does not read num_samples_default")),
+    {"num_samples": 4096, "num_samples_default": True},  # the key the collector writes
 ])
 def test_a_recorded_default_beyond_the_dataset_takes_it_whole_and_says_so(fresh_run, tmp_path, capsys, caplog,
                                                                           recorded):

@@ -14,10 +14,10 @@ from landscape.geometry._state import moved_names
 from tests.landscape._helpers import TinyMLP, plain_loss, point_state
 
 
-def _check_all(ls, net, centre, names, v, w, loader, n):
+def _check_all(ls, net, centre, names, v, w, loader, n, *, train=False):
     for i, b in enumerate(ls.y):
         for j, a in enumerate(ls.x):
-            ref = plain_loss(net, point_state(centre, names, v, w, a, b), loader, n)
+            ref = plain_loss(net, point_state(centre, names, v, w, a, b), loader, n, train=train)
             assert math.isclose(ls.z[i, j], ref, rel_tol=1e-5, abs_tol=1e-7), (i, j, ls.z[i, j], ref)
 
 
@@ -116,11 +116,20 @@ def test_ignore_biasbn_keeps_biases(trained, data):
 
 def test_train_mode_keeps_centre_running_stats_and_is_reproducible(trained, data):
     net, traj = trained
-    kw = dict(checkpoints=[traj[-1]], size=3, num_samples=40, eval_mode=False)
-    a = landscape.compute_landscape(net, nn.CrossEntropyLoss(), data, **kw)
-    b = landscape.compute_landscape(net, nn.CrossEntropyLoss(), data, **kw)
+    kw = dict(checkpoints=[traj[-1]], size=3, num_samples=40, seed=0)
+    a = landscape.compute_landscape(net, nn.CrossEntropyLoss(), data, eval_mode=False, **kw)
+    b = landscape.compute_landscape(net, nn.CrossEntropyLoss(), data, eval_mode=False, **kw)
     np.testing.assert_array_equal(a.z, b.z)
-    assert a.metadata["points_per_call"] == 1 and np.isfinite(a.z).all()
+    assert a.metadata["points_per_call"] == 1 and a.metadata["eval_mode"] is False
+    # every point against a plain train-mode loop (batch norm on the 40 samples' own statistics) ...
+    names, _ = moved_names(net, None)
+    ref = [traj[-1][n].float() for n in names]
+    v, w = random_directions(ref, 0, "layer", names=names)
+    v, w = dict(zip(names, v)), dict(zip(names, w))
+    _check_all(a, TinyMLP(), traj[-1], names, v, w, [data], 40, train=True)
+    # ... which is not the eval-mode landscape: a forward that ignored eval_mode would not pass the loop above
+    e = landscape.compute_landscape(net, nn.CrossEntropyLoss(), data, **kw)
+    assert np.abs(a.z - e.z).max() > 0.1
     from landscape.engine import Engine, EngineSpec, Samples
     from landscape.tasks import Supervised
 

@@ -8,7 +8,6 @@ import json
 import os
 import shutil
 import struct
-import time
 import zipfile
 
 import h5py
@@ -121,10 +120,10 @@ def _drop_digests(run) -> None:
 
 
 def _refused(call, match: str):
-    started = time.perf_counter()
+    """The CheckpointError ``call`` raises (the callers show "before any work" with their spies: no Engine
+    built or asked for points, the folder's files unchanged)."""
     with pytest.raises(CheckpointError, match=match) as info:
         call()
-    assert time.perf_counter() - started < 1.0, "refused only after work"
     assert "weights_only=False" not in str(info.value)
     return str(info.value)
 

@@ -84,12 +84,9 @@ def test_duplicate_tags_keep_the_latest(tmp_path, mindspore_run):
     first = viz.load_landscapes(tmp_path)[0]
     changed = Landscape(first.x, first.y, first.z + 1, first.path, first.convergence_point,
                         dict(first.metadata), tag=first.tag)
-    try:
-        with SummaryRecord(str(tmp_path), file_suffix="_again") as rec:
-            rec.add_value("landscape", first.tag, changed)
-            rec.record(0)
-    except Exception as exc:  # pragma: no cover - the writer's API is another team's
-        pytest.skip(f"SummaryRecord cannot write a landscape here: {exc}")
+    with SummaryRecord(str(tmp_path), file_suffix="_again") as rec:  # our writer: a failure, never a skip
+        rec.add_value("landscape", first.tag, changed)
+        rec.record(0)
     found = viz.load_landscapes(tmp_path)
     assert [ls.tag for ls in found] == TAGS
     np.testing.assert_allclose(found[0].z, first.z + 1)

@@ -183,16 +183,25 @@ def test_extra_surface():
 
 
 def test_slices_through_the_convergence_point():
-    ls = bowl(metadata={"decomposition": "PCA", "centre": [0.05, 0.05, 0.0075]})  # between grid lines
+    cx, cy = 0.07, 0.03  # between grid lines, nearer one than the other: the nearest line is not the answer
+    ls = bowl(metadata={"decomposition": "PCA", "centre": [cx, cy, cx ** 2 + 2 * cy ** 2]})
     fig = viz.plot_slices(ls)
     ax_x, ax_y = fig.axes
     (sx,) = gid_lines(ax_x, "slice")
     (sy,) = gid_lines(ax_y, "slice")
     np.testing.assert_allclose(sx.get_xdata(), X)
-    np.testing.assert_allclose(sx.get_ydata(), X ** 2 + 2 * 0.05 ** 2, atol=0.011)
-    np.testing.assert_allclose(sy.get_ydata(), 0.05 ** 2 + 2 * Y ** 2, atol=0.011)
+    np.testing.assert_allclose(sy.get_xdata(), Y)
+    # the grid's columns (rows) interpolated linearly at the centre by numpy: on this bowl the interpolated
+    # x-slice is X**2 + 0.006 (0.7 * 2 * 0**2 + 0.3 * 2 * 0.1**2), the nearest row's X**2 + 0, the exact X**2 + 0.0018
+    z = ls.z
+    along_x = np.array([np.interp(cy, Y, z[:, j]) for j in range(X.size)])
+    along_y = np.array([np.interp(cx, X, z[i, :]) for i in range(Y.size)])
+    np.testing.assert_allclose(along_x, X ** 2 + 0.3 * 2 * 0.1 ** 2, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(sx.get_ydata(), along_x, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(sy.get_ydata(), along_y, rtol=1e-12, atol=1e-14)
     assert ax_x.get_xlabel() == "direction 1 (PC1)" and ax_y.get_xlabel() == "direction 2 (PC2)"
-    assert gid_lines(ax_x, "convergence")[0].get_xdata()[0] == 0.05
+    assert gid_lines(ax_x, "convergence")[0].get_xdata()[0] == cx
+    assert gid_lines(ax_y, "convergence")[0].get_xdata()[0] == cy
 
 
 def test_plot_path_on_existing_axes():
