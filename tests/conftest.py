@@ -10,6 +10,7 @@ import pytest
 
 DATA = Path(__file__).parent / "data"
 MINDSPORE_RUN = DATA / "mindspore-2.10-mlp-digits"
+MINDSPORE_PCA = DATA / "mindspore-2.10-pca-given-weights"
 
 
 @pytest.fixture(autouse=True)

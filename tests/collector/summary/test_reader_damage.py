@@ -26,6 +26,8 @@ from PIL import Image
 from collector import CorruptRecordError, SummaryReader, SummaryReadError, SummaryRecord, proto, read_events
 from landscape import Landscape
 from landscape.result import LossPath
+from tests.collector.summary._wire import records as _records
+from tests.collector.summary._wire import varint as _varint
 
 EXAMPLES = int(os.environ.get("READER_DAMAGE_EXAMPLES", "300"))
 
@@ -42,12 +44,7 @@ def _frame(payload: bytes) -> bytes:
 
 
 def _payloads(path) -> list[bytes]:
-    data, pos, out = open(path, "rb").read(), 0, []
-    while pos < len(data):
-        (n,) = struct.unpack("<Q", data[pos:pos + 8])
-        out.append(data[pos + 12:pos + 12 + n])
-        pos += 16 + n
-    return out
+    return list(_records(open(path, "rb").read()))
 
 
 SUMMARY = "events.out.events.summary.1.host_MS"
@@ -114,17 +111,6 @@ def test_every_plugin_has_an_original(originals):
 
 
 # -- the oracle: what makes content unusable, computed here without the reader ---------------------------
-def _varint(b: bytes, i: int) -> tuple[int, int]:
-    shift = result = 0
-    while True:
-        byte = b[i]
-        i += 1
-        result |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return result, i
-        shift += 7
-
-
 def _strings_are_utf8(descriptor, data: bytes) -> bool:
     """Walk the wire bytes (protobuf's re-serialisation of a parsed message): every string field decodes."""
     i = 0
