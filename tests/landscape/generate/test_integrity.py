@@ -9,6 +9,7 @@ import os
 import shutil
 import struct
 import zipfile
+from collections.abc import Callable
 
 import h5py
 import pytest
@@ -32,6 +33,14 @@ def _loader(shuffle: bool = False):
 def callback():
     net = TinyMLP()
     return Model(net, nn.CrossEntropyLoss()), net, _loader(), None
+
+
+def _counted(calls: list) -> Callable[[], tuple]:
+    """``callback`` that marks each call in ``calls`` (a refusal before any work never calls the user's task)."""
+    def cb() -> tuple:
+        calls.append("callback_fn")
+        return callback()
+    return cb
 
 
 @pytest.fixture(scope="module")
@@ -121,7 +130,7 @@ def _drop_digests(run) -> None:
 
 def _refused(call, match: str):
     """The CheckpointError ``call`` raises (the callers show "before any work" with their spies: no Engine
-    built or asked for points, the folder's files unchanged)."""
+    built or asked for points, the user's task not called where it is not needed, the folder unchanged)."""
     with pytest.raises(CheckpointError, match=match) as info:
         call()
     assert "weights_only=False" not in str(info.value)
@@ -140,9 +149,10 @@ def test_damaged_checkpoint_is_refused_before_any_evaluation(run, tmp_path, engi
     found = hashlib.sha256(target.read_bytes()).hexdigest()
     before = _tree(run)
     out = tmp_path / "out"
+    task_calls: list[str] = []
     msg = _refused(lambda: SummaryLandscape(run).gen_landscapes_with_multi_process(
-        callback, output=out if to_output else None), "is not the file training wrote")
-    assert engine_calls == []
+        _counted(task_calls), output=out if to_output else None), "is not the file training wrote")
+    assert engine_calls == [] and task_calls == []
     assert f"the checkpoint of epoch 2: checkpoint file {str(target)!r}" in msg
     assert f"expected SHA-256 {written['sha256']} ({written['size']} bytes" in msg
     assert f"found SHA-256 {found} ({target.stat().st_size} bytes)" in msg and "HINT: restore" in msg
@@ -158,8 +168,12 @@ def test_without_recorded_digests_the_archive_is_checked(run, engine_calls, how,
     target = run / "ckpt_dir" / "TinyMLP_5_epoch.pt"
     _damage(target, how)
     before = _tree(run)
-    msg = _refused(lambda: SummaryLandscape(run).gen_landscapes_with_multi_process(callback), words)
+    task_calls: list[str] = []
+    msg = _refused(lambda: SummaryLandscape(run).gen_landscapes_with_multi_process(_counted(task_calls)), words)
     assert engine_calls == [] and _tree(run) == before
+    # the archive's CRCs refuse before the task is called; a file that is no zip archive (torch.save's legacy
+    # format is none either) is known bad only when loaded, after the task gave the network
+    assert task_calls == ([] if how != "other bytes" else ["callback_fn"])
     assert "the checkpoint of epoch 5" in msg and str(target) in msg
 
 
