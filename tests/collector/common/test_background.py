@@ -10,6 +10,9 @@ from collector.common import BackgroundWriter
 
 #: Only so that a broken make_room fails the test instead of hanging it; never reached when it works.
 HANG = 30
+#: A pause while a job holds its bytes (not a measurement: a slow machine only makes it longer), after which
+#: make_room must still be waiting: one that gave up after a while would have returned.
+PAUSE = 0.5
 
 
 def _spied(writer: BackgroundWriter) -> threading.Event:
@@ -52,7 +55,9 @@ def test_make_room_waits_until_the_jobs_holding_bytes_end():
     writer.make_room(20)  # 80 + 20 fit: returns while the job still holds its 80
     assert not waiting.is_set() and not ended.is_set()
     t, seen = _make_room_in_a_thread(writer, 30, ended)  # 80 + 30 do not fit while the job runs
-    assert waiting.wait(HANG) and t.is_alive() and not ended.is_set()
+    assert waiting.wait(HANG)
+    t.join(PAUSE)
+    assert t.is_alive() and not ended.is_set()
     release.set()
     t.join(HANG)
     assert seen == [True]  # it returned only after the job ended
@@ -67,7 +72,9 @@ def test_a_job_larger_than_the_budget_waits_only_for_an_empty_writer():
     job, release, ended = _blocked_job()
     writer.submit(job, nbytes=1000)
     t, seen = _make_room_in_a_thread(writer, 1000, ended)
-    assert waiting.wait(HANG) and t.is_alive()
+    assert waiting.wait(HANG)
+    t.join(PAUSE)
+    assert t.is_alive() and not ended.is_set()
     release.set()
     t.join(HANG)
     assert seen == [True]
