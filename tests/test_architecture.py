@@ -48,6 +48,7 @@ LAYERS = [
     ["landscape.io"],
     ["landscape.execution"],
     ["landscape.generate"],
+    ["landscape.connect"],
     ["landscape"],
     ["viz.io"],
     ["viz.plots", "viz.html"],
