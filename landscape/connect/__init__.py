@@ -11,7 +11,9 @@ any ``nn.Module`` (:func:`permutation_spec`) and checked to leave B's function u
 """
 
 from landscape.connect._align import Alignment, align
+from landscape.connect._barrier import Barrier, barrier, barrier_height
 from landscape.connect._check import FunctionChanged
 from landscape.connect._spec import PermutationSpec, permutation_spec
 
-__all__ = ["align", "Alignment", "PermutationSpec", "permutation_spec", "FunctionChanged"]
+__all__ = ["align", "Alignment", "barrier", "Barrier", "barrier_height", "PermutationSpec", "permutation_spec",
+           "FunctionChanged"]
