@@ -19,7 +19,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 __all__ = ["compute_landscape", "compare_runs", "Landscape", "LossPath", "SummaryLandscape", "read_h5", "write_h5",
-           "hessian_eigs", "hessian_trace", "EigenRatio", "align", "barrier"]
+           "hessian_eigs", "hessian_trace", "EigenRatio", "align", "barrier", "fit_curve"]
 
 _WHERE = {"compute_landscape": "landscape.generate", "SummaryLandscape": "landscape.generate",
           "compare_runs": "landscape.generate",
@@ -27,7 +27,7 @@ _WHERE = {"compute_landscape": "landscape.generate", "SummaryLandscape": "landsc
           "Landscape": "landscape.result", "LossPath": "landscape.result",
           "hessian_eigs": "landscape.curvature", "hessian_trace": "landscape.curvature",
           "EigenRatio": "landscape.curvature", "align": "landscape.connect",
-          "barrier": "landscape.connect"}
+          "barrier": "landscape.connect", "fit_curve": "landscape.connect"}
 
 
 def __getattr__(name: str) -> Any:
@@ -43,7 +43,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load on first use
-    from landscape.connect import align, barrier
+    from landscape.connect import align, barrier, fit_curve
     from landscape.curvature import EigenRatio, hessian_eigs, hessian_trace
     from landscape.generate import SummaryLandscape, compare_runs, compute_landscape
     from landscape.io import read_h5, write_h5

@@ -13,7 +13,8 @@ any ``nn.Module`` (:func:`permutation_spec`) and checked to leave B's function u
 from landscape.connect._align import Alignment, align
 from landscape.connect._barrier import Barrier, barrier, barrier_height
 from landscape.connect._check import FunctionChanged
+from landscape.connect._curve import Curve, fit_curve
 from landscape.connect._spec import PermutationSpec, permutation_spec
 
-__all__ = ["align", "Alignment", "barrier", "Barrier", "barrier_height", "PermutationSpec", "permutation_spec",
-           "FunctionChanged"]
+__all__ = ["align", "Alignment", "barrier", "Barrier", "barrier_height", "fit_curve", "Curve",
+           "PermutationSpec", "permutation_spec", "FunctionChanged"]

@@ -32,7 +32,7 @@ from landscape.geometry import BN_STATISTICS
 from landscape.result import Landscape
 from landscape.tasks import Supervised
 
-__all__ = ["Barrier", "barrier", "barrier_height", "DEFINITIONS", "ALIGN"]
+__all__ = ["Barrier", "barrier", "barrier_height", "resolve_alignment", "check_align", "DEFINITIONS", "ALIGN"]
 
 DEFINITIONS = ("mean", "linear")
 ALIGN = ("none", "weights", "activations")
@@ -124,6 +124,8 @@ class Barrier:
     alignment : Alignment or None
         What B was permuted by (None: the naive barrier).
     bn_statistics : str
+    path : str
+        ``"line"``, or the curve's kind (``Curve.barrier``: ``alphas`` are then its ``t``).
     """
 
     alphas: np.ndarray
@@ -135,6 +137,7 @@ class Barrier:
     test_landscape: Landscape | None = field(default=None, repr=False)
     alignment: Alignment | None = field(default=None, repr=False)
     bn_statistics: str = "recompute"
+    path: str = "line"
 
     def height(self, definition: Literal["mean", "linear"] = "mean", metric: Literal["loss", "error"] = "loss",
                split: Literal["train", "test"] = "train") -> float:
@@ -183,9 +186,11 @@ class Barrier:
         if "error_test_mean" in h:
             parts.append(f"test error {100 * h['error_test_mean']:.2f} / {100 * h['error_test_linear']:.2f} points")
         how = "naive" if self.alignment is None else f"aligned ({self.alignment.method})"
+        if self.path != "line":
+            how = f"along a {self.path} curve, {how}"
         bad = int(np.count_nonzero(~np.isfinite(self.loss)))
         tail = f", {bad} of {self.loss.size} points non-finite" if bad else ""
-        return f"barrier, {how}, {self.alphas.size} alphas, batch norm {self.bn_statistics}: {', '.join(parts)}{tail}"
+        return f"barrier, {how}, {self.alphas.size} points, batch norm {self.bn_statistics}: {', '.join(parts)}{tail}"
 
     def __repr__(self) -> str:
         return f"Barrier({self.summary()})"
@@ -310,7 +315,7 @@ def barrier(model_a: nn.Module, model_b: nn.Module, loss_fn: Any = None, data: A
     t = task_of(loss_fn, task, caller)
     if t is None:
         raise InvalidParameterError(f"{caller}: give a loss_fn(outputs, labels) or a task(model, batch) -> loss.")
-    alignment = _alignment(align, a, b, data, t, seed, num_samples, caller)
+    alignment = resolve_alignment(align, a, b, data, t, seed, num_samples, caller)
     state_b = _state(b) if alignment is None else alignment.apply_state(_state(b))
     classify = _classification(t, data, caller)
     record: dict[str, Any] = {"definitions": list(DEFINITIONS), "points": int(points), "bn_statistics": bn_statistics,
@@ -337,8 +342,9 @@ def barrier(model_a: nn.Module, model_b: nn.Module, loss_fn: Any = None, data: A
     return out
 
 
-def _alignment(value: Any, a: nn.Module, b: nn.Module, data: Any, task: Any, seed: int, num_samples: int | None,
-               caller: str) -> Alignment | None:
+def resolve_alignment(value: Any, a: nn.Module, b: nn.Module, data: Any, task: Any, seed: int,
+                      num_samples: int | None, caller: str) -> Alignment | None:
+    """The alignment ``align=`` asks for: none, a given one (checked on ``data``), or one found now."""
     if value is None or value == "none":
         return None
     if isinstance(value, Alignment):
