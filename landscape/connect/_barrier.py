@@ -124,6 +124,7 @@ class Barrier:
     alignment : Alignment or None
         What B was permuted by (None: the naive barrier).
     bn_statistics : str
+        The batch-norm setting used ("none": the network has no batch norm).
     path : str
         ``"line"``, or the curve's kind (``Curve.barrier``: ``alphas`` are then its ``t``).
     """
@@ -190,7 +191,8 @@ class Barrier:
             how = f"along a {self.path} curve, {how}"
         bad = int(np.count_nonzero(~np.isfinite(self.loss)))
         tail = f", {bad} of {self.loss.size} points non-finite" if bad else ""
-        return f"barrier, {how}, {self.alphas.size} points, batch norm {self.bn_statistics}: {', '.join(parts)}{tail}"
+        bn = "" if self.bn_statistics == "none" else f", batch norm {self.bn_statistics}"
+        return f"barrier, {how}, {self.alphas.size} points{bn}: {', '.join(parts)}{tail}"
 
     def __repr__(self) -> str:
         return f"Barrier({self.summary()})"
@@ -318,7 +320,9 @@ def barrier(model_a: nn.Module, model_b: nn.Module, loss_fn: Any = None, data: A
     alignment = resolve_alignment(align, a, b, data, t, seed, num_samples, caller)
     state_b = _state(b) if alignment is None else alignment.apply_state(_state(b))
     classify = _classification(t, data, caller)
-    record: dict[str, Any] = {"definitions": list(DEFINITIONS), "points": int(points), "bn_statistics": bn_statistics,
+    has_bn = any(isinstance(m, nn.modules.batchnorm._BatchNorm) and m.track_running_stats for m in a.modules())
+    record: dict[str, Any] = {"definitions": list(DEFINITIONS), "points": int(points),
+                              "bn_statistics": bn_statistics if has_bn else "none",
                               "alignment": "none" if alignment is None else alignment.method,
                               "alignment_digest": None if alignment is None else alignment.digest,
                               "include": include, "ignore": ignore}
@@ -333,7 +337,7 @@ def barrier(model_a: nn.Module, model_b: nn.Module, loss_fn: Any = None, data: A
     test = line(test_data, "test") if test_data is not None else None
     out = Barrier(np.asarray(train.x, dtype=np.float64), np.asarray(train.z, dtype=np.float64), _error(train),
                   None if test is None else np.asarray(test.z, dtype=np.float64), _error(test), train, test,
-                  alignment, bn_statistics)
+                  alignment, bn_statistics if has_bn else "none")
     heights = out.heights()
     for split, ls in (("train", train), ("test", test)):
         if ls is not None:

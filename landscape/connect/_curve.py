@@ -258,11 +258,11 @@ class Curve:
 
         train_ls = line("train")
         test_ls = line("test") if test is not None else None
+        bn = "recompute" if _has_bn(self.network or nn.Module()) else "none"
         out = Barrier(ts, train_ls.z, np.asarray(values["error"]) if classify else None,
                       None if test_ls is None else test_ls.z,
                       np.asarray(values["test_error"]) if classify and test is not None else None,
-                      train_ls, test_ls, self.alignment, "recompute" if _has_bn(self.network or nn.Module()) else "a",
-                      self.kind)
+                      train_ls, test_ls, self.alignment, bn, self.kind)
         for split, ls in (("train", train_ls), ("test", test_ls)):
             if ls is not None:
                 heights = out.heights()
@@ -275,8 +275,9 @@ class Curve:
         return out
 
     def plane(self, data: Any = None, *, size: int = 21, points: int = 61, **kwargs: Any) -> Landscape:
-        """The plane through A, the bend and B with the curve drawn on it (Garipov et al.'s Figure 1):
-        ``compute_landscape(between=(A, bend, B))`` with the curve's ``points`` as a path (one bend).
+        """The plane through A, B and the bend with the curve drawn on it (Garipov et al.'s Figure 1):
+        ``compute_landscape(between=(A, B, bend))`` (x along B - A, the bend the marker "C") with
+        the curve's ``points`` as a path, the run "curve" (a curve of one bend).
 
         Other keyword arguments go to ``compute_landscape`` (``num_samples``, ``x``, ``y``, ...).
         """
@@ -286,7 +287,7 @@ class Curve:
         assert self.network is not None
         ts = np.linspace(0.0, 1.0, points)
         path = [self.state_at(float(t)) for t in ts]
-        ends = [{**self.buffers, **p} for p in (self.ends[0], self.bends[0], self.ends[1])]
+        ends = [{**self.buffers, **p} for p in (self.ends[0], self.ends[1], self.bends[0])]
         samples = self.samples if data is None else samples_of(data, None, self.task, "Curve.plane")
         assert samples is not None
         whole, _ = _whole(samples)

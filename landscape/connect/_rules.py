@@ -623,7 +623,7 @@ def propagate(trace: Trace) -> Propagation:
     events: list[tuple[str, str, list[list[int]]]] = []
     for ev in trace.events:
         name = ev.name
-        w.where = ev.module or "(the model)"
+        w.where = ev.module or "the model's own forward"
         rule = RULES.get(name)
         if rule is None and name in _NEUTRAL:
             for t in ev.outputs:

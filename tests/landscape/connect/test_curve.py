@@ -83,9 +83,11 @@ def test_curve_drawn_on_the_plane_through_a_bend_and_b(pair):
     plane = curve.plane(size=5, points=11)
     assert set(plane.markers) == {"A", "B", "C"}
     assert plane.path is not None and len(plane.path.z) == 11
-    # the curve's first point is A: on the plane at A's marker, with A's loss
-    assert plane.path.x[0] == pytest.approx(plane.markers["A"][0], abs=1e-6)
-    assert plane.path.z[0] == pytest.approx(plane.markers["A"][2], rel=1e-5)
+    # the curve starts at A and ends at B: on the plane at their markers, with their losses
+    for k, label in ((0, "A"), (-1, "B")):
+        assert plane.path.x[k] == pytest.approx(plane.markers[label][0], abs=1e-5)
+        assert plane.path.y[k] == pytest.approx(plane.markers[label][1], abs=1e-5)
+        assert plane.path.z[k] == pytest.approx(plane.markers[label][2], rel=1e-5)
 
 
 def test_batch_norm_statistics_estimated_at_every_t():
