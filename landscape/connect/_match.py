@@ -5,7 +5,11 @@ the permutation groups by coordinate ascent: each iteration visits the groups in
 random order, and for each builds the cost matrix ``C[i, j]`` of assigning B's unit ``j`` to
 A's unit ``i`` with every other group held, then solves it as one linear assignment
 (SciPy's ``linear_sum_assignment``). A step is kept only when it raises the objective, so the
-objective never decreases; matching stops after an iteration with no step kept.
+objective never decreases; matching stops after an iteration with no step kept. Attention
+heads and the features of a head are permutations of one axis together (``kron``): one at a
+time, neither can move while the other is wrong, so each iteration also matches them jointly
+(head ``i`` to head ``j`` by the best matching of their features, then the features given the
+heads), kept when it raises the objective.
 
 The cost matrix of a group is built one tensor at a time (streamed): for each tensor axis
 carrying the group, A's slices and B's (other axes permuted) are multiplied and added in.
@@ -30,7 +34,7 @@ import torch
 from scipy.optimize import linear_sum_assignment
 from torch import nn
 
-from landscape.connect._spec import PermutationSpec, groups_in, layout_index, positions
+from landscape.connect._spec import PermutationSpec, groups_in, kron_pairs, layout_index, positions
 from landscape.connect._trace import Recorder, model_call, run_call, shell
 
 __all__ = ["weight_matching", "activation_matching", "objective", "solve"]
@@ -69,26 +73,73 @@ class _Costs:
         #: groups carried by two axes of one tensor: their steps are checked on the objective itself
         self.quadratic = {g for g, s in self.sites.items() if len({k for k, _ in s}) < len(s)}
 
-    def position(self, key: str, axis: int, group: str) -> torch.Tensor:
-        got = self._pos.get((key, axis, group))
+    def position(self, key: str, axis: int, group: Any) -> torch.Tensor:
+        name = group if isinstance(group, str) else repr(group)
+        got = self._pos.get((key, axis, name))
         if got is None:
             got = positions(self.spec.axes[key][axis], group)
             assert got is not None
-            self._pos[(key, axis, group)] = got
+            self._pos[(key, axis, name)] = got
         return got
 
-    def cost(self, group: str, perms: Mapping[str, torch.Tensor]) -> torch.Tensor:
-        n = self.spec.groups[group]
+    def heads(self) -> dict[str, list[tuple[str, int, int]]]:
+        """Groups that are the outer factor of a ``kron`` with another (attention heads): their inner
+        groups (the features of a head) and sizes."""
+        found: dict[str, list[tuple[str, int, int]]] = {}
+        for key in self.keys:
+            for ax in self.spec.axes[key]:
+                for h, d, nh, nd in kron_pairs(ax):
+                    if (d, nh, nd) not in found.setdefault(h, []):
+                        found[h].append((d, nh, nd))
+        return found
+
+    def head_step(self, h: str, inner: Sequence[tuple[str, int, int]], perms: dict[str, torch.Tensor]
+                  ) -> dict[str, torch.Tensor] | None:
+        """Heads and their features matched jointly: head ``i`` to head ``j`` by the best matching of their
+        features (one linear assignment per pair of heads, on the joint cost), then each inner group given
+        the heads; the new permutations, or None when they do not raise the objective."""
+        joint = {d: self.cost(("kron", h, d), perms).reshape(nh, nd, nh, nd) for d, nh, nd in inner}
+        nh = inner[0][1]
+        heads = torch.zeros(nh, nh, dtype=torch.float64)
+        for c in joint.values():
+            for i in range(nh):
+                for j in range(nh):
+                    block = c[i, :, j, :]
+                    heads[i, j] += float(block[torch.arange(block.shape[0]), solve(block)].sum())
+        new = {h: solve(heads)}
+        for d, c in joint.items():
+            new[d] = solve(sum(c[i, :, int(new[h][i]), :] for i in range(nh)))
+        if all(torch.equal(new[g], perms[g]) for g in new):
+            return None
+        sites = sorted({k for g in new for k, _ in self.sites[g]})
+        if not self.objective({**perms, **new}, sites) > self.objective(perms, sites) + 1e-12:
+            return None
+        return new
+
+    def cost(self, group: Any, perms: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        """The cost matrix of ``group`` (a group's name, or a ``("kron", h, d)`` pair: their joint units)
+        with every other group held at ``perms``."""
+        skip: Any
+        if isinstance(group, str):
+            n, sites, skip = self.spec.groups[group], self.sites[group], group
+            target: Any = group
+        else:
+            _, h, d = group
+            n = self.spec.groups[h] * self.spec.groups[d]
+            target = ("kron", [("var", h, self.spec.groups[h]), ("var", d, self.spec.groups[d])])
+            sites = [(k, a) for k, a in self.sites[h] if (k, a) in self.sites[d] and
+                     positions(self.spec.axes[k][a], target) is not None]
+            skip = frozenset((h, d))
         c = torch.zeros(n, n, dtype=torch.float64)
-        for key, axis in self.sites[group]:
+        for key, axis in sites:
             ta, tb = self.a[key], self.b[key]
             dt = _work_dtype(ta)
             lay = self.spec.axes[key]
             for a2, ax in enumerate(lay):
-                idx = layout_index(ax, perms, skip=group if a2 == axis else None)
+                idx = layout_index(ax, perms, skip=skip if a2 == axis else None)
                 if idx is not None:
                     tb = tb.index_select(a2, idx.to(tb.device))
-            k = self.position(key, axis, group)
+            k = self.position(key, axis, target)
             rows_a = ta.detach().movedim(axis, 0).reshape(ta.shape[axis], -1)
             rows_b = tb.detach().movedim(axis, 0).reshape(tb.shape[axis], -1)
             sel_a = rows_a.index_select(0, k.reshape(-1).to(rows_a.device)).reshape(n, -1).to(dt)
@@ -144,6 +195,13 @@ def weight_matching(spec: PermutationSpec, a: Mapping[str, torch.Tensor], b: Map
                     continue
             perms[g] = new
             progress = True
+        for h, inner in costs.heads().items():  # heads and their features as one move
+            if h in held or any(d in held for d, _, _ in inner):
+                continue
+            moved = costs.head_step(h, inner, perms)
+            if moved is not None:
+                perms.update(moved)
+                progress = True
         history.append(costs.objective(perms))
         if not progress:
             break

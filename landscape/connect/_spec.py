@@ -23,7 +23,8 @@ from landscape.connect._dims import Layout
 from landscape.connect._rules import INPUT, OUTPUT, Propagation, propagate
 from landscape.connect._trace import traced
 
-__all__ = ["PermutationSpec", "permutation_spec", "layout_index", "layout_size", "groups_in", "positions", "EXPECTED"]
+__all__ = ["PermutationSpec", "permutation_spec", "layout_index", "layout_size", "groups_in", "positions",
+           "kron_pairs", "EXPECTED"]
 
 #: Reasons an axis stays still that every network has (its input and output, convolution positions).
 EXPECTED = (INPUT, OUTPUT, "spatial positions", "kernel positions", "sequence positions",
@@ -170,12 +171,13 @@ def layout_size(ax: Layout) -> int:
 
 
 def layout_index(ax: Layout, perms: Mapping[str, torch.Tensor], skip: Any = None) -> torch.Tensor | None:
-    """The index an axis is permuted by (``out = t.index_select(axis, index)``), or None for the identity."""
+    """The index an axis is permuted by (``out = t.index_select(axis, index)``), or None for the identity;
+    ``skip``: a group (or a set of groups) left as the identity."""
     kind = ax[0]
     if kind == "fixed":
         return None
     if kind == "var":
-        if ax[1] == skip:
+        if ax[1] == skip or (isinstance(skip, (set, frozenset)) and ax[1] in skip):
             return None
         return perms.get(ax[1])
     kids = ax[1]
@@ -196,10 +198,13 @@ def layout_index(ax: Layout, perms: Mapping[str, torch.Tensor], skip: Any = None
     return out_k
 
 
-def positions(ax: Layout, group: str) -> torch.Tensor | None:
+def positions(ax: Layout, group: Any) -> torch.Tensor | None:
     """``K`` of shape ``(n, r)``: the axis positions where ``group``'s index is ``i``, in the same order
-    for every ``i`` (weight matching compares row ``i`` of one model with row ``j`` of the other)."""
+    for every ``i`` (weight matching compares row ``i`` of one model with row ``j`` of the other).
+    ``group``: a group's name, or a part of a layout (a ``kron`` of groups: their joint index)."""
     kind = ax[0]
+    if not isinstance(group, str) and _same(ax, group):
+        return torch.arange(layout_size(ax)).reshape(-1, 1)
     if kind == "var":
         return torch.arange(int(ax[2])).reshape(-1, 1) if ax[1] == group else None
     if kind == "fixed":
@@ -223,6 +228,25 @@ def positions(ax: Layout, group: str) -> torch.Tensor | None:
         full = p * (sizes[i] * after) + k.reshape(n, 1, r, 1) * after + q
         return full.reshape(n, -1)
     return None
+
+
+def _same(a: Layout, b: Layout) -> bool:
+    if a[0] != b[0]:
+        return False
+    if a[0] in ("kron", "cat"):
+        return len(a[1]) == len(b[1]) and all(_same(x, y) for x, y in zip(a[1], b[1]))
+    return tuple(a) == tuple(b)
+
+
+def kron_pairs(ax: Layout) -> list[tuple[str, str, int, int]]:
+    """The ``kron`` of two groups inside a layout (attention's heads x a head's features):
+    ``(outer, inner, outer size, inner size)``."""
+    if ax[0] == "kron" and len(ax[1]) == 2 and all(c[0] == "var" for c in ax[1]):
+        (_, h, nh), (_, d, nd) = ax[1]
+        return [(h, d, int(nh), int(nd))]
+    if ax[0] in ("kron", "cat"):
+        return [p for c in ax[1] for p in kron_pairs(c)]
+    return []
 
 
 def _group_names(prop: Propagation, keys: Mapping[str, list[str]]) -> dict[int, str]:

@@ -113,3 +113,16 @@ def test_bad_input_refused_before_any_work():
         align(a, copy.deepcopy(a), method="sinkhorn", data=_exploding_data())
     with pytest.raises(InvalidParameterError, match="'data' parameter of align is required"):
         align(a, copy.deepcopy(a))
+
+
+def test_planted_permutation_of_gpt2_heads_is_recovered():
+    from benchmarks._models import _gpt2
+    from landscape.tasks import HuggingFace
+
+    a = _gpt2(0).eval()
+    ids = torch.randint(0, 1000, (4, 16), generator=torch.Generator().manual_seed(0))
+    data = [{"input_ids": ids, "labels": ids}]
+    b = Alignment.random(a, data, seed=1, task=HuggingFace()).apply(a)
+    found = align(a, b, data=data, task=HuggingFace())
+    assert _same_bits(a, found.apply(b))
+    assert all(later >= earlier for earlier, later in zip(found.history, found.history[1:]))
