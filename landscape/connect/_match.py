@@ -108,7 +108,7 @@ class _Costs:
                     heads[i, j] += float(block[torch.arange(block.shape[0]), solve(block)].sum())
         new = {h: solve(heads)}
         for d, c in joint.items():
-            new[d] = solve(sum(c[i, :, int(new[h][i]), :] for i in range(nh)))
+            new[d] = solve(torch.stack([c[i, :, int(new[h][i]), :] for i in range(nh)]).sum(0))
         if all(torch.equal(new[g], perms[g]) for g in new):
             return None
         sites = sorted({k for g in new for k, _ in self.sites[g]})
