@@ -13,8 +13,9 @@ heads), kept when it raises the objective.
 
 The cost matrix of a group is built one tensor at a time (streamed): for each tensor axis
 carrying the group, A's slices and B's (other axes permuted) are multiplied and added in.
-Memory: the two models (the caller's), one permuted copy of the tensor being read, and the
-``n x n`` float64 cost matrix of the group being solved; never a permuted copy of a model.
+Memory: the two models (the caller's), a permuted copy of the tensor being read (and, where
+the group is part of an axis, a gathered copy of each side), and the ``n x n`` float64 cost
+matrix of the group being solved; never a permuted copy of a model.
 
 Activation matching (Git Re-Basin's, one pass over the data) solves each group from the
 inner products of A's and B's activations of the layers carrying it alone (``C = sum over
@@ -43,6 +44,10 @@ __all__ = ["weight_matching", "activation_matching", "objective", "solve"]
 _NOT_ACTIVATIONS = {"view", "_unsafe_view", "reshape", "t", "transpose", "permute", "expand", "unsqueeze", "squeeze",
                     "slice", "select", "alias", "detach", "clone", "_to_copy", "lift_fresh", "split",
                     "split_with_sizes", "cat", "contiguous", "lift_fresh_copy"}
+
+
+#: Elements per block of the objective's float64 sum (8 MB per operand).
+_BLOCK = 1 << 20
 
 
 def solve(cost: torch.Tensor) -> torch.Tensor:
@@ -140,20 +145,35 @@ class _Costs:
                 if idx is not None:
                     tb = tb.index_select(a2, idx.to(tb.device))
             k = self.position(key, axis, target)
-            rows_a = ta.detach().movedim(axis, 0).reshape(ta.shape[axis], -1)
-            rows_b = tb.detach().movedim(axis, 0).reshape(tb.shape[axis], -1)
-            sel_a = rows_a.index_select(0, k.reshape(-1).to(rows_a.device)).reshape(n, -1).to(dt)
-            sel_b = rows_b.index_select(0, k.reshape(-1).to(rows_b.device)).reshape(n, -1).to(dt)
-            c += (sel_a @ sel_b.T).cpu().to(torch.float64)
-            del sel_a, sel_b, rows_a, rows_b, tb
+            c += _gram(ta.detach(), tb.detach(), axis, k, n, dt)
+            del tb
         return c
 
     def objective(self, perms: Mapping[str, torch.Tensor], keys: Iterable[str] | None = None) -> float:
+        """``sum <A, pi(B)>`` over the tensors (float64, a block of elements at a time)."""
         total = 0.0
         for key in (self.keys if keys is None else keys):
-            pb = self.spec.permute(key, self.b[key], perms)
-            total += float((self.a[key].detach().double() * pb.detach().double()).sum())
+            fa = self.a[key].detach().reshape(-1)
+            fb = self.spec.permute(key, self.b[key], perms).detach().reshape(-1)
+            for lo in range(0, fa.numel(), _BLOCK):
+                total += float((fa[lo:lo + _BLOCK].double() * fb[lo:lo + _BLOCK].double()).sum())
         return total
+
+
+def _gram(ta: torch.Tensor, tb: torch.Tensor, axis: int, k: torch.Tensor, n: int, dt: torch.dtype) -> torch.Tensor:
+    """``C[i, j] = sum over the other positions of A[unit i] * B[unit j]`` along ``axis`` (``k``: the axis
+    positions of each unit, one per row when the group is the whole axis). The first or last axis of
+    a contiguous tensor of one group is read in place; otherwise the units are gathered first."""
+    whole = k.shape[1] == 1 and k.shape[0] == ta.shape[axis]
+    if whole and ta.dtype == dt and ta.is_contiguous() and tb.is_contiguous():
+        if axis == 0:
+            return (ta.reshape(n, -1) @ tb.reshape(n, -1).T).cpu().to(torch.float64)
+        if axis == ta.dim() - 1:
+            return (ta.reshape(-1, n).T @ tb.reshape(-1, n)).cpu().to(torch.float64)
+    idx = k.reshape(-1).to(ta.device)
+    sel_a = ta.movedim(axis, 0).reshape(ta.shape[axis], -1).index_select(0, idx).reshape(n, -1).to(dt)
+    sel_b = tb.movedim(axis, 0).reshape(tb.shape[axis], -1).index_select(0, idx).reshape(n, -1).to(dt)
+    return (sel_a @ sel_b.T).cpu().to(torch.float64)
 
 
 def objective(spec: PermutationSpec, a: Mapping[str, torch.Tensor], b: Mapping[str, torch.Tensor],
