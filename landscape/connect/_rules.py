@@ -48,6 +48,7 @@ class Propagation:
     params: dict[str, list[int]]
     events: list[tuple[str, str, list[list[int]]]] = field(default_factory=list)  # (op, module, output vars)
     unknown: dict[str, str] = field(default_factory=dict)  # "module: op" -> why
+    dtypes: tuple[str, ...] = ()  # the floating dtypes the operations computed in
 
 
 class _Walk:
@@ -499,8 +500,14 @@ def _attention(w: _Walk, ev: Event) -> None:
     nb = q.dim() - 2
     for j in range(1, nb + 1):
         for t, vt in ((k, vk), (v, vv)):
-            if t.dim() - 2 >= j and t.shape[-2 - j] == q.shape[-2 - j] and q.shape[-2 - j] > 1:
+            if t.dim() - 2 < j or q.shape[-2 - j] <= 1:
+                continue
+            nq, nk = q.shape[-2 - j], t.shape[-2 - j]
+            if nk == nq:
                 d.union(vt[-2 - j], vq[-2 - j])
+            elif nk > 1 and nq % nk == 0:  # grouped-query attention: query head i reads key head i // (nq / nk)
+                outer, _ = d.split_kron(vq[-2 - j], [nk, nq // nk], f"{w.where}: grouped-query attention")
+                d.union(vt[-2 - j], outer)
     outs = ev.outputs
     out = outs[0]
     w.out(out, [*vq[:-1], vv[-1]] if out.dim() == q.dim() else w.fresh(out, why))
@@ -643,4 +650,6 @@ def propagate(trace: Trace) -> Propagation:
     for t in trace.outputs:
         for v in w.of(t):
             w.d.fix(v, OUTPUT)
-    return Propagation(w.d, w.vars, w.params, events, w.unknown)
+    dtypes = sorted({str(t.dtype).replace("torch.", "") for ev in trace.events for t in ev.outputs
+                     if t.is_floating_point()})
+    return Propagation(w.d, w.vars, w.params, events, w.unknown, tuple(dtypes))

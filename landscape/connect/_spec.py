@@ -49,6 +49,9 @@ class PermutationSpec:
         and the operation that fixed it.
     source : str
         ``"traced"`` (found from a trace of the network's operations) or ``"given"``.
+    dtypes : tuple of str
+        The floating dtypes the traced operations computed in (a float64 network whose norms
+        compute in float32 is checked at float32's tolerance).
     """
 
     groups: dict[str, int]
@@ -56,6 +59,7 @@ class PermutationSpec:
     unpermuted: list[tuple[str, int, str]] = field(default_factory=list)
     source: str = "traced"
     events: list[tuple[str, str, list[tuple[Layout, ...]]]] = field(default_factory=list, repr=False)
+    dtypes: tuple[str, ...] = ()
 
     # -- reading ---------------------------------------------------------------------------
     def sites(self, group: str) -> list[tuple[str, int]]:
@@ -313,7 +317,7 @@ def spec_from(prop: Propagation, model: nn.Module) -> PermutationSpec:
     groups = {g: n for g, n in groups.items() if g in used}
     events = [(op, mod, [tuple(_named(d.layout(v), names) for v in vs) for vs in outs])
               for op, mod, outs in prop.events]
-    return PermutationSpec(groups, axes, unpermuted, "traced", events)
+    return PermutationSpec(groups, axes, unpermuted, "traced", events, prop.dtypes)
 
 
 def _child_reason(d: Any, v: int) -> str:

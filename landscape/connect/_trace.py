@@ -209,8 +209,11 @@ def traced(model: nn.Module, task: Any, batch: Any, state: Mapping[str, torch.Te
     net = shell(model, state)
     args, kwargs = model_call(net, task, batch)
     params: dict[int, str] = {}
+    saved = set(net.state_dict(keep_vars=True))
+    # a buffer left out of the state dict (rotary embeddings' inv_freq) is never permuted: a constant
     for name, t in list(net.named_parameters(remove_duplicate=False)) + list(net.named_buffers(remove_duplicate=False)):
-        params.setdefault(id(t), name)
+        if name in saved:
+            params.setdefault(id(t), name)
     rec = Recorder()
     out = run_call(net, args, kwargs, rec)
     flat_in, _ = tree_flatten((args, kwargs))

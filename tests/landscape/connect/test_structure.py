@@ -186,3 +186,52 @@ def test_spec_that_does_not_fit_is_refused_before_any_work():
     with pytest.raises(InvalidParameterError, match="does not fit"):
         align(model, copy.deepcopy(model), data=data, spec=other_spec)
 
+
+
+def test_llama_block_with_grouped_query_attention():
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=100, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+    model = LlamaForCausalLM(cfg).double().eval()
+    ids = torch.randint(0, 100, (2, 8), generator=torch.Generator().manual_seed(0))
+    spec = permutation_spec(model, {"input_ids": ids})
+    assert "float32" in spec.dtypes  # its norms compute in float32: checked at float32's tolerance
+    q = spec.axes["model.layers.0.self_attn.q_proj.weight"][0]
+    k = spec.axes["model.layers.0.self_attn.k_proj.weight"][0]
+    # a query head reads key head i // 2: the query heads are (key head, repeat), the key heads' factor shared
+    assert q[0] == "kron" and q[1][0][0] == "kron" and q[1][0][1][0] == k[1][0]
+    other, _ = _permuted_copy(model, spec, 9)
+
+    def call(m: nn.Module) -> torch.Tensor:
+        with torch.no_grad():
+            return m(input_ids=ids).logits
+
+    _assert_same_function(model, other, call, torch.float32)
+
+
+def test_conv1d_group_norm_grouped_convolution_embedding_layer_norm():
+    class Net(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.emb = nn.Embedding(50, 8)
+            self.conv = nn.Conv1d(8, 12, 3, padding=1)
+            self.gn = nn.GroupNorm(4, 12)
+            self.conv2 = nn.Conv1d(12, 12, 3, padding=1, groups=4)
+            self.ln = nn.LayerNorm(12)
+            self.fc = nn.Linear(12, 3)
+
+        def forward(self, ids: torch.Tensor) -> torch.Tensor:
+            h = torch.relu(self.gn(self.conv(self.emb(ids).transpose(1, 2))))
+            return self.fc(self.ln(torch.relu(self.conv2(h)).mean(-1)))
+
+    torch.manual_seed(0)
+    model = Net().double()
+    ids = torch.randint(0, 50, (4, 10), generator=torch.Generator().manual_seed(0))
+    spec = permutation_spec(model, (ids, None))
+    assert spec.axes["emb.weight"][0] == ("fixed", 50)  # rows looked up by index
+    assert spec.axes["gn.weight"][0][0] == "kron"  # whole groups (and one order within every group)
+    assert not spec.surprising()
+    other, _ = _permuted_copy(model, spec, 10)
+    _assert_same_function(model, other, _tensor_call(ids), torch.float64)
