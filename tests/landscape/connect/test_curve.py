@@ -102,3 +102,18 @@ def test_batch_norm_statistics_estimated_at_every_t():
     assert torch.allclose(mid.blocks[0].bn.running_mean, h.mean(0), atol=1e-5)
     along = curve.barrier(points=3)
     assert along.bn_statistics == "recompute" and math.isfinite(along.height())
+
+
+def test_bad_input_refused_before_any_work():
+    a = MLP(hidden=4)
+
+    def exploding():
+        raise AssertionError("data read before the input was checked")
+        yield  # pragma: no cover
+
+    with pytest.raises(InvalidParameterError, match="'kind' parameter"):
+        fit_curve(a, MLP(hidden=4), CE, exploding(), kind="spline")
+    with pytest.raises(InvalidParameterError, match="shapes"):
+        fit_curve(a, MLP(hidden=8), CE, exploding())
+    with pytest.raises(InvalidParameterError, match="'bends' parameter"):
+        fit_curve(a, MLP(hidden=4), CE, exploding(), bends=0)
