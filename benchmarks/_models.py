@@ -145,12 +145,12 @@ class TextClassifier(nn.Module):
         return self.head(h.mean(1))
 
 
-def _gpt2() -> nn.Module:
+def _gpt2(seed: int = 0) -> nn.Module:
     from transformers import GPT2Config, GPT2LMHeadModel
 
     cfg = GPT2Config(vocab_size=1000, n_positions=64, n_embd=64, n_layer=2, n_head=2, resid_pdrop=0.0,
                      embd_pdrop=0.0, attn_pdrop=0.0)
-    torch.manual_seed(0)
+    torch.manual_seed(seed)
     return GPT2LMHeadModel(cfg)
 
 

@@ -1,7 +1,7 @@
 """The ``landscape`` command (also ``python -m landscape``): the parser and the dispatch.
 
-Subcommands: demo, run, gen, plot, ls, export, lineage, curvature; each runs from its own module
-(``_demo``, ``_gen``, ``_plot``, ``_export``, ``_ls``, ``_lineage``, ``_curvature``), imported only when
+Subcommands: demo, run, gen, plot, ls, export, lineage, curvature, connect; each runs from its own module
+(``_demo``, ``_gen``, ``_plot``, ``_export``, ``_ls``, ``_lineage``, ``_curvature``, ``_connect``), imported only when
 it runs. Arguments are parsed once here into explicit keyword arguments for the
 library; bad usage prints one line and exits with status 2, a failure while working
 exits with status 1.
@@ -127,6 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_views(sub)
     _add_lineage(sub)
     _add_curvature(sub)
+    _add_connect(sub)
     return parser
 
 
@@ -317,6 +318,43 @@ def _add_curvature(sub: Any) -> None:
                    help="the folder whose landscapes.h5 takes the results (default: RUN)")
 
 
+def _odd(text: str) -> int:
+    """``--points``: an odd int >= 3 (the grid from 0 to 1 holds 0.5)."""
+    value = _positive(text)
+    if value < 3 or value % 2 == 0:
+        raise argparse.ArgumentTypeError(f"expected an odd int >= 3 (the grid holds alpha = 0.5); got {value}")
+    return value
+
+
+def _add_connect(sub: Any) -> None:
+    """connect: two models' barriers before and after alignment, and a curve between them."""
+    p = sub.add_parser("connect", help="between two models: loss barriers before and after aligning B to A, and "
+                                       "a curve of low loss, into DIR (landscapes.h5, PNGs)",
+                       description="Measure the loss and error barrier along the straight line between two "
+                                   "checkpoints (or two SummaryCollector runs' last checkpoints), naive and after "
+                                   "permuting B's units into A's basis, and optionally train a Bezier or "
+                                   "polygonal-chain curve between them. landscape report DIR shows the results.")
+    p.add_argument("a", type=Path, metavar="A", help="a checkpoint file, or a SummaryCollector run (its last "
+                                                      "checkpoint)")
+    p.add_argument("b", type=Path, metavar="B", help="the same for model B")
+    p.add_argument("--task", required=True, metavar="MODULE:FUNCTION",
+                   help="as for gen: returns (model, network, dataset, metrics[, task]); both checkpoints load "
+                        "into network, the dataset is what the barrier and the curve are measured on")
+    p.add_argument("-o", "--output", type=Path, required=True, metavar="DIR", help="the folder the results go to")
+    p.add_argument("--align", choices=("weights", "activations", "none"), default="weights",
+                   help="weight matching (default), activation matching, or only the naive barrier")
+    p.add_argument("--curve", choices=("bezier", "polychain"),
+                   help="also train a curve between A and the aligned B (one bend)")
+    p.add_argument("--curve-epochs", type=_positive, default=10, help="epochs of the curve (default 10)")
+    p.add_argument("--points", type=_odd, default=25, help="alphas from 0 to 1, odd (default 25)")
+    p.add_argument("--size", type=_size, default=21, help="points per side of the curve's plane (default 21)")
+    p.add_argument("--num-samples", type=_positive, help="samples the loss averages over (default: all)")
+    p.add_argument("--bn-statistics", choices=("recompute", "clamped", "affine", "a"), default="recompute",
+                   help="batch-norm statistics along the line: estimated again at every alpha (default), "
+                        "interpolated (clamped or affine), or A's")
+    p.add_argument("--seed", type=int, default=0, help="seed of weight matching's order and the curve (default 0)")
+
+
 def _what(text: str) -> list[str]:
     """``--what``: comma-separated measurements, each known."""
     known = ("eigs", "trace", "density", "sharpness")
@@ -400,6 +438,11 @@ def _command(name: str, argv: Sequence[str]) -> Callable[[argparse.Namespace], i
         from landscape.cli import _curvature
 
         return _curvature.run_curvature
+    if name == "connect":
+        # start-up: torch, the engine and matplotlib only for connect
+        from landscape.cli import _connect
+
+        return _connect.run_connect
     if name == "ls":
         # start-up: the summary reader only for ls
         from landscape.cli import _ls

@@ -7,8 +7,10 @@ and the ways a group of points runs (``BATCHINGS``), how the directions are kept
 all at once, :func:`point_values`), the engine's copy of a network's modules (:func:`network_at`),
 the engine of an FSDP2 network sharded over a process group (:class:`ShardedEngine`,
 :func:`is_sharded`), :func:`tune_malloc` for the processes the library owns, the heap room kept
-between landscapes in the caller's process (:func:`kept_bytes`, :func:`release_room`), and the
-:class:`ProgressMeter` of long work (points, Lanczos iterations, probes). Tasks live in :mod:`landscape.tasks`.
+between landscapes in the caller's process (:func:`kept_bytes`, :func:`release_room`), batch-norm
+statistics estimated again at a point (:func:`reestimate_bn_statistics`, also for the curves of
+:mod:`landscape.connect`), and the :class:`ProgressMeter` of long work (points, Lanczos iterations,
+probes). Tasks live in :mod:`landscape.tasks`.
 """
 
 from landscape.engine._activations import activation_elements
@@ -23,6 +25,7 @@ from landscape.engine._engine import (
     WayRefused,
     is_batch_metric,
     is_point_metric,
+    reestimate_bn_statistics,
 )
 from landscape.engine._heap import kept_bytes, release_room
 from landscape.engine._malloc import tune_malloc
@@ -37,4 +40,5 @@ __all__ = ["Engine", "EngineSpec", "Progress", "Plan", "choose_plan", "plan_key"
            "PLAN_MODES", "BATCHINGS", "MEMORY_FORMATS", "activation_elements", "is_batch_metric", "is_point_metric",
            "Samples", "collect", "collate", "tune_malloc", "release_room", "kept_bytes", "MEMORY_SETTINGS",
            "choose_memory", "point_value", "point_values", "network_at", "keeps_placement", "ShardedEngine",
-           "is_sharded", "CLAMPED", "TooFewSamples", "ProgressMeter", "PROGRESS_LOGGER", "WayRefused"]
+           "is_sharded", "CLAMPED", "TooFewSamples", "ProgressMeter", "PROGRESS_LOGGER", "WayRefused",
+           "reestimate_bn_statistics"]

@@ -49,7 +49,8 @@ from landscape.engine._progress import Bar
 from landscape.geometry import SeededDirections
 from landscape.tasks import Supervised, slice_batch, to_device
 
-__all__ = ["Engine", "EngineSpec", "group_size", "is_batch_metric", "is_point_metric", "MEMORY_FORMATS", "Progress",
+__all__ = ["Engine", "EngineSpec", "reestimate_bn_statistics", "group_size", "is_batch_metric", "is_point_metric",
+           "MEMORY_FORMATS", "Progress",
            "CLAMPED", "WayRefused", "disagreement", "AGREE_RTOL"]
 
 #: The key of :meth:`Engine.evaluate`'s result that counts, at each point, the batch-norm running-variance
@@ -89,6 +90,30 @@ def _metric_value(metric: Any, out: torch.Tensor, labels: torch.Tensor) -> float
         return float(metric.eval())
     val = metric(out, labels)
     return float(val.item() if isinstance(val, torch.Tensor) else val)
+
+
+def reestimate_bn_statistics(net: nn.Module, bns: Sequence[Any], task: Any, batch: Callable[[int], Any],
+                             sizes: Sequence[int]) -> None:
+    """Every batch-norm layer of ``bns`` (in ``net``) with its running statistics estimated again, in
+    train mode: the average over the batches (``batch(i)``, of ``sizes[i]`` samples) of their batch
+    statistics, each weighted by its samples (Garipov et al.'s ``bn_update``: momentum ``k / (seen + k)``
+    for a batch of ``k`` after ``seen`` samples, so a short last batch counts for its samples, not as a
+    whole one). The rest of ``net`` keeps its mode; each layer's momentum and mode are restored."""
+    saved = [(m, m.momentum, m.training) for m in bns]
+    try:
+        for m in bns:
+            m.reset_running_stats()
+            m.train()
+        seen = 0
+        for i, k in enumerate(sizes):
+            for m in bns:
+                m.momentum = k / (seen + k)
+            task(net, batch(i))
+            seen += k
+    finally:
+        for m, momentum, training in saved:
+            m.momentum = momentum
+            m.train(training)
 
 
 @dataclass
@@ -354,25 +379,7 @@ class Engine:
         return loss
 
     def _recompute_statistics(self) -> None:
-        """Every batch-norm layer's running statistics estimated again at this point, in train mode:
-        the average over the evaluation batches of their batch statistics, each weighted by its
-        samples (Garipov et al.'s ``bn_update``: momentum ``k / (seen + k)`` for a batch of ``k``
-        after ``seen`` samples, so a short last batch counts for its samples, not as a whole one)."""
-        saved = [(m, m.momentum, m.training) for m in self.recompute_bns]
-        try:
-            for m in self.recompute_bns:
-                m.reset_running_stats()
-                m.train()
-            seen = 0
-            for i, k in enumerate(self.sizes):
-                for m in self.recompute_bns:
-                    m.momentum = k / (seen + k)
-                self.task(self.net, self.batch(i))
-                seen += k
-        finally:
-            for m, momentum, training in saved:
-                m.momentum = momentum
-                m.train(training)
+        reestimate_bn_statistics(self.net, self.recompute_bns, self.task, self.batch, self.sizes)
 
     def _clamped_at(self, a: float, b: float) -> int:
         """The running-variance channels negative at ``(a, b)`` before the clamp (what the point's clamp

@@ -2,7 +2,8 @@
 
 from landscape.generate._compare import compare_runs
 from landscape.generate._compute import compute_landscape
-from landscape.generate._options import TooManySamples
+from landscape.generate._options import TooManySamples, check_selection
 from landscape.generate._summary_landscape import SummaryLandscape
 
-__all__ = ["compute_landscape", "SummaryLandscape", "compare_runs", "TooManySamples"]
+# check_selection: the include / ignore check, for the entry points built on compute_landscape (connect)
+__all__ = ["compute_landscape", "SummaryLandscape", "compare_runs", "TooManySamples", "check_selection"]

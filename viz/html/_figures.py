@@ -87,6 +87,7 @@ def axis_titles(ls: Landscape) -> tuple[str, str]:
         "random": ("random direction 1", "random direction 2"),
         "hessian": ("Hessian eigenvector 1", "Hessian eigenvector 2"),
         "interpolation": ("\u03b1: (1 \u2212 \u03b1) A + \u03b1 B", ""),
+        "curve": ("t along the curve from A to B", ""),
         "plane": ("distance along B \u2212 A", "distance towards C (orthogonal)"),
         "target": ("\u03b1 along B \u2212 A", "second direction"),
     }.get(d, ("direction 1", "direction 2"))

@@ -192,6 +192,35 @@ def _curvature_table(runs: list[RunData]) -> str:
             f"<th>measured by landscape curvature</th></tr></thead><tbody>{body}</tbody></table></section>\n")
 
 
+def barrier_text(md: dict[str, Any]) -> str:
+    """A barrier's record (``metadata["barrier"]`` of a landscape made by ``landscape.connect``) in words."""
+    how = "naive" if md.get("alignment") in (None, "none") else f"aligned ({md.get('alignment')})"
+    along = f"along a {md['curve']} curve" if md.get("curve") else "along the line"
+
+    def pair(metric: str, scale: float = 1.0) -> str:
+        mean, linear = md.get(f"{metric}_mean"), md.get(f"{metric}_linear")
+        if mean is None or linear is None:
+            return "-"
+        return f"{scale * float(mean):.4g} (mean) / {scale * float(linear):.4g} (linear)"
+
+    text = (f"{along}, {how}, {md.get('split', 'train')} data, {md.get('points', '?')} points, batch norm "
+            f"{md.get('bn_statistics', '?')}: loss {pair('loss')}")
+    if md.get("error_mean") is not None:
+        text += f", error {pair('error', 100.0)} points"
+    return text
+
+
+def _barrier_table(runs: list[RunData]) -> str:
+    """``landscape connect``'s barriers: a row per run and line landscape holding one (none: no section)."""
+    rows = [(run, ls) for run in runs for ls in run.landscapes if isinstance(ls.metadata.get("barrier"), dict)]
+    if not rows:
+        return ""
+    body = "".join(f"<tr><td>{html.escape(run.name)}</td><td>{html.escape(ls.tag or '')}</td>"
+                   f"<td>{html.escape(barrier_text(ls.metadata['barrier']))}</td></tr>" for run, ls in rows)
+    return ('<section id="barriers"><h2>Barriers</h2><table id="barrier-table"><thead><tr><th>run</th>'
+            f"<th>landscape</th><th>barrier</th></tr></thead><tbody>{body}</tbody></table></section>\n")
+
+
 def _script_json(data: Any) -> str:
     """JSON safe inside a ``<script>`` element: no ``</script>``, no ``<!--``, no NaN."""
     text = json.dumps(data, allow_nan=False, separators=(",", ":"), ensure_ascii=True)
@@ -242,7 +271,7 @@ This file works offline: everything it shows is inside it.</p>
 <p id="landscape-info"></p>
 <div id="views" class="views plane"><div id="view-3d" class="plot"></div><div id="view-contour" class="plot"></div>
 <div id="view-line" class="plot" hidden></div></div></section>
-{_curvature_table(runs)}<section id="lineage"><h2>Lineage</h2>{_lineage_table(runs)}</section>
+{_curvature_table(runs)}{_barrier_table(runs)}<section id="lineage"><h2>Lineage</h2>{_lineage_table(runs)}</section>
 <script type="application/json" id="report-data">{_script_json(data)}</script>
 <script>
 {static.joinpath("report.js").read_text(encoding="utf-8")}</script>

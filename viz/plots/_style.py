@@ -75,6 +75,8 @@ def axis_labels(ls: Landscape) -> tuple[str, str]:
         return "Hessian eigenvector 1", "Hessian eigenvector 2"
     if d == "interpolation":
         return "\u03b1: (1 \u2212 \u03b1) A + \u03b1 B", ""
+    if d == "curve":
+        return "t along the curve from A to B", ""
     if d == "plane":
         return "distance along B \u2212 A", "distance towards C (orthogonal)"
     if d == "target":

@@ -1,0 +1,125 @@
+"""Barriers: the two definitions' arithmetic, only alpha in [0, 1] counting, the digits pairs
+(naive against aligned), batch-norm statistics re-estimated against interpolated, a layer's
+barrier, and the line landscape written and read back."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from collector.common import InvalidParameterError
+from landscape import barrier, read_h5, write_h5
+from landscape.connect import Barrier, barrier_height
+from landscape.examples import MLP, DeepMLP
+from tests.landscape.connect._models import digits_split, train_digits
+
+CE = nn.CrossEntropyLoss()
+
+
+def test_definitions_on_the_issues_numbers():
+    assert barrier_height([0, 0.5, 1], [0.2, 1.0, 0.4], "mean") == pytest.approx(0.7, abs=1e-12)
+    assert barrier_height([0, 0.5, 1], [0.2, 1.0, 0.4], "linear") == pytest.approx(0.7, abs=1e-12)
+    assert barrier_height([0, 0.5, 1], [0.2, 0.5, 1.0], "mean") == pytest.approx(0.4, abs=1e-12)
+    assert barrier_height([0, 0.5, 1], [0.2, 0.5, 1.0], "linear") == pytest.approx(0.0, abs=1e-12)
+
+
+def test_alpha_outside_zero_one_never_counts():
+    alphas = [-0.5, 0.0, 0.5, 1.0, 1.5]
+    values = [50.0, 0.2, 1.0, 0.4, 80.0]
+    assert barrier_height(alphas, values, "mean") == pytest.approx(0.7, abs=1e-12)
+    assert barrier_height(alphas, values, "linear") == pytest.approx(0.7, abs=1e-12)
+    assert np.isnan(barrier_height([0, 0.5, 1], [0.2, float("nan"), 0.4]))
+    assert barrier_height([-0.5, 0, 0.5, 1], [float("nan"), 0.2, 1.0, 0.4]) == pytest.approx(0.7, abs=1e-12)
+
+
+def test_grid_without_the_midpoint_is_refused():
+    with pytest.raises(InvalidParameterError, match=r"lacks \[0.5\]"):
+        barrier_height(np.linspace(0, 1, 4), [0.1, 0.2, 0.3, 0.4])
+    a = MLP(hidden=4)
+
+    def exploding():
+        raise AssertionError("data read before the input was checked")
+        yield  # pragma: no cover
+
+    with pytest.raises(InvalidParameterError, match="'points' parameter of barrier must be odd"):
+        barrier(a, copy.deepcopy(a), CE, exploding(), points=24)
+    with pytest.raises(InvalidParameterError, match="architecture"):
+        barrier(a, DeepMLP(1, 4), CE, exploding())
+    with pytest.raises(InvalidParameterError, match="'align' parameter"):
+        barrier(a, copy.deepcopy(a), CE, exploding(), align="sinkhorn")
+    with pytest.raises(InvalidParameterError, match="matches no"):
+        barrier(a, copy.deepcopy(a), CE, exploding(), include="fc9")
+
+
+@pytest.fixture(scope="module")
+def pairs():
+    return [(train_digits(s, lambda: MLP(128), 4), train_digits(s + 1, lambda: MLP(128), 4)) for s in (1, 3)]
+
+
+def _plain_loss(a: nn.Module, b: nn.Module, alpha: float, x, y, only: str | None = None) -> float:
+    """The loss of (1 - alpha) A + alpha B, computed with a plain forward (``only``: that module's tensors
+    interpolated, the rest A's)."""
+    net = copy.deepcopy(a)
+    sa, sb = a.state_dict(), b.state_dict()
+    net.load_state_dict({k: (1 - alpha) * t + alpha * sb[k] if only is None or k.startswith(only) else t
+                         for k, t in sa.items()})
+    with torch.no_grad():
+        return float(CE(net(x), y))
+
+
+def test_digits_pairs_barrier_drops_after_alignment(pairs):
+    xtr, ytr, xte, yte = digits_split()
+    for a, b in pairs:
+        naive = barrier(a, b, CE, (xtr, ytr), test_data=(xte, yte))
+        aligned = barrier(a, b, CE, (xtr, ytr), test_data=(xte, yte), align="weights")
+        assert naive.height() > 0.2
+        assert aligned.height() <= 0.25 * naive.height()
+        assert aligned.height("mean", "error", "test") < 0.03
+        assert aligned.alignment is not None and aligned.alignment.checked is not None
+    # the line's values are the plain interpolation's (the first pair, naive)
+    a, b = pairs[0]
+    first = barrier(a, b, CE, (xtr, ytr), points=25)
+    assert first.alphas[12] == 0.5
+    for j in (0, 6, 12, 24):
+        assert first.loss[j] == pytest.approx(_plain_loss(a, b, float(first.alphas[j]), xtr, ytr), rel=1e-5)
+    with torch.no_grad():
+        wrong = int((b(xtr).argmax(1) != ytr).sum())
+    assert first.error[-1] == pytest.approx(wrong / len(ytr), abs=1e-12)
+
+
+def test_a_layers_barrier_holds_the_rest_at_a(pairs):
+    xtr, ytr, _, _ = digits_split()
+    a, b = pairs[1]
+    layer = barrier(a, b, CE, (xtr, ytr), points=5, include="fc2")
+    assert layer.loss[2] == pytest.approx(_plain_loss(a, b, 0.5, xtr, ytr, only="fc2."), rel=1e-5)
+    assert layer.landscape.metadata["barrier"]["include"] == "fc2"
+
+
+def test_batch_norm_statistics_re_estimated_beat_interpolated():
+    xtr, ytr, _, _ = digits_split()
+    make = lambda: DeepMLP(2, 64, norm="batch")  # noqa: E731
+    a, b = train_digits(1, make, 6), train_digits(2, make, 6)
+    recomputed = barrier(a, b, CE, (xtr, ytr), points=3, align="weights")
+    interpolated = barrier(a, b, CE, (xtr, ytr), points=3, align=recomputed.alignment, bn_statistics="clamped")
+    assert recomputed.loss[1] <= interpolated.loss[1]
+    assert recomputed.landscape.metadata["barrier"]["bn_statistics"] == "recompute"
+
+
+def test_line_landscape_records_and_round_trips(pairs, tmp_path):
+    xtr, ytr, xte, yte = digits_split()
+    a, b = pairs[0]
+    got = barrier(a, b, CE, (xtr[:256], ytr[:256]), test_data=(xte, yte), points=7, align="weights")
+    md = got.landscape.metadata["barrier"]
+    assert md["alignment_digest"] == got.alignment.digest and md["points"] == 7 and md["split"] == "train"
+    assert md["loss_mean"] == pytest.approx(got.height("mean", "loss", "train"))
+    assert got.test_landscape.metadata["barrier"]["split"] == "test"
+    path = tmp_path / "landscapes.h5"
+    write_h5(path, got.landscapes)
+    back = read_h5(path)
+    again = Barrier.from_landscape(back["barrier_train"], back["barrier_test"])
+    assert again.height("linear", "error", "test") == pytest.approx(got.height("linear", "error", "test"))
+    assert back["barrier_train"].metadata["barrier"]["alignment_digest"] == got.alignment.digest
