@@ -41,6 +41,7 @@ LAYERS = [
     ["collector.integrations"],
     ["collector"],
     ["landscape.threads"],
+    ["landscape.topology"],
     ["landscape.result", "landscape.examples"],
     ["landscape.geometry"],
     ["landscape.engine", "landscape.tasks"],
