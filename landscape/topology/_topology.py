@@ -29,6 +29,8 @@ from landscape.topology._sweep import CONNECTIVITIES, Sweep, sweep
 __all__ = ["grid_topology", "barriers", "Topology", "CriticalPoints", "MergeTree", "Barrier", "Basin"]
 
 _CALLER = "grid_topology"
+#: Barriers a line's summary names (the rest are counted).
+_SHOWN = 5
 
 
 @dataclass(frozen=True)
@@ -101,6 +103,8 @@ class Barrier:
         The deepest point of the other side (the branch it joins).
     height : float
         ``value - values[minimum]``: the barrier seen from ``minimum``, its persistence.
+    saddle_at, minimum_at, other_at : tuple of float, or None
+        The three points' coordinates along the axes (array order), when the axes are known.
     """
 
     saddle: tuple[int, ...]
@@ -108,6 +112,9 @@ class Barrier:
     minimum: tuple[int, ...]
     other: tuple[int, ...]
     height: float
+    saddle_at: tuple[float, ...] | None = None
+    minimum_at: tuple[float, ...] | None = None
+    other_at: tuple[float, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -263,7 +270,8 @@ class Topology:
         f, rank = self._sweep.values, self._sweep.rank
         kept = sorted(self._kept.tolist(), key=lambda e: (e[0], rank[e[2]]))
         return [Barrier(saddle=self._position(s), value=float(f[s]), minimum=self._position(b),
-                        other=self._position(a), height=float(f[s] - f[b])) for s, a, b in kept]
+                        other=self._position(a), height=float(f[s] - f[b]), saddle_at=self._at(s),
+                        minimum_at=self._at(b), other_at=self._at(a)) for s, a, b in kept]
 
     def basin(self, height: float, at: Sequence[int] | None = None) -> Basin:
         """The basin of the minimum below ``at`` (default :attr:`centre`) filled to ``height`` above it.
@@ -344,7 +352,7 @@ class Topology:
         >>> from landscape.topology import grid_topology
         >>> print(grid_topology(np.array([0.0, 2.0, 1.0, 3.0])).summary())
         4 points, axis connectivity, threshold 0: 2 minima, 1 saddle, 1 finite pair (largest persistence 1), \
-SMAD 1.5 (normalised 0.5)
+SMAD 1.5 (normalised 0.5); barriers 1 at index 1
         """
         shape = "x".join(str(n) for n in self.shape[::-1]) if len(self.shape) > 1 else f"{self.shape[0]} points"
         n_min, n_sad, n_pairs = len(self.minima), len(self.saddles), len(self.pairs)
@@ -357,10 +365,21 @@ SMAD 1.5 (normalised 0.5)
             text += f", {len(self.essential)} separate components"
         if self.non_finite:
             text += f"; {self.non_finite} of {int(np.prod(self.shape))} points non-finite, left out"
+        if len(self.shape) == 1 and n_pairs:  # a line: its barriers, along it
+            found = self.barriers()
+            shown = [f"{b.height:.4g} at " + (f"x={b.saddle_at[0]:.4g}" if b.saddle_at else f"index {b.saddle[0]}")
+                     for b in found[:_SHOWN]]
+            more = f" and {len(found) - _SHOWN} more" if len(found) > _SHOWN else ""
+            text += "; barriers " + ", ".join(shown) + more
         return text
 
     def _position(self, flat: int) -> tuple[int, ...]:
         return tuple(int(i) for i in np.unravel_index(int(flat), self.shape))
+
+    def _at(self, flat: int) -> tuple[float, ...] | None:
+        if self.axes is None:
+            return None
+        return tuple(float(ax[i]) for ax, i in zip(self.axes, self._position(flat)))
 
 
 def _critical(flat: np.ndarray, sw: Sweep, shape: tuple[int, ...],

@@ -234,3 +234,23 @@ def test_basin_and_barrier_inputs_refused():
         topo.basin(1.0, at=(2, 0))
     with pytest.raises(InvalidParameterError, match="'values'"):
         barriers(np.zeros((3, 3)))
+
+
+def test_landscape_topology_of_a_plane_and_a_line():
+    from landscape import Landscape
+
+    x = np.linspace(-2, 2, 41)
+    plane = Landscape(x=x, y=x, z=two_wells(), metadata={"centre": [0.0, 0.0, 0.0]})
+    topo = plane.topology()
+    assert topo.centre == (20, 20) and len(topo.minima) == 2
+    assert topo.smad() == pytest.approx(0.649183, rel=1e-6)
+    # array order (y, x): the deeper well at x = 1, y = 0
+    assert topo.minima.coordinates[0].tolist() == pytest.approx([0.0, 1.0])
+    assert grid_topology(plane.z, threshold=0.5).summary() == plane.topology(threshold=0.5).summary()
+    alpha = np.linspace(-0.5, 1.5, 21)
+    line = Landscape(x=alpha, y=np.zeros(0), z=np.array(np.sin(3 * np.pi * alpha) + alpha))
+    found = line.topology().barriers()
+    want = grid_topology(line.z).barriers()
+    assert [b.saddle for b in found] == [b.saddle for b in want] and found
+    assert [b.saddle_at for b in found] == [(float(alpha[b.saddle[0]]),) for b in want]
+    assert "barriers " in line.topology().summary() and "at x=" in line.topology().summary()
