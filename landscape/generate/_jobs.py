@@ -87,6 +87,8 @@ class RunOptions:
     between: Sequence[Any] | None = None
     second: str = "random"
     normalization: str | None = None
+    directions: str = "random"
+    dims: int = 3
 
 
 def _numbers(intervals: Sequence[Sequence[int]]) -> list[int]:
@@ -100,8 +102,8 @@ def view_checkpoints(view: str, between: Sequence[Any] | None, second: str,
     ``("target", "pca")`` every collected number between the two as well. Raises ``ValueError``
     when the run holds too few."""
     union = _numbers(intervals)
-    want = {"line": 1, "interpolation": 2, "plane": 3, "target": 2}[view]
-    if view == "line":
+    want = {"line": 1, "grid": 1, "interpolation": 2, "plane": 3, "target": 2}[view]
+    if view in ("line", "grid"):
         if not union:
             raise ValueError("No interval to take the last checkpoint from.")
         return [union[-1]]
@@ -156,6 +158,9 @@ def jobs_from_metadata(cfg: Mapping[str, Any], opts: RunOptions, base: Geometry,
     if opts.view == "line":
         return [job(f"line_{[numbers[0]]}", [numbers[0]], kind="random", dims=1, normalization=normalization or "layer",
                     trajectory=[file(numbers[0])])]
+    if opts.view == "grid":  # a plane or an n-D grid of random or Hessian directions around the last checkpoint
+        return [job(f"{opts.directions}_{opts.dims}d_{[numbers[0]]}", [numbers[0]], kind=opts.directions,
+                    dims=opts.dims, normalization=normalization or "layer", trajectory=[file(numbers[0])])]
     k = 3 if opts.view == "plane" else 2
     models = [file(b) for b in numbers[:k]]
     tag = f"{opts.view}_{[_name(b) for b in numbers[:k]]}"
