@@ -6,12 +6,13 @@ at or below it is *simplified away* -- its minimum joins the component it merged
 basin, and its saddle is no saddle. Counts therefore always come with the threshold and the
 connectivity they used (:meth:`Topology.summary` prints both).
 
-SMAD is Landscaper's (``LossLandscape.smad``): over the merge tree's edges from each minimum to
-the first saddle its branch meets, the mean of ``value(saddle) - value(minimum)``; the deepest
-minimum of a component counts too (its first merge is the first branch that joins it). A tree
-without a saddle has SMAD 0. ``normalize`` divides by the grid's range of finite values,
-``weighted`` multiplies each gap by the share of the points whose steepest descent ends in that
-minimum's basin.
+SMAD is Landscaper's (``LossLandscape.smad`` as its source defines it, over the sublevel merge
+tree; its PyPI release 1.3.1 takes the contour tree instead, which differs where maxima split
+branches): over the merge tree's edges from each minimum to the first saddle its branch meets, the
+mean of ``value(saddle) - value(minimum)``; the deepest minimum of a component counts too (its
+first merge is the first branch that joins it). A tree without a saddle has SMAD 0. ``normalize``
+divides by the grid's range of finite values, ``weighted`` multiplies each gap by the share of the
+points whose steepest descent ends in that minimum's basin.
 """
 
 from __future__ import annotations

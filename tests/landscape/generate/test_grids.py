@@ -177,3 +177,12 @@ def test_bad_grid_views_refused_before_any_file(summary_dir, tmp_path, kwargs, n
     with pytest.raises(InvalidParameterError, match=f"'{name}'"):
         SummaryLandscape(summary_dir).gen_landscapes_with_multi_process(_gen_task.task, output=out, **kwargs)
     assert not out.exists()
+
+
+def test_grid_through_worker_processes_is_the_same():
+    """Each plane of the grid goes to the workers with its own moved centre: the same values."""
+    net, (x, y) = _net(), make_data()
+    here = compute_landscape(net, nn.CrossEntropyLoss(), (x, y), dims=3, size=3, plan={"points_per_call": 1})
+    workers = compute_landscape(net, nn.CrossEntropyLoss(), (x, y), dims=3, size=3, device_ids=[0, 1],
+                                plan={"points_per_call": 1})
+    np.testing.assert_array_equal(here.z, workers.z)
