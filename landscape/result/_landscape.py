@@ -216,8 +216,14 @@ class Landscape:
         a line has an empty ``y`` (dims ``[0]``) and ``z`` of dims ``[len(x)]``. MindSpore's
         message has no place for markers: they follow the convergence point in its ``x``,
         ``y`` and ``z`` tensors (MindInsight reads the first value of each), and read back
-        labelled "A", "B", "C", ... in order.
+        labelled "A", "B", "C", ... in order. An n-D grid has no such message (``landscapes.h5``
+        holds it): refused with a ``ValueError``.
         """
+        if self.dims > 2:
+            raise ValueError(f"{self.tag or 'This landscape'} is a grid of {self.dims} directions; MindSpore's "
+                             "LossLandscape message holds lines and planes. HINT: landscape.write_h5 keeps it "
+                             "(landscapes.h5).")
+
         def tensor(values: Any, dtype: int, dims: list[int] | None = None) -> Any:
             arr = np.asarray(values, dtype=np.float64)
             return proto.TensorProto(dims=list(arr.shape) if dims is None else dims, data_type=dtype,

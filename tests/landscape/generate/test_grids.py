@@ -96,6 +96,8 @@ def test_four_directions_and_the_files(tmp_path):
     np.testing.assert_array_equal(back.z, grid.z)
     assert [a.tolist() for a in back.extra_axes] == [[-1.0, 0.0, 1.0]] * 2
     assert back.topology().summary() == grid.topology().summary()
+    with pytest.raises(ValueError, match="grid of 4 directions; MindSpore's LossLandscape message"):
+        grid.to_proto()
     rec = back.directions_source.record()
     assert len(rec.more) == 2 and {"digest_u3", "digest_u4"} <= set(rec.info)
     # 4 points per axis hold no 0: the centre is one more point, after the grid, evaluated alone
