@@ -253,8 +253,9 @@ def _add_gen(sub: Any) -> None:
     p.add_argument("--dims", type=int, metavar="N",
                    help="--view grid: its directions, 2 to 6 (default 3; 3 and more go to landscapes.h5 only, with "
                         "21, 11, 7 or 5 points per axis unless --size)")
-    p.add_argument("--directions", choices=("random", "hessian"),
-                   help="--view grid: seeded random directions (default) or the Hessian's top eigenvectors")
+    p.add_argument("--directions", choices=("random", "hessian", "pca"),
+                   help="--view grid: seeded random directions (default), the Hessian's top eigenvectors or the "
+                        "principal directions of the collected checkpoints")
     p.add_argument("--between", type=_checkpoints, metavar="A,B[,C]",
                    help="the view's checkpoints: step/epoch numbers or checkpoint files (default: first, last)")
     p.add_argument("--second", choices=("random", "pca"),

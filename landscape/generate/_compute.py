@@ -120,8 +120,10 @@ def compute_landscape(
     dims : int, optional
         1 for a line along the first direction (``directions="random"`` or one given
         dict), 2 for a plane; by default what the view is (see ``between``). 3 to 6: an
-        n-D grid along as many random or Hessian directions (``directions="random"`` or
-        ``"hessian"``), ``z`` of shape ``(..., size, len(y), len(x))`` with ``size`` points
+        n-D grid along as many random, Hessian or PCA directions (``directions="random"``,
+        ``"hessian"`` or ``"pca"``: the top principal directions of ``checkpoints``, at least
+        ``dims + 1`` of them, their path's coordinates in ``metadata["path_coordinates"]``,
+        not evaluated), ``z`` of shape ``(..., size, len(y), len(x))`` with ``size`` points
         on ``[-1, 1]`` along each later axis (``Landscape.extra_axes``). It is evaluated
         as one plane after another, each around the centre moved along the later
         directions; its directions are held: ``dims + 2`` model sizes of float32 (the

@@ -300,7 +300,7 @@ def resolve_view(*, directions: Any, between: Any, dims: Any, checkpoints: Any, 
     "random" (default)                     2 or 1     random plane / line
     "pca" (checkpoints)                    2          PCA plane with the path
     "hessian"                              2 or 1     top Hessian eigenvectors
-    "random" or "hessian"                  3 to 6     an n-D grid of as many directions
+    "random", "hessian" or "pca"           3 to 6     an n-D grid of as many directions
     (dict, dict) / dict                    2 / 1      given directions
     between=(A, B)                         1          interpolation A -> B
     between=(A, B), "target"               2          B - A and a random axis
@@ -312,7 +312,8 @@ def resolve_view(*, directions: Any, between: Any, dims: Any, checkpoints: Any, 
     PCA directions, "none" for given directions and axes between models.
     """
     check_param("dims", dims, [None, Interval(int, 1, MAX_DIMS)], caller=caller,
-                hint=f"1 for a line, 2 for a plane, 3 to {MAX_DIMS} for an n-D grid (random or Hessian directions).")
+                hint=f"1 for a line, 2 for a plane, 3 to {MAX_DIMS} for an n-D grid (random, Hessian or PCA "
+                     "directions).")
     if dims is not None and dims > 2 and (between is not None or not isinstance(directions, (str, type(None)))
                                           or (directions or "random") not in GRID_KINDS):
         raise InvalidParameterError(
@@ -388,10 +389,12 @@ def resolve_view(*, directions: Any, between: Any, dims: Any, checkpoints: Any, 
                 hint="or 'target' with between=(A, B), a pair of state-dict-shaped direction dicts, or one "
                      "such dict for a line.")
     if d == "pca":
-        if checkpoints is None or len(checkpoints) < 3:
+        need = max(3, (dims or 2) + 1)  # a direction per difference from the last checkpoint, at most
+        if checkpoints is None or len(checkpoints) < need:
             raise InvalidParameterError(
-                f"The 'checkpoints' parameter of {caller} must hold at least 3 checkpoints for "
-                f"directions='pca'. Got {None if checkpoints is None else len(checkpoints)} instead.")
+                f"The 'checkpoints' parameter of {caller} must hold at least {need} checkpoints for "
+                f"directions='pca'{'' if need == 3 else f' with dims={dims}'}. Got "
+                f"{None if checkpoints is None else len(checkpoints)} instead.")
         if dims == 1:
             raise InvalidParameterError(
                 f"The 'dims' parameter of {caller} must be 2 with directions='pca' (the path needs both "

@@ -198,7 +198,7 @@ class SummaryLandscape:
             a random line around the last checkpoint (tag ``line_[n]``), the interpolation
             between two checkpoints (``interpolation_[a, b]``), the plane through three
             (``plane_[a, b, c]``), the target direction from one to another with a
-            ``second`` axis (``target_[a, b]``), or a grid of ``dims`` random or Hessian
+            ``second`` axis (``target_[a, b]``), or a grid of ``dims`` random, Hessian or PCA
             ``directions`` around the last checkpoint (``hessian_3d_[n]``; an n-D grid goes
             to ``landscapes.h5`` only, MindSpore's summary message holding planes).
         between : sequence of int or path, optional
@@ -218,9 +218,11 @@ class SummaryLandscape:
         memory : {"auto", "fast", "lean"}, default="auto"
             How random directions are kept (see ``compute_landscape``): held, drawn again at
             every read, or held when they fit. The values are the same either way.
-        directions : {"random", "hessian"}, default="random"
-            The directions of ``view="grid"``: seeded random ones, or the Hessian's top
-            eigenvectors at the last checkpoint (Lanczos seeded by ``seed``).
+        directions : {"random", "hessian", "pca"}, default="random"
+            The directions of ``view="grid"``: seeded random ones, the Hessian's top
+            eigenvectors at the last checkpoint (Lanczos seeded by ``seed``), or the principal
+            directions of every collected checkpoint (the path's coordinates recorded in the
+            metadata, ``path_coordinates``).
         dims : int, optional
             The directions of ``view="grid"``, 2 to 6 (default 3). Its points per axis are
             ``collect_landscape['landscape_size']`` when given, else for 3 to 6 directions
@@ -378,7 +380,7 @@ class SummaryLandscape:
         (by the SHA-256 recorded then, or for MindSpore's metadata by its archive's CRC-32s), before
         anything else (callback_fn may be slow)."""
         if run.view is not None:
-            numbers = view_checkpoints(run.view, run.between, run.second, cfg["intervals"])
+            numbers = view_checkpoints(run.view, run.between, run.second, cfg["intervals"], run.directions, run.dims)
             needed = sorted({n for n in numbers if isinstance(n, int)})
         elif cfg["create_landscape"]["train"]:
             needed = sorted({n for iv in cfg["intervals"] for n in iv})

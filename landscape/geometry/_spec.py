@@ -27,7 +27,7 @@ MAX_DIMS = 6
 #: 9,261, the digits MLP's in minutes on two CPU cores; 41**3, Landscaper's default, is 7.4 times that).
 GRID_SIZES = {3: 21, 4: 11, 5: 7, 6: 5}
 #: The views that make grids of more than two directions.
-GRID_KINDS = ("random", "hessian")
+GRID_KINDS = ("random", "hessian", "pca")
 #: How batch-norm statistics follow a view through models (see :attr:`Geometry.bn_statistics`).
 BN_STATISTICS = ("clamped", "affine", "a", "recompute")
 
@@ -61,7 +61,8 @@ class Geometry:
     pca_solver : {"auto", "full", "gram", "lowrank"}
     dims : int
         A line (``x`` only), a plane, or an n-D grid (3 to :data:`MAX_DIMS` directions of
-        :data:`GRID_KINDS`: ``x``, ``y`` and ``size`` points on ``[-1, 1]`` along each later one).
+        :data:`GRID_KINDS`: ``x``, ``y`` and ``size`` points on ``[-1, 1]`` along each later one, or
+        for PCA directions along the path's extent with 0.2 margins).
     x, y : (float, float, int), optional
         The axes as ``(min, max, num)`` (``np.linspace``); None: the view's default.
     models : sequence of state dicts or paths, optional

@@ -140,6 +140,8 @@ class _Layout:
     markers: list[tuple[str, float, float]] = field(default_factory=list)
     recipe: SeededDirections | None = None
     more: list[list[torch.Tensor]] = field(default_factory=list)
+    #: The later axes' defaults (an n-D grid's): ``(-1, 1, size)`` each unless given.
+    more_axes: list[tuple[float, float, int]] = field(default_factory=list)
 
 
 def model_state(network: nn.Module, item: Any, what: str) -> dict[str, torch.Tensor]:
@@ -234,14 +236,21 @@ def _pca(vi: ViewInputs) -> _Layout:
         return _shared_pca(vi)
     assert geo.trajectory is not None
     # streamed from the files a block of tensors at a time (solver "auto"/"gram"): memory O(block + n²)
+    k = max(2, int(geo.dims))
     res = trajectory_pca(geo.trajectory, vi.names, ref, network=vi.network, label=vi.label, method=geo.pca_method,
-                         solver=geo.pca_solver, normalization=geo.normalization)
+                         solver=geo.pca_solver, normalization=geo.normalization, components=k)
     path_xy = res["coords"]
     path_xy[-1] = 0.0
-    dx, dy = grid_axes(path_xy, geo.size)
-    md = dict(pca_method=geo.pca_method, explained_variance_ratio=res["explained_variance_ratio"][:2],
-              singular_values=res["singular_values"][:2], normalization=geo.normalization)
-    return _Layout(res["v"], res["w"], md, (dx[0], dx[-1], geo.size), (dy[0], dy[-1], geo.size), path_xy=path_xy)
+    extents = [grid_axes(path_xy[:, [j, j]], geo.size)[0] for j in range(k)]  # each component's, 0.2 margins
+    md = dict(pca_method=geo.pca_method, explained_variance_ratio=res["explained_variance_ratio"][:k],
+              singular_values=res["singular_values"][:k], normalization=geo.normalization)
+    lay = _Layout(res["v"], res["w"], md, (extents[0][0], extents[0][-1], geo.size),
+                  (extents[1][0], extents[1][-1], geo.size), path_xy=path_xy)
+    if k > 2:  # an n-D grid: the path is not evaluated (a plane's points), its coordinates are recorded
+        lay.more, lay.path_xy = list(res["more"]), None
+        lay.more_axes = [(e[0], e[-1], geo.size) for e in extents[2:]]
+        md["path_coordinates"] = [[float(c) for c in row] for row in path_xy]
+    return lay
 
 
 def _shared_pca(vi: ViewInputs) -> _Layout:
@@ -419,12 +428,14 @@ def _placed(vi: ViewInputs, lay: _Layout) -> ViewGeometry:
 
 
 def _grid(vi: ViewInputs, lay: _Layout, x: np.ndarray, y: np.ndarray) -> ViewGeometry:
-    """An n-D grid: ``x``, ``y`` and ``linspace(-1, 1, size)`` along each later direction; its points
+    """An n-D grid: ``x``, ``y`` and ``linspace(-1, 1, size)`` along each later direction (a PCA grid: the
+    path's extent along it with 0.2 margins); its points
     ``(a_1, ..., a_n)`` in C order over ``(a_n, ..., a_2, a_1)`` (``x`` fastest), so each value of the
     later axes is one plane of points after another. The centre is a grid point when every axis holds 0,
     else an extra point after the grid."""
     geo = vi.geo
-    later = [axis_values(_square(geo.size)) for _ in lay.more]
+    later = [axis_values(a) for a in lay.more_axes] if lay.more_axes else \
+        [axis_values(_square(geo.size)) for _ in lay.more]
     axes = [x, y, *later]
     mesh = np.meshgrid(*axes[::-1], indexing="ij")
     points = np.stack([m.reshape(-1) for m in mesh[::-1]], axis=1)

@@ -150,7 +150,8 @@ def test_interrupted_grid_resumes_to_the_same_bits(summary_dir, tmp_path, monkey
 @pytest.mark.parametrize("kwargs, name", [
     ({"dims": 7}, "dims"),
     ({"dims": 0}, "dims"),
-    ({"dims": 3, "directions": "pca"}, "dims"),
+    ({"dims": 3, "directions": "pca"}, "checkpoints"),
+    ({"dims": 3, "directions": "target"}, "dims"),
     ({"dims": 3, "directions": ({}, {})}, "dims"),
     ({"dims": 3, "memory": "lean"}, "memory"),
     ({"dims": 3, "size": 2}, "size"),
@@ -170,7 +171,7 @@ def test_bad_grids_refused_before_any_work(kwargs, name, monkeypatch):
 @pytest.mark.parametrize("kwargs, name", [
     ({"view": "grid", "dims": 9}, "dims"),
     ({"view": "line", "dims": 3}, "directions' and 'dims"),
-    ({"view": "grid", "directions": "pca"}, "directions"),
+    ({"view": "grid", "directions": "given"}, "directions"),
     ({"view": "grid", "between": [1, 6]}, "between"),
     ({"view": "grid", "memory": "lean"}, "memory"),
 ])
@@ -188,3 +189,43 @@ def test_grid_through_worker_processes_is_the_same():
     workers = compute_landscape(net, nn.CrossEntropyLoss(), (x, y), dims=3, size=3, device_ids=[0, 1],
                                 plan={"points_per_call": 1})
     np.testing.assert_array_equal(here.z, workers.z)
+
+
+def test_pca_grid_along_the_top_principal_directions():
+    from tests.landscape._helpers import train_trajectory
+
+    net, (x, y) = _net(), make_data()
+    traj = train_trajectory(net, x, y)
+    kw = dict(checkpoints=traj, directions="pca", pca_method="li", normalization="none", size=3)
+    grid = compute_landscape(net, nn.CrossEntropyLoss(), (x, y), dims=3, **kw)
+    plane = compute_landscape(net, nn.CrossEntropyLoss(), (x, y), **kw)
+    names = [n for n, _ in net.named_parameters()]
+    rec, prec = grid.directions_source.record(), plane.directions_source.record()
+    dirs = [np.concatenate([a[n].reshape(-1) for n in names]) for a in (rec.v, rec.w, rec.more[0])]
+    for k, axis in enumerate((prec.v, prec.w)):  # the plane's two, bit for bit
+        np.testing.assert_array_equal(dirs[k], np.concatenate([axis[n].reshape(-1) for n in names]))
+    # Li et al.'s PCA by numpy: the top right singular vectors of the differences from the last, centred
+    flat = np.stack([np.concatenate([sd[n].reshape(-1).numpy() for n in names]) for sd in traj]).astype(np.float64)
+    diffs = flat[:-1] - flat[-1]
+    _, sv, vt = np.linalg.svd(diffs - diffs.mean(axis=0), full_matrices=False)
+    for k in range(3):
+        assert abs(float(dirs[k] @ vt[k])) == pytest.approx(1.0, abs=1e-5)
+    np.testing.assert_allclose(grid.metadata["explained_variance_ratio"], (sv ** 2 / (sv ** 2).sum())[:3],
+                               rtol=1e-6)
+    # the path's coordinates: least squares on the three directions
+    basis = np.stack(dirs, axis=1).astype(np.float64)
+    want = np.linalg.lstsq(basis, np.vstack([diffs, np.zeros(flat.shape[1])]).T, rcond=None)[0].T
+    np.testing.assert_allclose(grid.metadata["path_coordinates"], want, atol=1e-5)
+    with pytest.raises(InvalidParameterError, match="at least 5 checkpoints for directions='pca' with dims=4"):
+        compute_landscape(net, nn.CrossEntropyLoss(), (x, y), checkpoints=traj[:4], directions="pca", dims=4)
+
+
+def test_pca_grid_of_a_run(summary_dir, tmp_path):
+    sl = SummaryLandscape(summary_dir)
+    got = sl.gen_landscapes_with_multi_process(_gen_task.task, output=tmp_path / "out", view="grid", dims=3,
+                                               directions="pca", collect_landscape={"landscape_size": 3})
+    assert [ls.tag for ls in got] == ["pca_3d_[6]"] and got[0].z.shape == (3, 3, 3)
+    assert got[0].metadata["checkpoint_steps"] == [1, 2, 3, 4, 5, 6]  # every collected checkpoint, the last last
+    assert len(got[0].metadata["path_coordinates"]) == 6 and got[0].metadata["path_coordinates"][-1] == [0, 0, 0]
+    stored = read_h5(tmp_path / "out" / "landscapes.h5")["pca_3d_[6]"]
+    np.testing.assert_array_equal(stored.z, got[0].z)
