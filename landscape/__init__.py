@@ -4,7 +4,8 @@ Public names are re-exported here from the layer subpackages (bottom to top):
 ``result`` (the ``Landscape`` type), ``geometry`` (directions, PCA, which parameters
 move), ``engine`` (loss evaluation at many points), ``io`` (``landscapes.h5``),
 ``execution`` (worker processes, joblib, torch.distributed), ``curvature`` (Hessian
-eigenvalues, trace and the eigen-ratio map), ``generate``
+eigenvalues, trace and the eigen-ratio map), ``topology`` (minima, saddles, persistence and
+SMAD of any grid of values), ``generate``
 (``compute_landscape``, ``SummaryLandscape``), ``connect`` (between models: ``align``,
 ``barrier``, ``fit_curve``) and ``cli`` (the ``landscape`` command).
 
@@ -19,7 +20,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 __all__ = ["compute_landscape", "compare_runs", "Landscape", "LossPath", "SummaryLandscape", "read_h5", "write_h5",
-           "hessian_eigs", "hessian_trace", "EigenRatio", "align", "barrier", "fit_curve"]
+           "hessian_eigs", "hessian_trace", "EigenRatio", "align", "barrier", "fit_curve",
+           "grid_topology"]
 
 _WHERE = {"compute_landscape": "landscape.generate", "SummaryLandscape": "landscape.generate",
           "compare_runs": "landscape.generate",
@@ -27,7 +29,8 @@ _WHERE = {"compute_landscape": "landscape.generate", "SummaryLandscape": "landsc
           "Landscape": "landscape.result", "LossPath": "landscape.result",
           "hessian_eigs": "landscape.curvature", "hessian_trace": "landscape.curvature",
           "EigenRatio": "landscape.curvature", "align": "landscape.connect",
-          "barrier": "landscape.connect", "fit_curve": "landscape.connect"}
+          "barrier": "landscape.connect", "fit_curve": "landscape.connect",
+          "grid_topology": "landscape.topology"}
 
 
 def __getattr__(name: str) -> Any:
@@ -48,3 +51,4 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load on f
     from landscape.generate import SummaryLandscape, compare_runs, compute_landscape
     from landscape.io import read_h5, write_h5
     from landscape.result import Landscape, LossPath
+    from landscape.topology import grid_topology

@@ -45,7 +45,7 @@ PAGES = sorted(DOCS.glob("*.md"))
 FACADES = ("collector", "landscape", "viz")
 #: the subpackages whose every public name the reference documents (docs/api/index.md says why these)
 SUBPACKAGES = ("collector.integrations", "landscape.tasks", "landscape.examples", "landscape.threads",
-               "landscape.curvature")
+               "landscape.topology", "landscape.curvature")
 
 _LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
 _IMAGE = re.compile(r"!\[[^\]]*\]\(([^)\s]+)\)")

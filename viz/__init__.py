@@ -41,6 +41,7 @@ __all__ = [
     "compare",
     "plot_eigen_ratio",
     "compare_eigen_ratio",
+    "plot_topology",
     "animate",
     "export",
     "repr_png",
@@ -93,6 +94,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load on f
         plot_path,
         plot_slices,
         plot_surface,
+        plot_topology,
         repr_png,
         view_angle,
     )

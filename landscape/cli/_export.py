@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 import viz
 from collector.common import check_directory
 from landscape.cli._common import UsageError, safe_name
-from landscape.cli._plot import select_landscapes
+from landscape.cli._select import select_landscapes
 
 __all__ = ["run_export"]
 
@@ -20,6 +21,9 @@ def run_export(args: argparse.Namespace) -> int:
     check_directory("--output", folder, caller="landscape export", hint="name the folder the exported files go to.")
     folder.mkdir(parents=True, exist_ok=True)
     for ls in landscapes:
+        if ls.dims > 2 and args.format != "h5":  # VTP and CSV hold lines and planes
+            print(f"{ls.tag}: skipped, a grid of {ls.dims} directions (--format h5 exports it)", file=sys.stderr)
+            continue
         target = folder / f"{safe_name(ls.tag or 'landscape')}.{args.format}"
         viz.export(ls, target, format=args.format)
         print(target)

@@ -130,7 +130,8 @@ def run_gen(args: argparse.Namespace, stamp_key: str | None = None) -> int:
         restart=args.restart, distributed=args.distributed, view=args.view, between=args.between,
         second=args.second or "random", x=args.x, y=args.y, include=args.include, biasbn=args.biasbn,
         plan=getattr(args, "plan", "auto"), bn_statistics=getattr(args, "bn_statistics", "recompute"),
-        memory=getattr(args, "memory", "auto"),
+        memory=getattr(args, "memory", "auto"), directions=getattr(args, "directions", None) or "random",
+        dims=getattr(args, "dims", None),
     )
     if int(os.environ.get("RANK", "0")) != 0:  # under torchrun, rank 0 reports
         return 0
@@ -143,6 +144,9 @@ def run_gen(args: argparse.Namespace, stamp_key: str | None = None) -> int:
               + (f" ({kept} already in landscapes.h5)" if kept else ""))
     if stamp_key is not None:
         record_finished(args, stamp_key, [ls.tag or "landscape" for ls in landscapes])
-    print(f"Wrote {len(landscapes)} landscape(s) to {out} (summary events and landscapes.h5) "
-          f"in {time.perf_counter() - started:.1f} s")
+    grids = sum(ls.dims > 2 for ls in landscapes)
+    where = "summary events and landscapes.h5"
+    if grids:  # MindSpore's message holds lines and planes
+        where = "landscapes.h5" if grids == len(landscapes) else f"{where}; n-D grids in landscapes.h5 only"
+    print(f"Wrote {len(landscapes)} landscape(s) to {out} ({where}) in {time.perf_counter() - started:.1f} s")
     return 0

@@ -29,7 +29,9 @@ from landscape.cli._common import UsageError
 __all__ = ["check_gen", "split_task", "locate_task", "cwd_on_path", "VIEW_MODELS"]
 
 #: How many checkpoints ``--between`` names for each ``--view`` (a line takes none).
-VIEW_MODELS = {"line": 0, "interpolation": 2, "plane": 3, "target": 2}
+VIEW_MODELS = {"line": 0, "grid": 0, "interpolation": 2, "plane": 3, "target": 2}
+#: The directions ``--view grid`` takes, at most (``landscape.geometry.MAX_DIMS``, not imported: no torch here).
+MAX_GRID_DIMS = 6
 _TASK_FORM = ("MODULE:FUNCTION, FUNCTION returning (model, network, dataset, metrics) or (model, network, "
               "dataset, metrics, task)")
 
@@ -133,9 +135,18 @@ def _check_summary_dir(summary_dir: Path) -> TrainMetadata:
 def _check_view(args: argparse.Namespace, md: TrainMetadata) -> None:
     """``--between``, ``--second``, ``--y`` and their ``--view``."""
     view, between = args.view, args.between
+    dims, directions = getattr(args, "dims", None), getattr(args, "directions", None)
+    if (dims is not None or directions is not None) and view != "grid":
+        got = "no --view" if view is None else f"--view {view}"
+        raise UsageError(f"--dims and --directions are for --view grid; got {got}. HINT: add --view grid for a grid "
+                         "around the last checkpoint.")
+    if dims is not None and not 2 <= dims <= MAX_GRID_DIMS:
+        raise UsageError(f"--dims must be 2 to {MAX_GRID_DIMS} (the grid's directions); got {dims}.")
+    if view == "grid" and (dims or 3) > 2 and getattr(args, "memory", "auto") == "lean":
+        raise UsageError("--memory lean does not apply to an n-D grid (--dims 3 and more): it holds its directions.")
     if between is not None:
-        if view is None or view == "line":
-            got = "no --view" if view is None else "--view line, a random line around the last checkpoint"
+        if view is None or view in ("line", "grid"):
+            got = "no --view" if view is None else f"--view {view}, around the last checkpoint"
             raise UsageError(f"--between {_joined(between)} needs --view interpolation, plane or target (got {got}). "
                              "HINT: add --view interpolation for the line between two checkpoints.")
         want = VIEW_MODELS[view]

@@ -1,9 +1,9 @@
 """The ``landscape`` command (also ``python -m landscape``): the parser and the dispatch.
 
-Subcommands: demo, run, gen, plot, ls, export, lineage, curvature, connect; each runs from its own module
-(``_demo``, ``_gen``, ``_plot``, ``_export``, ``_ls``, ``_lineage``, ``_curvature``, ``_connect``), imported only when
-it runs. Arguments are parsed once here into explicit keyword arguments for the
-library; bad usage prints one line and exits with status 2, a failure while working
+Subcommands: demo, run, gen, plot, ls, export, lineage, curvature, connect, topology; each runs from
+its own module (``_demo``, ``_gen``, ``_plot``, ``_export``, ``_ls``, ``_lineage``, ``_curvature``,
+``_connect``, ``_topology``), imported only when it runs. Arguments are parsed once here into
+explicit keyword arguments for the library; bad usage prints one line and exits with status 2, a failure while working
 exits with status 1.
 """
 
@@ -128,7 +128,39 @@ def build_parser() -> argparse.ArgumentParser:
     _add_lineage(sub)
     _add_curvature(sub)
     _add_connect(sub)
+    _add_topology(sub)
     return parser
+
+
+def _threshold(text: str) -> float:
+    """A persistence threshold: a finite number >= 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0 (a loss difference); got {text!r}") from None
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"expected a finite number >= 0 (a loss difference); got {text!r}")
+    return value
+
+
+def _add_topology(sub: Any) -> None:
+    """topology: minima, saddles, persistence and SMAD of every landscape."""
+    p = sub.add_parser("topology", help="minima, saddles, persistence pairs and SMAD of every landscape of a run "
+                                        "(lines, planes, n-D grids), one line each",
+                       description="Summarise the shape of each landscape of PATH in numbers: its sublevel sets' "
+                                   "minima and saddles above a persistence threshold, the persistence pairs, SMAD "
+                                   "(Landscaper's saddle-minimum average distance) and, on a line, its barriers. "
+                                   "No point is evaluated; non-finite losses are left out and counted.")
+    p.add_argument("path", type=Path, metavar="RUN",
+                   help="a summary directory, a summary (events) file, or an HDF5 file such as landscapes.h5")
+    p.add_argument("--connectivity", choices=("axis", "full"), default="axis",
+                   help="neighbours along the axes (default; Landscaper's graph) or all around (gudhi's, TTK's)")
+    p.add_argument("--threshold", type=_threshold, default=0.0, metavar="T",
+                   help="pairs of persistence at most T (a loss difference) are noise: not counted (default 0)")
+    p.add_argument("--basin", type=_threshold, metavar="H",
+                   help="also the centre's basin H above its minimum: its points and whether the grid cuts it")
+    p.add_argument("--tag", help="only this landscape, e.g. 'hessian_3d_[10]'")
+    p.add_argument("--json", action="store_true", help="print JSON instead of lines")
 
 
 def _add_run_commands(sub: Any) -> None:
@@ -215,9 +247,16 @@ def _add_gen(sub: Any) -> None:
     p.add_argument("--eigen-ratio", action="store_true",
                    help="also map the Hessian's |lambda_min/lambda_max| at every point (Li et al.; one Lanczos "
                         "run per point: use a small --size); stored as the surface 'eigen_ratio'")
-    p.add_argument("--view", choices=("line", "interpolation", "plane", "target"),
+    p.add_argument("--view", choices=("line", "interpolation", "plane", "target", "grid"),
                    help="instead of MindSpore's landscapes: a random line around the last checkpoint, the "
-                        "interpolation between two checkpoints, the plane through three, or the target direction")
+                        "interpolation between two checkpoints, the plane through three, the target direction, "
+                        "or a grid of --dims --directions around the last checkpoint")
+    p.add_argument("--dims", type=int, metavar="N",
+                   help="--view grid: its directions, 2 to 6 (default 3; 3 and more go to landscapes.h5 only, with "
+                        "21, 11, 7 or 5 points per axis unless --size)")
+    p.add_argument("--directions", choices=("random", "hessian", "pca"),
+                   help="--view grid: seeded random directions (default), the Hessian's top eigenvectors or the "
+                        "principal directions of the collected checkpoints")
     p.add_argument("--between", type=_checkpoints, metavar="A,B[,C]",
                    help="the view's checkpoints: step/epoch numbers or checkpoint files (default: first, last)")
     p.add_argument("--second", choices=("random", "pca"),
@@ -252,9 +291,11 @@ def _add_views(sub: Any) -> None:
                    help="a summary directory, a summary (events) file, or an HDF5 file such as landscapes.h5")
     p.add_argument("-o", "--output", type=Path,
                    help="PNG file (several figures: FILE_<tag>[_<kind>].png beside it), or a folder (no suffix)")
-    p.add_argument("--kind", choices=("contour", "filled", "surface", "heatmap", "line", "eigen-ratio", "all"),
+    p.add_argument("--kind", choices=("contour", "filled", "surface", "heatmap", "line", "eigen-ratio", "all",
+                                       "topology"),
                    help="how planes are drawn (default filled); lines are drawn as lines, and --kind line "
-                        "draws only them; eigen-ratio: the Hessian's |lambda_min/lambda_max| map (gen --eigen-ratio)")
+                        "draws only them; eigen-ratio: the Hessian's |lambda_min/lambda_max| map (gen --eigen-ratio); "
+                        "topology: minima, saddles, persistence diagram and merge tree (n-D grids' default)")
     p.add_argument("--metric", help="the surface on a line plot's second y axis (default: an accuracy if any)")
     p.add_argument("--tag", help="only this landscape, e.g. 'landscape_[1, 5]'")
     p.add_argument("--log", action="store_true", help="log-scaled loss")
@@ -443,6 +484,11 @@ def _command(name: str, argv: Sequence[str]) -> Callable[[argparse.Namespace], i
         from landscape.cli import _connect
 
         return _connect.run_connect
+    if name == "topology":
+        # start-up: the summary reader and HDF5 only for topology
+        from landscape.cli import _topology
+
+        return _topology.run_topology
     if name == "ls":
         # start-up: the summary reader only for ls
         from landscape.cli import _ls

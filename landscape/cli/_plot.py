@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import cast
 
 from matplotlib.figure import Figure
@@ -11,27 +10,22 @@ from matplotlib.figure import Figure
 import viz
 from collector.common import check_directory
 from landscape.cli._common import UsageError, safe_name
+from landscape.cli._select import select_landscapes
 from landscape.result import Landscape
 
-__all__ = ["run_plot", "select_landscapes"]
-
-
-def select_landscapes(path: Path, tag: str | None) -> list[Landscape]:
-    """The landscapes of ``path``, or only the one tagged ``tag``."""
-    if not path.exists():
-        raise UsageError(f"no such file or directory: {str(path)!r}")
-    landscapes = viz.load_landscapes(path)
-    if tag is not None:
-        landscapes = [ls for ls in landscapes if ls.tag == tag]
-        if not landscapes:
-            raise UsageError(f"--tag {tag!r} not found in {str(path)!r}")
-    return landscapes
+__all__ = ["run_plot"]
 
 
 def _kinds(ls: Landscape, kind: str | None) -> list[str]:
     """What to draw of ``ls``: a line is drawn as a line whatever ``--kind`` says of planes;
     ``--kind line`` draws only the lines; ``--kind all`` is ``viz.plot(kind="all")``'s one
-    figure (contour, filled, heatmap, surface and the 1-D slices through the centre)."""
+    figure (contour, filled, heatmap, surface and the 1-D slices through the centre);
+    ``--kind topology`` the topology figure of any landscape, an n-D grid's only picture
+    (drawn so by default)."""
+    if kind == "topology" or (ls.dims > 2 and kind in (None, "all")):
+        return ["topology"]
+    if ls.dims > 2:
+        return []
     if ls.dims == 1:
         return ["line"]
     if kind == "line":
@@ -43,7 +37,8 @@ def run_plot(args: argparse.Namespace) -> int:
     landscapes = select_landscapes(args.path, args.tag)
     pairs = [(ls, k) for ls in landscapes for k in _kinds(ls, args.kind)]
     if not pairs:
-        raise UsageError(f"--kind line: {str(args.path)!r} holds no line (only planes); leave --kind out")
+        raise UsageError(f"--kind {args.kind}: {str(args.path)!r} holds no landscape it draws (n-D grids are drawn "
+                         "with --kind topology); leave --kind out")
     if args.output is not None and args.output.suffix:
         # a file name: that file for one figure, else FILE_<tag>[_<kind>].png beside it
         out = args.output

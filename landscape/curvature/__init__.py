@@ -40,14 +40,15 @@ from landscape.curvature._operators import (
     GGNOperator,
     make_operator,
 )
-from landscape.curvature._ratio import EIGEN_RATIO, EigenRatio, hessian_directions, nonconvexity
+from landscape.curvature._ratio import EIGEN_RATIO, EigenRatio, hessian_axes, hessian_directions, nonconvexity
 from landscape.curvature._sharpness import SHARPNESS_KINDS, Sharpness, sharpness
 from landscape.curvature._surface import surface_hessian, surface_nonconvexity
 from landscape.curvature._trace import Trace
 
 __all__ = ["hessian_eigs", "hessian_trace", "HessianEigen", "Trace", "EigenRatio", "nonconvexity",
-           "surface_nonconvexity", "surface_hessian", "hessian_directions", "HessianOperator", "EIGEN_RATIO",
-           "DEFAULT_TOL", "DEFAULT_MAX_ITER", "make_operator", "CurvatureOperator", "GGNOperator", "FisherOperator",
+           "surface_nonconvexity", "surface_hessian", "hessian_directions", "hessian_axes", "HessianOperator",
+           "EIGEN_RATIO", "DEFAULT_TOL", "DEFAULT_MAX_ITER", "make_operator", "CurvatureOperator", "GGNOperator",
+           "FisherOperator",
            "CURVATURES", "PRODUCTS", "sharpness", "Sharpness", "SHARPNESS_KINDS", "SharpnessCallback",
            "LightningSharpness", "HFSharpness", "spectral_density", "SpectralDensity"]
 

@@ -25,7 +25,7 @@ from landscape.curvature._operators import check_curvature, make_operator
 from landscape.engine import Samples
 from landscape.result import Landscape
 
-__all__ = ["EigenRatio", "nonconvexity", "hessian_directions", "EIGEN_RATIO"]
+__all__ = ["EigenRatio", "nonconvexity", "hessian_directions", "hessian_axes", "EIGEN_RATIO"]
 
 #: The surface name ``landscape gen --eigen-ratio`` and the pipeline give the map.
 EIGEN_RATIO = "eigen_ratio"
@@ -150,14 +150,25 @@ def hessian_directions(network: nn.Module, task: Any, samples: Samples, names: S
     aligned with ``names``, and the eigen-decomposition they come from: of the Hessian, or of the
     GGN or empirical Fisher with ``curvature`` (:func:`make_operator`; ``product`` too); ``tol``
     None is the dtype's :data:`DEFAULT_TOL`."""
+    (v, w), eig = hessian_axes(network, task, samples, names, k=2, seed=seed, tol=tol, max_iter=max_iter,
+                               dtype=dtype, curvature=curvature, product=product)
+    return v, w, eig
+
+
+def hessian_axes(network: nn.Module, task: Any, samples: Samples, names: Sequence[str], *, k: int, seed: int = 0,
+                 tol: float | None = None, max_iter: int = DEFAULT_MAX_ITER, dtype: torch.dtype = torch.float32,
+                 curvature: str = "hessian", product: str | None = None
+                 ) -> tuple[list[list[torch.Tensor]], HessianEigen]:
+    """The top ``k`` unit eigenvectors (largest first), each as float32 tensors aligned with ``names``
+    (one Lanczos run, seeded by ``seed``), and the decomposition: :func:`hessian_directions` for the
+    axes of an n-D grid."""
     op = make_operator(network, task, samples, names, curvature=curvature, product=product, dtype=dtype,
                        seed=seed, caller="hessian_directions")
-    if op.dim < 2:
-        raise InvalidParameterError("directions='hessian' needs at least two moved values; the network has "
-                                    f"{op.dim}.")
-    eig = top_eigenpairs(op, k=2, which="largest", tol=tol, max_iter=max(max_iter, 4), seed=seed)
-    v, w = ([t.to(torch.float32).contiguous() for t in _aligned(vec, names)] for vec in eig.eigenvectors)
-    return v, w, eig
+    if op.dim < k:
+        raise InvalidParameterError(f"directions='hessian' needs at least {k} moved values (one per axis); the "
+                                    f"network has {op.dim}.")
+    eig = top_eigenpairs(op, k=k, which="largest", tol=tol, max_iter=max(max_iter, 2 * k), seed=seed)
+    return [[t.to(torch.float32).contiguous() for t in _aligned(vec, names)] for vec in eig.eigenvectors], eig
 
 
 def _aligned(vec: Mapping[str, torch.Tensor], names: Sequence[str]) -> list[torch.Tensor]:

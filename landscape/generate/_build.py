@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from landscape.curvature import hessian_directions
+from landscape.curvature import hessian_axes
 from landscape.engine import (
     CLAMPED,
     EngineSpec,
@@ -30,6 +30,7 @@ from landscape.engine import (
     is_sharded,
     network_at,
     plan_key,
+    point_value,
     shared_probes,
     verify_way,
 )
@@ -48,7 +49,7 @@ from landscape.geometry import (
 from landscape.io import Partial, Store, jsonable, kept_directions, model_digest, shared_draws_kept, task_name
 from landscape.result import Landscape, LossPath
 
-__all__ = ["run_jobs", "build_landscape", "chunk_bounds"]
+__all__ = ["run_jobs", "build_landscape", "chunk_bounds", "grid_slices", "slice_centre"]
 _log = logging.getLogger("landscape")
 #: Chunks per worker: a finished chunk is flushed to the store and counted by the progress bar, so
 #: many small ones lose little to a kill; a chunk is never smaller than one group of points.
@@ -142,12 +143,21 @@ def _build(problem: Problem, job: LandscapeJob, ex: Executor, names: list[str], 
     if centre is None:
         centre = centre_state(problem.network, job.geometry, names, job.label)
     run = _Evaluation(problem, job, part, centre, names, metrics, ex, store, fingerprint or {})
-    spec = run.checked(_engine_spec(problem, job, part, centre, names, metrics, ex), defined)
-    try:
-        todo, evaluated = run.evaluate(spec)
-    except WayRefused as refused:  # on the first group, before any value was kept
-        spec = run.replan(spec, refused.way, refused.reason)
-        todo, evaluated = run.evaluate(spec)
+    todo = evaluated = 0
+    # a plane, a line (one slice of all the points), or each plane of an n-D grid in turn around its own
+    # centre: the base centre moved along the later directions (grid_slices)
+    for lo, hi, moved in grid_slices(part):
+        if part.done[lo:hi].all():
+            continue
+        at = centre if not moved else slice_centre(centre, names, part.more, moved)
+        spec = run.checked(_engine_spec(problem, job, part, at, names, metrics, ex), defined)
+        try:
+            counts = run.evaluate(spec, lo, hi)
+        except WayRefused as refused:  # on the first group, before any value was kept
+            spec = run.replan(spec, refused.way, refused.reason, centre=at)
+            counts = run.evaluate(spec, lo, hi)
+        todo, evaluated = todo + counts[0], evaluated + counts[1]
+        del at, spec
     if stats is not None:
         stats.update(evaluated=todo, points=len(part.points), by_this_process=evaluated)
     result = assemble(part, part.values, job.tag)
@@ -160,7 +170,7 @@ def _build(problem: Problem, job: LandscapeJob, ex: Executor, names: list[str], 
                      "bn_statistics='recompute' estimates them at every point instead)", job.label, clamped,
                      result.z.size, channels)
     if ex.root and not sharded:  # kept for an audit (Landscape.directions): landscape/io/_directions.py
-        result.directions_source = kept_directions(part, names, centre, spec.recipe, lazy=lazy,
+        result.directions_source = kept_directions(part, names, centre, _recipe(part.md, names), lazy=lazy,
                                                      lazy_draw=store is None)
     if store is not None and ex.root:
         store.finish(result, fingerprint or {})
@@ -202,25 +212,31 @@ class _Evaluation:
     def _planning(self, spec: EngineSpec) -> EngineSpec:
         return dataclasses.replace(spec, samples=self.problem.samples, metrics={}, verify=False)
 
-    def replan(self, spec: EngineSpec, refused: str, why: str) -> EngineSpec:
-        """The plan again without the way ``refused`` (on the probe: nothing is evaluated yet), recorded."""
+    def replan(self, spec: EngineSpec, refused: str, why: str,
+               centre: Mapping[str, torch.Tensor] | None = None) -> EngineSpec:
+        """The plan again without the way ``refused`` (on the probe: nothing is evaluated yet), recorded;
+        ``centre``: the one the spec evaluates around (an n-D grid's slice), default the landscape's."""
         part, tag = self.part, self.job.tag or "landscape"
         _log.info("%s: batching %r not used: %s", self.job.label, refused, why)
         part.md.update(choose_plan(self._planning(spec), n_points=len(part.points), device=self.ex.device,
                                    exclude=(refused,)).metadata())
         if self.store is not None and self.ex.root:
             self.store.begin(tag, self.fingerprint, part)  # its definition written again with this plan
-        return _engine_spec(self.problem, self.job, part, self.centre, self.names, self.metrics, self.ex)
+        return _engine_spec(self.problem, self.job, part, self.centre if centre is None else centre, self.names,
+                            self.metrics, self.ex)
 
-    def evaluate(self, spec: EngineSpec) -> tuple[int, int]:
-        """The points not done, evaluated and kept: (points to do, points this process evaluated)."""
+    def evaluate(self, spec: EngineSpec, first: int = 0, last: int | None = None) -> tuple[int, int]:
+        """The points ``first:last`` not done, evaluated and kept: (points to do, points this process
+        evaluated). The engine takes their first two coordinates (an n-D grid's slice: ``spec``'s centre
+        holds the others)."""
         part, ex, store, job = self.part, self.ex, self.store, self.job
+        last = len(part.points) if last is None else last
         # chunks are what a store flushes (and a kill loses at most one of); evaluated here with no store, one
         # chunk: each is a call of the engine (about 40 us: a tenth of a 3x3 landscape's fixed cost on the MLP)
-        chunks = chunk_bounds(part.done, spec.points_per_call, ex.workers,
+        chunks = chunk_bounds(part.done[first:last], spec.points_per_call, ex.workers,
                               per_worker=1 if store is None and ex.here else CHUNKS_PER_WORKER)
         todo = sum(hi - lo for _, lo, hi in chunks)
-        _log.info("%s: %d of %d points to evaluate, %d per call, %d chunk(s)", job.label, todo, len(part.points),
+        _log.info("%s: %d of %d points to evaluate, %d per call, %d chunk(s)", job.label, todo, last - first,
                   spec.points_per_call, len(chunks))
         values = part.values
         writing = store is not None and ex.root and bool(chunks)
@@ -231,11 +247,12 @@ class _Evaluation:
                 # has no place for them: its ``clamped`` stays unknown, None)
                 res = {k: arr for k, arr in res.items() if k in values}
                 for k, arr in res.items():
-                    values[k][lo:hi] = arr
+                    values[k][first + lo:first + hi] = arr
                 if flush is not None:
-                    flush(lo, hi, res)
+                    flush(first + lo, first + hi, res)
 
-            return todo, ex.run(spec, part.points, chunks, job.label, on_chunk)
+            points = np.ascontiguousarray(part.points[first:last, :2])
+            return todo, ex.run(spec, points, chunks, job.label, on_chunk)
 
 
 def _bn_setting(geo: Any, network: torch.nn.Module) -> str | None:
@@ -259,7 +276,7 @@ def _shareable(centre: Mapping[str, torch.Tensor], ex: Executor) -> Mapping[str,
 def _recipe(md: Mapping[str, Any], names: Sequence[str]) -> SeededDirections | None:
     """The random directions' recipe a landscape's metadata records (None: its directions are stored)."""
     draw = md.get("direction_draw")
-    if draw not in DRAWS:
+    if draw not in DRAWS or int(md.get("dims", 2)) > 2:  # an n-D grid holds its drawn directions
         return None
     # a landscape begun before the per-block draw keeps its per-tensor draw (a resume gives the same bits)
     return SeededDirections(int(md["seed"]), str(md["normalization"]), str(md.get("biasbn", "normalize")),
@@ -303,11 +320,11 @@ def _define(problem: Problem, job: LandscapeJob, names: list[str], ex: Executor,
     if geo.through_models:
         md["bn_statistics"] = geo.bn_statistics
 
-    def hessian() -> tuple[list[torch.Tensor], list[torch.Tensor], dict[str, Any]]:
+    def hessian(k: int) -> tuple[list[list[torch.Tensor]], dict[str, Any]]:
         # on the landscape's device, in its mode (Lanczos seeded by the landscape's seed)
         net = network_at(network, centre, torch.device(device)).train(not problem.eval_mode)
-        v, w, eig = hessian_directions(net, problem.task, samples, names, seed=geo.seed)
-        return v, w, {"hessian_eigenvalues": [float(e) for e in eig.eigenvalues],
+        dirs, eig = hessian_axes(net, problem.task, samples, names, k=k, seed=geo.seed)
+        return dirs, {"hessian_eigenvalues": [float(e) for e in eig.eigenvalues],
                       "hessian_residuals": [float(r) for r in eig.residuals]}
 
     view = view_geometry(ViewInputs(network, geo, names, centre, label, job.intervals,
@@ -330,9 +347,10 @@ def _define(problem: Problem, job: LandscapeJob, names: list[str], ex: Executor,
     if is_sharded(network):  # the ranks' shares of the samples: their sums are added in another order
         md["sample_shares"] = ex.workers
     del spec
+    more = np.stack([_flat(d) for d in view.more]) if view.more else np.zeros((0, 0), dtype=np.float32)
     part = Partial(md=jsonable(md), x=view.x, y=view.y, points=view.points, n_path=view.n_path,
                    intervals=view.intervals, v=_flat(view.v), w=_flat(view.w), values={},
-                   done=np.zeros(len(view.points), dtype=bool))
+                   done=np.zeros(len(view.points), dtype=bool), more=more)
     return part, centre
 
 
@@ -398,6 +416,48 @@ def _unflat(flat: np.ndarray, shapes: Sequence[tuple[int, ...]]) -> list[torch.T
     return out
 
 
+def grid_slices(part: Partial) -> list[tuple[int, int, tuple[float, ...]]]:
+    """The landscape's points as the engine evaluates them: ``(lo, hi, moved)``, points ``lo:hi`` around
+    the centre moved by ``moved`` along the later directions. One slice of every point for a line or a
+    plane (``moved`` empty); for an n-D grid one plane of ``len(x) * len(y)`` points per value of its
+    later axes (each point's third and later coordinates), then its extra points (the centre, when no
+    grid point is at 0) one by one."""
+    n = len(part.points)
+    if not np.size(part.more):
+        return [(0, n, ())]
+    plane = np.size(part.x) * np.size(part.y)
+    out = []
+    for lo in range(0, n, plane):
+        hi = min(n, lo + plane)
+        later = part.points[lo:hi, 2:]
+        if not (later == later[0]).all():  # the extra points after the grid: each alone
+            out += [(i, i + 1, tuple(float(c) for c in part.points[i, 2:])) for i in range(lo, hi)]
+            continue
+        out.append((lo, hi, tuple(float(c) for c in later[0])))
+    return out
+
+
+def slice_centre(centre: Mapping[str, torch.Tensor], names: Sequence[str], more: np.ndarray,
+                 moved: Sequence[float]) -> dict[str, torch.Tensor]:
+    """``centre`` moved along the later directions ``more`` (flat float32 rows) by ``moved``: each moved
+    tensor ``(c + m_3 u_3) + m_4 u_4 ...``, each term added with one rounding in float32 (float64 for a
+    float64 tensor) then rounded to the tensor's dtype (:func:`landscape.engine.point_value`); a zero
+    coefficient's term skipped, so at 0 the centre itself. One more model size, held while its plane is
+    evaluated."""
+    out = dict(centre)
+    offsets = [0]
+    for n in names:
+        offsets.append(offsets[-1] + centre[n].numel())
+    for i, n in enumerate(names):
+        t = centre[n]
+        for row, coef in zip(more, moved):
+            if coef != 0.0:
+                d = torch.from_numpy(np.ascontiguousarray(row[offsets[i]:offsets[i + 1]])).reshape(t.shape)
+                t = point_value(t, None, d.to(t.device), 0.0, float(coef))
+        out[n] = t
+    return out
+
+
 def chunk_bounds(done: np.ndarray, p: int, workers: int, per_worker: int = CHUNKS_PER_WORKER
                  ) -> list[tuple[int, int, int]]:
     """Chunks (number, lo, hi) of the points not done. Chunk starts are multiples of the
@@ -429,8 +489,9 @@ def assemble(part: Partial, values: Mapping[str, np.ndarray], tag: str | None) -
     layout = md.pop("layout", None) or {}
     x, y = np.asarray(part.x), np.asarray(part.y)
     line = y.size == 0
-    n_grid = x.size if line else x.size * y.size
-    shape = (x.size,) if line else (y.size, x.size)
+    extra = tuple(np.linspace(float(lo), float(hi), int(n)) for lo, hi, n in md.get("axis_ranges") or [])
+    shape = (x.size,) if line else (*(a.size for a in extra[::-1]), y.size, x.size)
+    n_grid = math.prod(shape)
     loss = values["loss"]
     z = loss[:n_grid].reshape(shape)
     # a metric where the loss is not finite is not a value (the argmax of NaN logits is class 0): NaN too
@@ -468,7 +529,7 @@ def assemble(part: Partial, values: Mapping[str, np.ndarray], tag: str | None) -
         h = x.size // 2
         conv = (float(x[h]), float(y[h]), float(z[h, h]))
     return Landscape(x=x, y=y, z=z, path=path, convergence_point=conv, metadata=md, surfaces=surfaces, tag=tag,
-                     markers=markers, paths=paths, clamped=clamped)
+                     markers=markers, paths=paths, clamped=clamped, extra_axes=extra)
 
 
 def _usable_metrics(metrics: Mapping[str, Any]) -> dict[str, Any]:

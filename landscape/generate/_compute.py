@@ -8,13 +8,20 @@ from typing import Any, Literal, cast
 from torch import nn
 
 from collector.common import InstanceOf, Interval, InvalidParameterError, Options, check_param, unwrap_module
-from collector.trajectory import LANDSCAPE_SIZES, check_checkpoints
+from collector.trajectory import LANDSCAPE_DEFAULTS, LANDSCAPE_SIZES, check_checkpoints
 from landscape.execution import check_placed_devices, executor
 from landscape.generate._build import build_landscape
 from landscape.generate._jobs import LandscapeJob
-from landscape.generate._options import check_bn_statistics, check_runs, check_runs_view, check_sharded, resolve_view
+from landscape.generate._options import (
+    check_bn_statistics,
+    check_grid,
+    check_runs,
+    check_runs_view,
+    check_sharded,
+    resolve_view,
+)
 from landscape.generate._prepare import check_options, prepare_problem
-from landscape.geometry import Geometry, Kind
+from landscape.geometry import GRID_SIZES, Geometry, Kind
 from landscape.result import Landscape
 
 __all__ = ["compute_landscape"]
@@ -33,8 +40,8 @@ def compute_landscape(
     checkpoints: Sequence[Any] | Mapping[str, Sequence[Any]] | None = None,
     centre: str | None = None,
     between: Sequence[Any] | None = None,
-    dims: Literal[1, 2] | None = None,
-    size: int = 40,
+    dims: int | None = None,
+    size: int | None = None,
     x: tuple[float, float, int] | None = None,
     y: tuple[float, float, int] | None = None,
     num_samples: int | Literal["auto"] | None = "auto",
@@ -110,11 +117,22 @@ def compute_landscape(
         the result's ``markers`` ("A", "B", "C"), evaluated at exactly their coordinates;
         on an interpolation their parameters are A's and B's bit for bit. Buffers
         (batch-norm statistics) are A's.
-    dims : {1, 2}, optional
+    dims : int, optional
         1 for a line along the first direction (``directions="random"`` or one given
-        dict), 2 for a plane; by default what the view is (see ``between``).
-    size : int, default=40
+        dict), 2 for a plane; by default what the view is (see ``between``). 3 to 6: an
+        n-D grid along as many random, Hessian or PCA directions (``directions="random"``,
+        ``"hessian"`` or ``"pca"``: the top principal directions of ``checkpoints``, at least
+        ``dims + 1`` of them, their path's coordinates in ``metadata["path_coordinates"]``,
+        not evaluated), ``z`` of shape ``(..., size, len(y), len(x))`` with ``size`` points
+        on ``[-1, 1]`` along each later axis (``Landscape.extra_axes``). It is evaluated
+        as one plane after another, each around the centre moved along the later
+        directions; its directions are held: ``dims + 2`` model sizes of float32 (the
+        directions, the centre and one moved copy) beside the evaluation's own. Its
+        topology (``Landscape.topology``) summarises what no picture shows.
+    size : int, optional
         Points per axis not given by ``x`` / ``y`` (MindSpore's ``landscape_size``, 3 to 256).
+        By default 40 for a line or a plane, and for an n-D grid 21, 11, 7 and 5 points per
+        axis for 3, 4, 5 and 6 directions (about 10,000 points: 9,261 for 3).
     x, y : (min, max, num), optional
         The axes, ``np.linspace(min, max, num)``: any range, not centred, not square.
         By default ``linspace(-1, 1, size)`` (random and given directions), the path's
@@ -217,10 +235,14 @@ def compute_landscape(
                         caller=_CALLER)
     if runs is not None:
         check_runs_view(runs, centre, view.kind, view.second, _CALLER)
+    if view.dims > 2:
+        check_grid(runs=runs, memory=memory, network=unwrap_module(network), dims=view.dims, caller=_CALLER)
     if centre is not None and (runs is None or between is not None):
         raise InvalidParameterError(f"The 'centre' parameter of {_CALLER} must be None unless checkpoints is a dict "
                                     "of runs (and between is None: a plane through models is centred on A).")
-    check_param("size", size, [Interval(int, *LANDSCAPE_SIZES)], caller=_CALLER)
+    check_param("size", size, [None, Interval(int, *LANDSCAPE_SIZES)], caller=_CALLER)
+    if size is None:
+        size = GRID_SIZES.get(view.dims, LANDSCAPE_DEFAULTS["landscape_size"])
     check_param("num_samples", num_samples, [Interval(int, 1, None), Options(("auto",)), None], caller=_CALLER,
                 hint='"auto" takes at most 2048, None the whole dataset.')
     check_param("pca_method", pca_method, [Options(("mindspore", "li"))], caller=_CALLER)

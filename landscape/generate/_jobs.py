@@ -87,6 +87,8 @@ class RunOptions:
     between: Sequence[Any] | None = None
     second: str = "random"
     normalization: str | None = None
+    directions: str = "random"
+    dims: int = 3
 
 
 def _numbers(intervals: Sequence[Sequence[int]]) -> list[int]:
@@ -94,14 +96,19 @@ def _numbers(intervals: Sequence[Sequence[int]]) -> list[int]:
 
 
 def view_checkpoints(view: str, between: Sequence[Any] | None, second: str,
-                     intervals: Sequence[Sequence[int]]) -> list[Any]:
+                     intervals: Sequence[Sequence[int]], directions: str = "random", dims: int = 3) -> list[Any]:
     """The checkpoints of a view (numbers or paths): ``between``, or the default ones from the
-    intervals (first and last; for a plane the middle one too; for a line the last); for
-    ``("target", "pca")`` every collected number between the two as well. Raises ``ValueError``
-    when the run holds too few."""
+    intervals (first and last; for a plane the middle one too; for a line or a grid the last; for a
+    PCA grid every collected one, the last last); for ``("target", "pca")`` every collected number
+    between the two as well. Raises ``ValueError`` when the run holds too few."""
     union = _numbers(intervals)
-    want = {"line": 1, "interpolation": 2, "plane": 3, "target": 2}[view]
-    if view == "line":
+    want = {"line": 1, "grid": 1, "interpolation": 2, "plane": 3, "target": 2}[view]
+    if view == "grid" and directions == "pca":
+        if len(union) < max(3, dims + 1):
+            raise ValueError(f"view='grid' with directions='pca' and dims={dims} needs at least {max(3, dims + 1)} "
+                             f"checkpoints; the intervals hold {union}.")
+        return union
+    if view in ("line", "grid"):
         if not union:
             raise ValueError("No interval to take the last checkpoint from.")
         return [union[-1]]
@@ -152,10 +159,14 @@ def jobs_from_metadata(cfg: Mapping[str, Any], opts: RunOptions, base: Geometry,
             last = intervals[-1][-1]
             jobs.append(job(f"landscape_{[last]}", [last], kind="random", normalization=norm, trajectory=[at(last)]))
         return jobs
-    numbers = view_checkpoints(opts.view, opts.between, opts.second, intervals)
+    numbers = view_checkpoints(opts.view, opts.between, opts.second, intervals, opts.directions, opts.dims)
     if opts.view == "line":
         return [job(f"line_{[numbers[0]]}", [numbers[0]], kind="random", dims=1, normalization=normalization or "layer",
                     trajectory=[file(numbers[0])])]
+    if opts.view == "grid":  # a plane or an n-D grid of random, Hessian or PCA directions around the last checkpoint
+        last = numbers[-1]
+        return [job(f"{opts.directions}_{opts.dims}d_{[last]}", list(numbers), kind=opts.directions,
+                    dims=opts.dims, normalization=normalization or "layer", trajectory=[at(n) for n in numbers])]
     k = 3 if opts.view == "plane" else 2
     models = [file(b) for b in numbers[:k]]
     tag = f"{opts.view}_{[_name(b) for b in numbers[:k]]}"

@@ -22,10 +22,10 @@ from landscape.engine import (
     is_point_metric,
     is_sharded,
 )
-from landscape.geometry import BIASBN, BN_STATISTICS, NORMALIZATIONS, moved_names
+from landscape.geometry import BIASBN, BN_STATISTICS, GRID_KINDS, MAX_DIMS, NORMALIZATIONS, moved_names
 from landscape.tasks import Supervised
 
-__all__ = ["check_common", "check_metrics", "check_plan", "check_memory", "check_sharded", "check_range",
+__all__ = ["check_common", "check_grid", "check_metrics", "check_plan", "check_memory", "check_sharded", "check_range",
            "check_patterns", "check_selection", "check_bn_statistics", "check_runs", "check_runs_view", "resolve_view",
            "View", "SampleCount", "TooManySamples"]
 
@@ -168,6 +168,21 @@ def check_sharded(network: nn.Module, *, kind: str, centre_given: bool, metrics:
                                     f"process group is initialised. {hint}")
 
 
+def check_grid(*, runs: Any, memory: Any, network: nn.Module, dims: int, caller: str) -> None:
+    """What an n-D grid (``dims > 2``) cannot do, refused before any work: several runs (their paths are
+    drawn on a plane), ``memory="lean"`` (its directions are held) and a network sharded with FSDP2 (its
+    planes are evaluated around moved copies of the centre)."""
+    refusals = [
+        ("checkpoints", runs is not None, "a list (or None), not several runs: their paths are drawn on planes"),
+        ("memory", memory == "lean", "'auto' or 'fast': an n-D grid holds its directions"),
+        ("network", is_sharded(network), "a network that is not sharded with fully_shard"),
+    ]
+    for name, bad, need in refusals:
+        if bad:
+            raise InvalidParameterError(f"The '{name}' parameter of {caller} must be {need} for an n-D grid "
+                                        f"(dims={dims}). HINT: dims=2 draws a plane.")
+
+
 def check_bn_statistics(value: Any, caller: str) -> None:
     check_param("bn_statistics", value, [Options(BN_STATISTICS)], caller=caller,
                 hint="'clamped' (default) carries them with the parameters, variances clamped at zero; 'recompute' "
@@ -285,6 +300,7 @@ def resolve_view(*, directions: Any, between: Any, dims: Any, checkpoints: Any, 
     "random" (default)                     2 or 1     random plane / line
     "pca" (checkpoints)                    2          PCA plane with the path
     "hessian"                              2 or 1     top Hessian eigenvectors
+    "random", "hessian" or "pca"           3 to 6     an n-D grid of as many directions
     (dict, dict) / dict                    2 / 1      given directions
     between=(A, B)                         1          interpolation A -> B
     between=(A, B), "target"               2          B - A and a random axis
@@ -295,7 +311,15 @@ def resolve_view(*, directions: Any, between: Any, dims: Any, checkpoints: Any, 
     ``normalization=None`` takes the view's default: "layer" (MindSpore's) for random and
     PCA directions, "none" for given directions and axes between models.
     """
-    check_param("dims", dims, [None, Options((1, 2))], caller=caller)
+    check_param("dims", dims, [None, Interval(int, 1, MAX_DIMS)], caller=caller,
+                hint=f"1 for a line, 2 for a plane, 3 to {MAX_DIMS} for an n-D grid (random, Hessian or PCA "
+                     "directions).")
+    if dims is not None and dims > 2 and (between is not None or not isinstance(directions, (str, type(None)))
+                                          or (directions or "random") not in GRID_KINDS):
+        raise InvalidParameterError(
+            f"The 'dims' parameter of {caller} is {dims}: a grid of more than two directions takes directions "
+            f"{' or '.join(repr(k) for k in GRID_KINDS)}, without between. Got directions={directions!r:.100}"
+            f"{'' if between is None else ' with between'} instead. HINT: dims=2 for the other views.")
     if normalization is not None:
         check_param("normalization", normalization, [Options(NORMALIZATIONS)], caller=caller)
     if between is not None:
@@ -365,10 +389,12 @@ def resolve_view(*, directions: Any, between: Any, dims: Any, checkpoints: Any, 
                 hint="or 'target' with between=(A, B), a pair of state-dict-shaped direction dicts, or one "
                      "such dict for a line.")
     if d == "pca":
-        if checkpoints is None or len(checkpoints) < 3:
+        need = max(3, (dims or 2) + 1)  # a direction per difference from the last checkpoint, at most
+        if checkpoints is None or len(checkpoints) < need:
             raise InvalidParameterError(
-                f"The 'checkpoints' parameter of {caller} must hold at least 3 checkpoints for "
-                f"directions='pca'. Got {None if checkpoints is None else len(checkpoints)} instead.")
+                f"The 'checkpoints' parameter of {caller} must hold at least {need} checkpoints for "
+                f"directions='pca'{'' if need == 3 else f' with dims={dims}'}. Got "
+                f"{None if checkpoints is None else len(checkpoints)} instead.")
         if dims == 1:
             raise InvalidParameterError(
                 f"The 'dims' parameter of {caller} must be 2 with directions='pca' (the path needs both "

@@ -13,7 +13,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from collector.common import InstanceOf, InvalidParameterError, Options, check_directory, check_param
+from collector.common import InstanceOf, Interval, InvalidParameterError, Options, check_directory, check_param
 from collector.summary import SummaryRecord
 from collector.trajectory import (
     CKPT_DIR,
@@ -32,14 +32,14 @@ from landscape.generate._build import run_jobs
 from landscape.generate._jobs import LandscapeJob, RunOptions, jobs_from_metadata, view_checkpoints
 from landscape.generate._options import SampleCount, check_bn_statistics, resolve_view
 from landscape.generate._prepare import SharedOptions, check_options, prepare_problem
-from landscape.geometry import Geometry
+from landscape.geometry import GRID_KINDS, GRID_SIZES, MAX_DIMS, Geometry
 from landscape.io import H5_NAME, Fingerprints, Store, check_run, run_identity, run_record
 from landscape.result import Landscape
 
 __all__ = ["SummaryLandscape"]
 _log = logging.getLogger("landscape")
 _GEN = "SummaryLandscape.gen_landscapes_with_multi_process"
-VIEWS = ("line", "interpolation", "plane", "target")
+VIEWS = ("line", "interpolation", "plane", "target", "grid")
 #: Bytes of checkpoint states kept in memory during a generation (each file is then read once).
 KEEP_CHECKPOINT_BYTES = 1 << 30
 
@@ -132,7 +132,7 @@ class SummaryLandscape:
         view: str | None = None, between: Sequence[int | str | os.PathLike] | None = None, second: str = "random",
         x: tuple[float, float, int] | None = None, y: tuple[float, float, int] | None = None,
         include: str | Sequence[str] | None = None, biasbn: str = "normalize", bn_statistics: str = "recompute",
-        memory: str = "auto",
+        memory: str = "auto", directions: str = "random", dims: int | None = None,
     ) -> list[Landscape]:
         """Compute every landscape the metadata asks for and write them to ``output``.
 
@@ -193,12 +193,14 @@ class SummaryLandscape:
             records the plan in ``landscapes.h5``, where a resume, every rank and the later
             landscapes of the folder find it. A resumed landscape keeps the plan it started
             with.
-        view : {"line", "interpolation", "plane", "target"}, optional
+        view : {"line", "interpolation", "plane", "target", "grid"}, optional
             Instead of MindSpore's landscapes, one other view of the collected checkpoints:
             a random line around the last checkpoint (tag ``line_[n]``), the interpolation
             between two checkpoints (``interpolation_[a, b]``), the plane through three
-            (``plane_[a, b, c]``), or the target direction from one to another with a
-            ``second`` axis (``target_[a, b]``).
+            (``plane_[a, b, c]``), the target direction from one to another with a
+            ``second`` axis (``target_[a, b]``), or a grid of ``dims`` random, Hessian or PCA
+            ``directions`` around the last checkpoint (``hessian_3d_[n]``; an n-D grid goes
+            to ``landscapes.h5`` only, MindSpore's summary message holding planes).
         between : sequence of int or path, optional
             The checkpoints of the view, by step or epoch number (or a checkpoint file):
             two for an interpolation or a target, three for a plane. By default the first
@@ -216,6 +218,15 @@ class SummaryLandscape:
         memory : {"auto", "fast", "lean"}, default="auto"
             How random directions are kept (see ``compute_landscape``): held, drawn again at
             every read, or held when they fit. The values are the same either way.
+        directions : {"random", "hessian", "pca"}, default="random"
+            The directions of ``view="grid"``: seeded random ones, the Hessian's top
+            eigenvectors at the last checkpoint (Lanczos seeded by ``seed``), or the principal
+            directions of every collected checkpoint (the path's coordinates recorded in the
+            metadata, ``path_coordinates``).
+        dims : int, optional
+            The directions of ``view="grid"``, 2 to 6 (default 3). Its points per axis are
+            ``collect_landscape['landscape_size']`` when given, else for 3 to 6 directions
+            21, 11, 7 or 5 (about 10,000 points), for 2 the recorded ``landscape_size``.
 
         Returns
         -------
@@ -230,11 +241,14 @@ class SummaryLandscape:
                              plan=plan, x=x, y=y, caller=_GEN, memory=memory)
         check_param("restart", restart, ["boolean"], caller=_GEN)
         check_bn_statistics(bn_statistics, _GEN)
-        run = self._check_view(view, between, second, normalization, opts)
+        run = self._check_view(view, between, second, normalization, opts, directions=directions, dims=dims,
+                               memory=memory)
         metadata = self._read_metadata()
         cfg: dict[str, Any] = dict(vars(metadata))
         override = {} if collect_landscape is None else _validate_override(collect_landscape)
         cfg.update(override)
+        if run.view == "grid" and run.dims > 2 and "landscape_size" not in override:
+            cfg["landscape_size"] = GRID_SIZES[run.dims]
         if (cfg["create_landscape"]["train"] or cfg["create_landscape"]["result"] or view) and not cfg["intervals"]:
             raise ValueError(f"No interval to make a landscape of: epoch_group in {self.metadata_path!r} "
                              "is empty and collect_landscape gives no 'intervals'.")
@@ -310,11 +324,28 @@ class SummaryLandscape:
         return record
 
     def _check_view(self, view: str | None, between: Any, second: str, normalization: str | None,
-                    opts: SharedOptions) -> RunOptions:
+                    opts: SharedOptions, *, directions: Any = "random", dims: Any = None,
+                    memory: Any = "auto") -> RunOptions:
         """The view options, checked before any work."""
         check_param("view", view, [None, Options(VIEWS)], caller=_GEN,
                     hint="None gives MindSpore's PCA and Random landscapes.")
         check_param("second", second, [Options(("random", "pca"))], caller=_GEN)
+        check_param("directions", directions, [Options(GRID_KINDS)], caller=_GEN,
+                    hint="the directions of view='grid'.")
+        check_param("dims", dims, [None, Interval(int, 2, MAX_DIMS)], caller=_GEN,
+                    hint="the directions of view='grid' (default 3).")
+        if view != "grid" and (directions != "random" or dims is not None):
+            raise InvalidParameterError(
+                f"The 'directions' and 'dims' parameters of {_GEN} are for view='grid'. Got view={view!r} with "
+                f"directions={directions!r}, dims={dims!r}. HINT: pass view='grid' as well.")
+        if view == "grid":
+            if between is not None:
+                raise InvalidParameterError(f"The 'between' parameter of {_GEN} must be None with view='grid' (a grid "
+                                            "around the last checkpoint).")
+            if int(dims or 3) > 2 and memory == "lean":
+                raise InvalidParameterError(f"The 'memory' parameter of {_GEN} must be 'auto' or 'fast' for an n-D "
+                                            "grid: it holds its directions. Got 'lean' instead.")
+            return RunOptions(view=view, normalization=normalization, directions=directions, dims=int(dims or 3))
         if view == "line" and opts.y is not None:
             raise InvalidParameterError(f"The 'y' parameter of {_GEN} must be None for view='line'. Got {opts.y!r} "
                                         "instead.")
@@ -349,7 +380,7 @@ class SummaryLandscape:
         (by the SHA-256 recorded then, or for MindSpore's metadata by its archive's CRC-32s), before
         anything else (callback_fn may be slow)."""
         if run.view is not None:
-            numbers = view_checkpoints(run.view, run.between, run.second, cfg["intervals"])
+            numbers = view_checkpoints(run.view, run.between, run.second, cfg["intervals"], run.directions, run.dims)
             needed = sorted({n for n in numbers if isinstance(n, int)})
         elif cfg["create_landscape"]["train"]:
             needed = sorted({n for iv in cfg["intervals"] for n in iv})
@@ -373,6 +404,8 @@ class SummaryLandscape:
     @staticmethod
     def _write(out_dir: str, results: list[Landscape]) -> None:
         """The summary events (landscapes.h5 was written landscape by landscape)."""
+        # MindSpore's message holds lines and planes: an n-D grid is in landscapes.h5 only
+        results = [ls for ls in results if ls.dims <= 2]
         if not results:
             return
         with SummaryRecord(out_dir) as rec:

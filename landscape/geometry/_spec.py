@@ -15,12 +15,19 @@ import torch
 
 from landscape.geometry._runs import RunStart
 
-__all__ = ["Geometry", "Kind", "KINDS", "AxisRange", "BN_STATISTICS"]
+__all__ = ["Geometry", "Kind", "KINDS", "AxisRange", "BN_STATISTICS", "MAX_DIMS", "GRID_KINDS", "GRID_SIZES"]
 
 Kind = Literal["pca", "random", "given", "hessian", "interpolation", "plane", "target"]
 #: The views, by the name of their geometry's kind.
 KINDS: tuple[str, ...] = ("pca", "random", "given", "hessian", "interpolation", "plane", "target")
 AxisRange = tuple[float, float, int]
+#: The most directions of a grid (Landscaper warns above 5; 6 axes of 5 points are 15,625 points).
+MAX_DIMS = 6
+#: Points per axis of an n-D grid by default, by its number of directions: about 10,000 points (21**3 =
+#: 9,261, the digits MLP's in minutes on two CPU cores; 41**3, Landscaper's default, is 7.4 times that).
+GRID_SIZES = {3: 21, 4: 11, 5: 7, 6: 5}
+#: The views that make grids of more than two directions.
+GRID_KINDS = ("random", "hessian", "pca")
 #: How batch-norm statistics follow a view through models (see :attr:`Geometry.bn_statistics`).
 BN_STATISTICS = ("clamped", "affine", "a", "recompute")
 
@@ -52,8 +59,10 @@ class Geometry:
         The centre when there is no trajectory (default: the network's own state).
     pca_method : {"mindspore", "li"}
     pca_solver : {"auto", "full", "gram", "lowrank"}
-    dims : {1, 2}
-        A line (``x`` only) or a plane.
+    dims : int
+        A line (``x`` only), a plane, or an n-D grid (3 to :data:`MAX_DIMS` directions of
+        :data:`GRID_KINDS`: ``x``, ``y`` and ``size`` points on ``[-1, 1]`` along each later one, or
+        for PCA directions along the path's extent with 0.2 margins).
     x, y : (float, float, int), optional
         The axes as ``(min, max, num)`` (``np.linspace``); None: the view's default.
     models : sequence of state dicts or paths, optional

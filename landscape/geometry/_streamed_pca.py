@@ -127,9 +127,10 @@ def _gram(diffs: _Differences, blocks: list[Block], m: int) -> tuple[np.ndarray,
     return g.numpy(), sums.numpy()
 
 
-def _combinations(g0: np.ndarray, sums: np.ndarray, dim: int, method: str
+def _combinations(g0: np.ndarray, sums: np.ndarray, dim: int, method: str, k: int = 2
                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """``(a, c, s, ratio)``: direction i is ``sum_k a[k, i] d_k + c[i]``; singular values; all ratios."""
+    """``(a, c, s, ratio)``: direction i (of the top ``k``) is ``sum_k a[k, i] d_k + c[i]``; singular values;
+    all ratios."""
     m = g0.shape[0]
     if method == "mindspore":
         g = g0 - np.outer(sums, sums) / dim
@@ -143,11 +144,11 @@ def _combinations(g0: np.ndarray, sums: np.ndarray, dim: int, method: str
     s = np.sqrt(lam)
     ratio = lam / max(float(lam.sum()), np.finfo(float).tiny)
     if method == "mindspore":
-        a = vec[:, :2].copy()
+        a = vec[:, :k].copy()
         c = -(sums @ a) / dim
     else:
-        a = (centring @ vec[:, :2]) / np.maximum(s[:2], np.finfo(float).tiny)
-        c = np.zeros(2)
+        a = (centring @ vec[:, :k]) / np.maximum(s[:k], np.finfo(float).tiny)
+        c = np.zeros(k)
     return a, c, s, ratio
 
 
@@ -159,19 +160,20 @@ def _rows_of(shape: torch.Size) -> tuple[int, int]:
 def _directions(diffs: _Differences, blocks: list[Block], a: np.ndarray, c: np.ndarray,
                 shapes: Sequence[torch.Size], partial: bool
                 ) -> tuple[list[list[torch.Tensor]], list[bool], list[torch.Tensor] | None]:
-    """The raw float32 directions, for each whether its largest-magnitude entry is negative, and
-    (``partial``) each tensor's row-by-row dot products with the differences, shape (rows, m, 2)."""
-    m = a.shape[0]
-    out = [[torch.empty(shape, dtype=torch.float32) for shape in shapes] for _ in range(2)]
-    dots = [torch.zeros((_rows_of(shape)[0], m, 2), dtype=torch.float64) for shape in shapes] if partial else None
+    """The raw float32 directions (one per column of ``a``), for each whether its largest-magnitude entry is
+    negative, and (``partial``) each tensor's row-by-row dot products with the differences, shape
+    (rows, m, k)."""
+    m, k = a.shape
+    out = [[torch.empty(shape, dtype=torch.float32) for shape in shapes] for _ in range(k)]
+    dots = [torch.zeros((_rows_of(shape)[0], m, k), dtype=torch.float64) for shape in shapes] if partial else None
     coef = torch.from_numpy(np.ascontiguousarray(a.T))
-    shift = torch.from_numpy(c).reshape(2, 1)
-    best = [-1.0, -1.0]
-    negative = [False, False]
+    shift = torch.from_numpy(c).reshape(k, 1)
+    best = [-1.0] * k
+    negative = [False] * k
     for block in blocks:
         x = diffs.block(block)
         raw = (coef @ x + shift).to(torch.float32)
-        for i in range(2):
+        for i in range(k):
             at = int(torch.argmax(raw[i].abs())) if raw.shape[1] else 0
             if raw.shape[1] and float(raw[i, at].abs()) > best[i]:  # the first largest entry, as torch.argmax
                 best[i], negative[i] = float(raw[i, at].abs()), float(raw[i, at]) < 0
@@ -179,12 +181,12 @@ def _directions(diffs: _Differences, blocks: list[Block], a: np.ndarray, c: np.n
         for t, start, stop in block:
             rows, per_row = (stop - start, _rows_of(shapes[t])[1]) if shapes[t] else (1, 1)
             size = rows * per_row
-            for i in range(2):
+            for i in range(k):
                 _slice(out[i][t], start, stop).copy_(raw[i, at:at + size].reshape(_slice(out[i][t], start,
                                                                                           stop).shape))
             if dots is not None and size:
                 xs = x[:, at:at + size].reshape(m, rows, per_row)
-                rs = raw[:, at:at + size].to(torch.float64).reshape(2, rows, per_row)
+                rs = raw[:, at:at + size].to(torch.float64).reshape(k, rows, per_row)
                 dots[t][start:stop] = torch.einsum("krl,irl->rki", xs, rs)
             at += size
     return out, negative, dots
@@ -205,28 +207,29 @@ def _row_scales(normalized: torch.Tensor, raw: torch.Tensor) -> torch.Tensor:
     return torch.where(den > 0, num / torch.where(den > 0, den, 1.0), 0.0)
 
 
-def _solve(b: torch.Tensor, v: list[torch.Tensor], w: list[torch.Tensor]) -> np.ndarray:
-    """Path coordinates from ``b[k] = [v . d_k, w . d_k]``: the 2x2 normal equations; the centre's row 0."""
+def _solve(b: torch.Tensor, *dirs: list[torch.Tensor]) -> np.ndarray:
+    """Path coordinates from ``b[k] = [v . d_k, w . d_k, ...]``: the normal equations of the directions
+    ``dirs``; the centre's row 0."""
     dots = [[sum(float(torch.dot(x.reshape(-1).double(), y.reshape(-1).double())) for x, y in zip(p, q))
-             for q in (v, w)] for p in (v, w)]
-    coords = np.zeros((b.shape[0] + 1, 2))
+             for q in dirs] for p in dirs]
+    coords = np.zeros((b.shape[0] + 1, len(dirs)))
     coords[:-1] = np.linalg.lstsq(np.array(dots), b.numpy().T, rcond=None)[0].T
     return coords
 
 
-def _coordinates(diffs: _Differences, blocks: list[Block], v: list[torch.Tensor], w: list[torch.Tensor],
-                 m: int) -> torch.Tensor:
-    """``[v . d_k, w . d_k]`` for each k, by a pass over the checkpoints."""
-    b = torch.zeros((m, 2), dtype=torch.float64)
+def _coordinates(diffs: _Differences, blocks: list[Block], dirs: Sequence[list[torch.Tensor]], m: int
+                 ) -> torch.Tensor:
+    """``[v . d_k, w . d_k, ...]`` for each k, by a pass over the checkpoints."""
+    b = torch.zeros((m, len(dirs)), dtype=torch.float64)
     for block in blocks:
-        vw = torch.stack([_flat(_slice(d[i], s0, s1) for i, s0, s1 in block) for d in (v, w)], dim=1)
+        vw = torch.stack([_flat(_slice(d[i], s0, s1) for i, s0, s1 in block) for d in dirs], dim=1)
         b += diffs.block(block) @ vw
     return b
 
 
 def streamed_pca(readers: Sequence[CheckpointReader], names: Sequence[str], centre: Sequence[torch.Tensor], *,
-                 method: str = "mindspore", normalization: str = "layer", block_bytes: int | None = None
-                 ) -> dict[str, Any]:
+                 method: str = "mindspore", normalization: str = "layer", block_bytes: int | None = None,
+                 components: int = 2) -> dict[str, Any]:
     """PCA directions of the checkpoints ``readers`` and ``centre`` (the last), read a block at a time.
 
     Parameters
@@ -243,12 +246,15 @@ def streamed_pca(readers: Sequence[CheckpointReader], names: Sequence[str], cent
     block_bytes : int, optional
         Bytes of one float64 block of the differences of every checkpoint (default
         ``BLOCK_BYTES``).
+    components : int, default=2
+        The principal directions computed (an n-D grid's axes): beyond two, ``more`` holds the
+        third and later and ``coords`` has a column per direction.
 
     Returns
     -------
     dict
         As :func:`landscape.geometry._pca.pca_trajectory`: ``v``, ``w``, ``coords``,
-        ``explained_variance_ratio``, ``singular_values``.
+        ``explained_variance_ratio``, ``singular_values``; and ``more``.
     """
     m = len(readers)
     shapes = [t.shape for t in centre]
@@ -257,12 +263,12 @@ def streamed_pca(readers: Sequence[CheckpointReader], names: Sequence[str], cent
     blocks = _blocks(shapes, max(1, budget // (8 * m)))
     diffs = _Differences(readers, names, centre)
     g0, sums = _gram(diffs, blocks, m)
-    a, c, s, ratio = _combinations(g0, sums, dim, method)
+    a, c, s, ratio = _combinations(g0, sums, dim, method, components)
     # the path's coordinates from pass 2's row-by-row dot products, when every row of a normalized
     # direction is its raw row times one number and those products fit the block's budget; else a pass 3
     partial = normalization in _ROW_SCALED and sum(_rows_of(sh)[0] for sh in shapes) * m * 16 <= ROW_PRODUCT_BYTES
     dirs, negative, dots = _directions(diffs, blocks, a, c, shapes, partial)
-    b = torch.zeros((m, 2), dtype=torch.float64)
+    b = torch.zeros((m, components), dtype=torch.float64)
     for i, (d, flip) in enumerate(zip(dirs, negative)):
         for j, ref in enumerate(centre):  # tensor by tensor: one tensor's float64 temporaries at a time
             normalized = normalize_directions([d[j]], [ref], normalization)[0]
@@ -272,17 +278,18 @@ def streamed_pca(readers: Sequence[CheckpointReader], names: Sequence[str], cent
         if flip:
             b[:, i] = -b[:, i]
     if dots is None:
-        b = _coordinates(diffs, blocks, dirs[0], dirs[1], m)
-    coords = _solve(b, dirs[0], dirs[1])
+        b = _coordinates(diffs, blocks, dirs, m)
+    coords = _solve(b, *dirs)
     _log.debug("streamed PCA of %d checkpoints, %d coordinates in %d blocks (%d passes), explained variance %s",
                m + 1, dim, len(blocks), 2 if partial else 3, ratio[:2])
-    return {"v": dirs[0], "w": dirs[1], "coords": coords, "explained_variance_ratio": np.asarray(ratio),
-            "singular_values": np.asarray(s)}
+    return {"v": dirs[0], "w": dirs[1], "more": dirs[2:], "coords": coords,
+            "explained_variance_ratio": np.asarray(ratio), "singular_values": np.asarray(s)}
 
 
 def trajectory_pca(trajectory: Sequence[Any], names: Sequence[str], centre: Sequence[torch.Tensor], *,
                    network: nn.Module, label: str, method: str = "mindspore", solver: str = "auto",
-                   normalization: str = "layer", what: Sequence[str] | None = None) -> dict[str, Any]:
+                   normalization: str = "layer", what: Sequence[str] | None = None,
+                   components: int = 2) -> dict[str, Any]:
     """PCA directions of a trajectory of checkpoints (paths or state dicts; the last is the centre).
 
     Streamed (:func:`streamed_pca`) with ``solver`` "auto" or "gram"; "full" and
@@ -304,6 +311,8 @@ def trajectory_pca(trajectory: Sequence[Any], names: Sequence[str], centre: Sequ
         See :func:`pca_trajectory`.
     what : sequence of str, optional
         Each checkpoint's name in messages (default ``"checkpoint k of {label}"``).
+    components : int, default=2
+        Principal directions (more than two: the streamed solvers only, "auto" and "gram").
 
     Returns
     -------
@@ -312,9 +321,10 @@ def trajectory_pca(trajectory: Sequence[Any], names: Sequence[str], centre: Sequ
     """
     n = len(trajectory)
     what = list(what) if what is not None else [f"checkpoint {k} of {label}" for k in range(n)]
-    if solver in ("auto", "gram"):
+    if solver in ("auto", "gram") or components > 2:
         readers = [CheckpointReader(trajectory[k], what=what[k], network=network) for k in range(n - 1)]
-        return streamed_pca(readers, names, centre, method=method, normalization=normalization)
+        return streamed_pca(readers, names, centre, method=method, normalization=normalization,
+                            components=components)
 
     def load(k: int) -> list[torch.Tensor]:
         if k == n - 1:

@@ -58,8 +58,8 @@ DECOMPOSITION = {"pca": "PCA", "random": "Random", "given": "Given", "hessian": 
                  "interpolation": "Interpolation", "plane": "Plane", "target": "Target"}
 _LABELS = "ABC"
 _T = TypeVar("_T")
-#: ``hessian() -> (v, w, metadata)``: the top eigenvectors at the centre (unit length).
-HessianFn = Callable[[], tuple[list[torch.Tensor], list[torch.Tensor], dict[str, Any]]]
+#: ``hessian(k) -> (directions, metadata)``: the top ``k`` eigenvectors at the centre (unit length).
+HessianFn = Callable[[int], tuple[list[list[torch.Tensor]], dict[str, Any]]]
 
 
 @dataclass
@@ -81,6 +81,9 @@ class ViewGeometry:
         What the view adds to the metadata, ``layout`` included.
     recipe : SeededDirections, optional
         Random directions as their recipe (random views): drawn by the engine, not held here.
+    more : list of list of Tensor
+        The third and later directions of an n-D grid (empty for a line or a plane); its points
+        then have one coordinate per direction.
     """
 
     v: list[torch.Tensor]
@@ -92,6 +95,7 @@ class ViewGeometry:
     intervals: list[int] | None = None
     md: dict[str, Any] = field(default_factory=dict)
     recipe: SeededDirections | None = None
+    more: list[list[torch.Tensor]] = field(default_factory=list)
 
 
 @dataclass
@@ -135,6 +139,9 @@ class _Layout:
     path_xy: np.ndarray | None = None
     markers: list[tuple[str, float, float]] = field(default_factory=list)
     recipe: SeededDirections | None = None
+    more: list[list[torch.Tensor]] = field(default_factory=list)
+    #: The later axes' defaults (an n-D grid's): ``(-1, 1, size)`` each unless given.
+    more_axes: list[tuple[float, float, int]] = field(default_factory=list)
 
 
 def model_state(network: nn.Module, item: Any, what: str) -> dict[str, torch.Tensor]:
@@ -229,14 +236,21 @@ def _pca(vi: ViewInputs) -> _Layout:
         return _shared_pca(vi)
     assert geo.trajectory is not None
     # streamed from the files a block of tensors at a time (solver "auto"/"gram"): memory O(block + n²)
+    k = max(2, int(geo.dims))
     res = trajectory_pca(geo.trajectory, vi.names, ref, network=vi.network, label=vi.label, method=geo.pca_method,
-                         solver=geo.pca_solver, normalization=geo.normalization)
+                         solver=geo.pca_solver, normalization=geo.normalization, components=k)
     path_xy = res["coords"]
     path_xy[-1] = 0.0
-    dx, dy = grid_axes(path_xy, geo.size)
-    md = dict(pca_method=geo.pca_method, explained_variance_ratio=res["explained_variance_ratio"][:2],
-              singular_values=res["singular_values"][:2], normalization=geo.normalization)
-    return _Layout(res["v"], res["w"], md, (dx[0], dx[-1], geo.size), (dy[0], dy[-1], geo.size), path_xy=path_xy)
+    extents = [grid_axes(path_xy[:, [j, j]], geo.size)[0] for j in range(k)]  # each component's, 0.2 margins
+    md = dict(pca_method=geo.pca_method, explained_variance_ratio=res["explained_variance_ratio"][:k],
+              singular_values=res["singular_values"][:k], normalization=geo.normalization)
+    lay = _Layout(res["v"], res["w"], md, (extents[0][0], extents[0][-1], geo.size),
+                  (extents[1][0], extents[1][-1], geo.size), path_xy=path_xy)
+    if k > 2:  # an n-D grid: the path is not evaluated (a plane's points), its coordinates are recorded
+        lay.more, lay.path_xy = list(res["more"]), None
+        lay.more_axes = [(e[0], e[-1], geo.size) for e in extents[2:]]
+        md["path_coordinates"] = [[float(c) for c in row] for row in path_xy]
+    return lay
 
 
 def _shared_pca(vi: ViewInputs) -> _Layout:
@@ -290,21 +304,25 @@ def _run_flat(vi: ViewInputs, item: tuple[str, int, Any]) -> list[torch.Tensor]:
 
 
 def _random(vi: ViewInputs) -> _Layout:
-    """Seeded directions, as their recipe: the engine draws each tensor (once, or at every read)."""
+    """Seeded directions, as their recipe: the engine draws each tensor (once, or at every read). An n-D
+    grid's are drawn here and held (axis k's draw is the recipe's: its first two are the plane's)."""
     geo = vi.geo
     recipe = SeededDirections(int(geo.seed), geo.normalization, geo.biasbn, tuple(vi.names), int(geo.dims))
+    if geo.dims > 2:
+        v, w, *more = recipe.draw_axes(vi.ref)
+        return _Layout(v, w, dict(recipe.metadata()), _square(geo.size), _square(geo.size), more=more)
     return _Layout([], [], dict(recipe.metadata()), _square(geo.size), _square(geo.size), recipe=recipe)
 
 
 def _hessian(vi: ViewInputs) -> _Layout:
-    """The top eigenvectors at the centre, rescaled like random directions."""
+    """The top eigenvectors at the centre (one per axis), rescaled like random directions."""
     geo, ref = vi.geo, vi.ref
     assert vi.hessian is not None
-    ev, ew, extra = vi.hessian()
-    v = normalize_directions(ev, ref, geo.normalization, geo.biasbn)
-    w = normalize_directions(ew, ref, geo.normalization, geo.biasbn) if geo.dims == 2 else []
+    vectors, extra = vi.hessian(max(2, int(geo.dims)))
+    dirs = [normalize_directions(e, ref, geo.normalization, geo.biasbn) for e in vectors[:max(1, int(geo.dims))]]
+    v, w, more = dirs[0], (dirs[1] if geo.dims >= 2 else []), dirs[2:]
     return _Layout(v, w, dict(seed=int(geo.seed), normalization=geo.normalization, **extra), _square(geo.size),
-                   _square(geo.size))
+                   _square(geo.size), more=more)
 
 
 def _given_view(vi: ViewInputs) -> _Layout:
@@ -379,7 +397,9 @@ def _placed(vi: ViewInputs, lay: _Layout) -> ViewGeometry:
     """The grid (and path) of a view whose engine coordinates are its display coordinates."""
     geo = vi.geo
     x = axis_values(geo.x if geo.x is not None else lay.default_x)
-    y = axis_values(geo.y if geo.y is not None else lay.default_y) if geo.dims == 2 else np.zeros(0)
+    y = axis_values(geo.y if geo.y is not None else lay.default_y) if geo.dims >= 2 else np.zeros(0)
+    if geo.dims > 2:
+        return _grid(vi, lay, x, y)
     if geo.dims == 2:
         gy, gx = np.meshgrid(y, x, indexing="ij")
         grid = np.stack([gx.reshape(-1), gy.reshape(-1)], axis=1)
@@ -405,6 +425,34 @@ def _placed(vi: ViewInputs, lay: _Layout) -> ViewGeometry:
         convergence = "origin"
     md = {"decomposition": DECOMPOSITION[geo.kind], "dims": int(geo.dims), **lay.md}
     return _finish(view, md, lay.markers, engine=lambda px, py: (px, py), convergence=convergence)
+
+
+def _grid(vi: ViewInputs, lay: _Layout, x: np.ndarray, y: np.ndarray) -> ViewGeometry:
+    """An n-D grid: ``x``, ``y`` and ``linspace(-1, 1, size)`` along each later direction (a PCA grid: the
+    path's extent along it with 0.2 margins); its points
+    ``(a_1, ..., a_n)`` in C order over ``(a_n, ..., a_2, a_1)`` (``x`` fastest), so each value of the
+    later axes is one plane of points after another. The centre is a grid point when every axis holds 0,
+    else an extra point after the grid."""
+    geo = vi.geo
+    later = [axis_values(a) for a in lay.more_axes] if lay.more_axes else \
+        [axis_values(_square(geo.size)) for _ in lay.more]
+    axes = [x, y, *later]
+    mesh = np.meshgrid(*axes[::-1], indexing="ij")
+    points = np.stack([m.reshape(-1) for m in mesh[::-1]], axis=1)
+    view = ViewGeometry(lay.v, lay.w, x, y, points, more=lay.more)
+    hit = np.flatnonzero(np.all(points == 0.0, axis=1))
+    if hit.size:
+        centre = int(hit[0])
+    else:
+        centre = len(points)
+        view.points = np.concatenate([points, np.zeros((1, points.shape[1]))])
+    md = {"decomposition": DECOMPOSITION[geo.kind], "dims": int(geo.dims), **lay.md}
+    md["layout"] = {"markers": {}, "centre": [0.0, 0.0, centre], "convergence": [0.0, 0.0, centre]}
+    md["x_range"] = [float(x[0]), float(x[-1]), int(x.size)]
+    md["y_range"] = [float(y[0]), float(y[-1]), int(y.size)]
+    md["axis_ranges"] = [[float(a[0]), float(a[-1]), int(a.size)] for a in later]
+    view.md = md
+    return view
 
 
 #: The views by :attr:`Geometry.kind`: each builds its directions, axes, points and markers.

@@ -215,12 +215,14 @@ def kept_directions(part: Partial, names: Sequence[str], centre: Mapping[str, to
     every way."""
     ref = [centre[n] for n in names]
     points = np.asarray(part.points)
+    more = [np.asarray(m) for m in np.asarray(part.more)] if np.size(part.more) else []
     if lazy:
         # the record made later from what it is made of: the points, v and w (or the recipe), and a copy of
         # the centre's moved tensors of its own (the caller's network may change after the call)
         return DirectionsInMemory(functools.partial(_record, points, np.asarray(part.v), np.asarray(part.w),
-                                                    list(names), [t.detach().clone() for t in ref], recipe))
-    rec = _record(points, np.asarray(part.v), np.asarray(part.w), names, ref, recipe, draw=not lazy_draw)
+                                                    list(names), [t.detach().clone() for t in ref], recipe,
+                                                    more=more))
+    rec = _record(points, np.asarray(part.v), np.asarray(part.w), names, ref, recipe, draw=not lazy_draw, more=more)
     if recipe is None or not lazy_draw:
         return DirectionsInMemory(rec)
     return DirectionsInMemory(functools.partial(_with_draw_digest, rec, recipe, _stand_ins([t.shape for t in ref])))
@@ -234,9 +236,10 @@ def _with_draw_digest(rec: DirectionsRecord, recipe: SeededDirections, shapes: l
 
 
 def _record(points: np.ndarray, flat_v: np.ndarray, flat_w: np.ndarray, names: Sequence[str],
-            ref: list[torch.Tensor], recipe: SeededDirections | None, *, draw: bool = True) -> DirectionsRecord:
+            ref: list[torch.Tensor], recipe: SeededDirections | None, *, draw: bool = True,
+            more: Sequence[np.ndarray] = ()) -> DirectionsRecord:
     """:func:`kept_directions`' record: digests included (``draw`` False: a recipe's ``digest_draw`` left
-    None, in its place, for :func:`_with_draw_digest`)."""
+    None, in its place, for :func:`_with_draw_digest`); ``more``: an n-D grid's later directions (flat)."""
     shapes = [tuple(int(d) for d in t.shape) for t in ref]
     info: dict[str, Any] = {"kind": "arrays" if recipe is None else "recipe", "names": list(names),
                             "shapes": [list(s) for s in shapes], "torch": torch.__version__}
@@ -251,16 +254,18 @@ def _record(points: np.ndarray, flat_v: np.ndarray, flat_w: np.ndarray, names: S
         return DirectionsRecord(info, None, None, points)
     v = _split(np.asarray(flat_v, dtype=np.float32), names, shapes)
     w = _split(np.asarray(flat_w, dtype=np.float32), names, shapes) if np.size(flat_w) else None
+    later = [_split(np.asarray(m, dtype=np.float32), names, shapes) for m in more]
     info.update(_digests({"digest_centre": ref, "digest_v": _as_tensors(v),
-                          **({"digest_w": _as_tensors(w)} if w is not None else {})}))
-    info["bytes"] = int(np.size(flat_v) + np.size(flat_w)) * 4
+                          **({"digest_w": _as_tensors(w)} if w is not None else {}),
+                          **{f"digest_u{k}": _as_tensors(u) for k, u in enumerate(later, start=3)}}))
+    info["bytes"] = int(np.size(flat_v) + np.size(flat_w) + sum(np.size(m) for m in more)) * 4
     limit = max_direction_bytes()
     info["stored"] = info["bytes"] <= limit
     if not info["stored"]:
-        info["reason"] = (f"v and w take {info['bytes']} bytes, over the limit of {limit} "
+        info["reason"] = (f"the directions take {info['bytes']} bytes, over the limit of {limit} "
                           "(LANDSCAPE_DIRECTIONS_MAX_BYTES); their digests are kept")
         return DirectionsRecord(info, None, None, points)
-    return DirectionsRecord(info, v, w, points)
+    return DirectionsRecord(info, v, w, points, later or None)
 
 
 def load_record(rec: DirectionsRecord, centre: Any, tag: str

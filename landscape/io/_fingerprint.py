@@ -123,11 +123,11 @@ class Fingerprints:
                 fp[key] = list(value) if isinstance(value, tuple) else value
         if geo.through_models:  # how batch-norm statistics follow the point defines the values
             fp["bn_statistics"] = geo.bn_statistics
-        if geo.kind == "random" or (geo.kind == "target" and geo.second == "random"):
-            fp["seed"] = int(geo.seed)
+        if geo.kind in ("random", "hessian") or (geo.kind == "target" and geo.second == "random"):
+            fp["seed"] = int(geo.seed)  # the draw, or the Lanczos start
         elif geo.kind == "pca":
             fp["pca_method"] = geo.pca_method
-        if checkpoint is not None and (geo.kind in ("pca", "random") or geo.second == "pca"):
+        if checkpoint is not None and (geo.kind in ("pca", "random", "hessian") or geo.second == "pca"):
             for n in intervals or []:
                 fp[f"checkpoint {unit} {n}"] = self.digest(checkpoint(n))
         for k, path in enumerate(geo.models or []):

@@ -6,7 +6,9 @@ group per tag of ``landscapes.h5`` or at the root of a one-landscape file
 
 * ``xcoordinates`` (nx,), ``ycoordinates`` (ny,), ``train_loss`` (ny, nx); a line (a
   random line, an interpolation between models) has no ``ycoordinates`` and a
-  ``train_loss`` of shape (nx,), as Li et al.'s 1-D files (``plot_1D.py`` reads them);
+  ``train_loss`` of shape (nx,), as Li et al.'s 1-D files (``plot_1D.py`` reads them); an
+  n-D grid adds ``axis3coordinates`` (n3,), ``axis4coordinates``, ... and its ``train_loss``
+  is (..., n3, ny, nx);
 * each extra surface under its own name (``train_acc``), or ``surface_{name}`` when the
   name is one of the layout's (``surface_path``); files written before this layout kept
   every surface as ``surface_{name}``, which still reads;
@@ -69,6 +71,8 @@ H5_NAME = "landscapes.h5"
 PROGRESS = "_in_progress"
 SCHEMA_VERSION = 3
 _LAYOUT = ("xcoordinates", "ycoordinates", "train_loss", "convergence_point", "path", "clamped_channels")
+#: The dataset of an n-D grid's axis ``k`` (3, 4, ...).
+_AXIS = "axis{}coordinates"
 _NOT_METADATA = ("fingerprint", "tag", "convergence_point", "markers", "clamped_points", "clamped_channels_max")
 _SIGNATURE = b"\x89HDF\r\n\x1a\n"
 
@@ -79,8 +83,12 @@ def is_hdf5(path: str | os.PathLike) -> bool:
         return fh.read(8) == _SIGNATURE
 
 
+def _is_axis(name: str) -> bool:
+    return name.startswith("axis") and name.endswith("coordinates") and name[4:-11].isdigit()
+
+
 def _dataset_name(surface: str) -> str:
-    reserved = surface in _LAYOUT or surface == DIRECTIONS or surface.startswith("surface_")
+    reserved = surface in _LAYOUT or surface == DIRECTIONS or surface.startswith("surface_") or _is_axis(surface)
     return f"surface_{surface}" if reserved else surface
 
 
@@ -102,8 +110,10 @@ def write_group(target: Any, ls: Landscape, *, name: str | None = None) -> None:
     else:
         g = target.create_group(name or ls.tag or "landscape")
     g.create_dataset("xcoordinates", data=np.asarray(ls.x, dtype=np.float64))
-    if ls.dims == 2:  # a line has no y axis (Li et al.'s 1-D layout)
+    if ls.dims >= 2:  # a line has no y axis (Li et al.'s 1-D layout)
         g.create_dataset("ycoordinates", data=np.asarray(ls.y, dtype=np.float64))
+    for k, axis in enumerate(ls.extra_axes, start=3):
+        g.create_dataset(_AXIS.format(k), data=np.asarray(axis, dtype=np.float64))
     g.create_dataset("train_loss", data=np.asarray(ls.z, dtype=np.float64))
     g.create_dataset("convergence_point", data=np.asarray(ls.convergence_point, dtype=np.float64))
     for surface, values in ls.surfaces.items():
@@ -154,17 +164,22 @@ def read_group(g: Any, tag: str) -> Landscape:
     x = np.asarray(g["xcoordinates"][()], dtype=np.float64).reshape(-1)
     line = "ycoordinates" not in g  # Li et al.'s 1-D layout
     y = np.zeros(0) if line else np.asarray(g["ycoordinates"][()], dtype=np.float64).reshape(-1)
+    extra: list[np.ndarray] = []
+    while _AXIS.format(len(extra) + 3) in g:  # an n-D grid's later axes
+        extra.append(np.asarray(g[_AXIS.format(len(extra) + 3)][()], dtype=np.float64).reshape(-1))
+    shape = (x.size,) if line else (*(a.size for a in extra[::-1]), y.size, x.size)
 
     def grid(dataset: str) -> np.ndarray:
         # Li et al. allocate (len(x), len(y)) but fill it in meshgrid(x, y).ravel() order,
         # which is (len(y), len(x)) row-major: the flat order is what counts.
         values = np.asarray(g[dataset][()], dtype=np.float64)
-        return values.reshape(x.size) if line else values.reshape(y.size, x.size)
+        return values.reshape(shape)
 
     z = grid("train_loss")
     surfaces = {}
     for dataset, item in g.items():
-        if dataset in _LAYOUT or not isinstance(item, h5py.Dataset) or int(np.prod(item.shape)) != z.size:
+        if dataset in _LAYOUT or _is_axis(dataset) or not isinstance(item, h5py.Dataset) \
+                or int(np.prod(item.shape)) != z.size:
             continue
         surfaces[dataset[len("surface_"):] if dataset.startswith("surface_") else dataset] = grid(dataset)
     md = {k: _attr(v) for k, v in g.attrs.items() if k not in _NOT_METADATA}
@@ -193,7 +208,7 @@ def read_group(g: Any, tag: str) -> Landscape:
     clamped = np.asarray(g["clamped_channels"][()], dtype=np.int64).reshape(z.shape) \
         if "clamped_channels" in g else None
     ls = Landscape(x=x, y=y, z=z, path=path, convergence_point=(cp[0], cp[1], cp[2]), metadata=md,
-                   surfaces=surfaces, tag=tag, markers=markers, paths=paths, clamped=clamped)
+                   surfaces=surfaces, tag=tag, markers=markers, paths=paths, clamped=clamped, extra_axes=tuple(extra))
     if DIRECTIONS in g and isinstance(g[DIRECTIONS], h5py.Group):  # read when asked for (Landscape.directions)
         ls.directions_source = DirectionsInFile(g.file.filename, g.name.lstrip("/"))
     return ls
@@ -359,7 +374,8 @@ def write_h5_single(path: str | os.PathLike, ls: Landscape) -> None:
 # -- unfinished landscapes (/_in_progress/{tag}), for landscape.io._store ---------------
 @dataclass
 class Partial:
-    """A landscape's definition and its finished points, as stored."""
+    """A landscape's definition and its finished points, as stored (``more``: an n-D grid's third
+    and later directions, one flat float32 row each; ``points`` then has a column per direction)."""
 
     md: dict[str, Any]
     x: np.ndarray
@@ -371,6 +387,7 @@ class Partial:
     w: np.ndarray
     values: dict[str, np.ndarray]
     done: np.ndarray = field(repr=False)
+    more: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.float32), repr=False)
 
 
 class Stored(NamedTuple):
@@ -424,7 +441,8 @@ def read_progress(path: str | os.PathLike, tag: str) -> Partial:
         return Partial(md=json.loads(g.attrs["metadata"]), x=g["x"][()], y=g["y"][()],
                        points=g["points"][()], n_path=int(g.attrs["n_path"]),
                        intervals=[int(i) for i in g["intervals"][()]] if "intervals" in g else None,
-                       v=g["v"][()], w=g["w"][()], values=values, done=g["done"][()].astype(bool))
+                       v=g["v"][()], w=g["w"][()], values=values, done=g["done"][()].astype(bool),
+                       **({"more": g["more"][()]} if "more" in g else {}))
 
 
 def write_progress(fh: Any, tag: str, fingerprint: str, metadata: str, part: Partial) -> None:
@@ -444,6 +462,8 @@ def write_progress(fh: Any, tag: str, fingerprint: str, metadata: str, part: Par
         g.create_dataset("intervals", data=np.asarray(part.intervals, dtype=np.int64))
     g.create_dataset("v", data=np.asarray(part.v, dtype=np.float32))
     g.create_dataset("w", data=np.asarray(part.w, dtype=np.float32))
+    if np.size(part.more):
+        g.create_dataset("more", data=np.asarray(part.more, dtype=np.float32))
     for name, arr in part.values.items():
         g.create_dataset(f"value_{name}", data=np.asarray(arr, dtype=np.float64))
     g.create_dataset("done", data=part.done.astype(np.uint8))
@@ -553,15 +573,20 @@ class DirectionsRecord:
     v, w : dict of str to ndarray of float32, or None
         The directions by parameter name (``w`` None for a line; both None for a recipe, or when the
         arrays are not stored).
-    points : ndarray of shape (m, 2)
+    points : ndarray of shape (m, 2), or (m, n) for an n-D grid
         The engine's ``(a, b)`` of every point (``centre + a*v + b*w``): the grid (row-major over y,
-        then x), the path, the extra points of the markers.
+        then x), the path, the extra points of the markers; an n-D grid's point has one coordinate
+        per direction.
+    more : list of dict of str to ndarray of float32, or None
+        An n-D grid's third and later directions (groups ``u3``, ``u4``, ... with digests
+        ``digest_u3``, ...), when stored.
     """
 
     info: dict[str, Any]
     v: dict[str, np.ndarray] | None
     w: dict[str, np.ndarray] | None
     points: np.ndarray
+    more: list[dict[str, np.ndarray]] | None = None
 
 
 def _member(name: str) -> str:
@@ -577,7 +602,8 @@ def write_directions(g: Any, rec: DirectionsRecord) -> None:
         d.attrs[key] = str(val) if isinstance(val, str) else val if isinstance(val, (bool, int, float)) \
             else json.dumps(val)
     d.create_dataset("points", data=np.asarray(rec.points, dtype=np.float64))
-    for axis, arrays in (("v", rec.v), ("w", rec.w)):
+    later = [(f"u{k}", arrays) for k, arrays in enumerate(rec.more or [], start=3)]
+    for axis, arrays in (("v", rec.v), ("w", rec.w), *later):
         if arrays is not None:
             a = d.create_group(axis)
             for name, arr in arrays.items():
@@ -593,7 +619,12 @@ def read_directions(path: str | os.PathLike, tag: str) -> DirectionsRecord:
         def arrays(axis: str) -> dict[str, np.ndarray] | None:
             return None if axis not in d else {n: d[axis][_member(n)][()] for n in info["names"]}
 
-        return DirectionsRecord(info, arrays("v"), arrays("w"), d["points"][()])
+        more: list[dict[str, np.ndarray]] = []
+        while f"u{len(more) + 3}" in d:
+            got = arrays(f"u{len(more) + 3}")
+            assert got is not None
+            more.append(got)
+        return DirectionsRecord(info, arrays("v"), arrays("w"), d["points"][()], more or None)
 
 
 class DirectionsInFile:

@@ -9,6 +9,7 @@ import numpy as np
 
 from collector import proto
 from landscape.result._display import png_renderer
+from landscape.topology import Topology, grid_topology
 
 __all__ = ["Landscape", "LossPath"]
 
@@ -27,10 +28,11 @@ class LossPath:
 class Landscape:
     """A loss landscape: ``z[i, j]`` is the loss at ``(x[j], y[i])``; a line: ``z[j]`` at ``x[j]``.
 
-    One type holds both the planes (``z`` of shape (len(y), len(x)), square or not) and
-    the lines (random lines, interpolations between models: ``z`` of shape (len(x),) and
-    ``y`` empty), so that loading, writing, exporting and plotting take either; ``dims``
-    tells them apart.
+    One type holds the planes (``z`` of shape (len(y), len(x)), square or not), the lines
+    (random lines, interpolations between models: ``z`` of shape (len(x),) and ``y`` empty)
+    and the n-D grids (``z[k, i, j]`` at ``(x[j], y[i], extra_axes[0][k])``, the later axes
+    first), so that loading, writing, exporting and plotting take them; ``dims`` tells them
+    apart.
 
     Attributes
     ----------
@@ -38,7 +40,7 @@ class Landscape:
         The first axis.
     y : ndarray of shape (ny,)
         The second axis; empty (shape (0,)) for a line.
-    z : ndarray of shape (ny, nx), or (nx,) for a line
+    z : ndarray of shape (ny, nx), (nx,) for a line, (..., n3, ny, nx) for an n-D grid
         The loss (NaN/inf kept).
     path : LossPath or None
         The training path (PCA landscapes).
@@ -69,6 +71,8 @@ class Landscape:
         Where :meth:`directions` gets the directions: ``landscapes.h5`` (read when asked for), or
         memory for a landscape computed in this process; None when they were not kept. Set by
         ``landscape.io`` and ``landscape.generate``; ``None`` frees what it holds.
+    extra_axes : tuple of ndarray
+        The third and later axes of an n-D grid (empty for a line or a plane).
     """
 
     x: np.ndarray
@@ -83,6 +87,7 @@ class Landscape:
     paths: dict[str, LossPath] = field(default_factory=dict)
     clamped: np.ndarray | None = None
     directions_source: Any = field(default=None, repr=False, compare=False)
+    extra_axes: tuple[np.ndarray, ...] = ()
 
     def directions(self, centre: Any = None) -> tuple[dict[str, Any], dict[str, Any] | None]:
         """The landscape's directions ``(v, w)``: float32 CPU tensors by moved parameter name, ``w`` None
@@ -121,8 +126,55 @@ class Landscape:
 
     @property
     def dims(self) -> int:
-        """1 for a line (``z`` of shape (len(x),)), 2 for a plane."""
-        return 1 if np.ndim(self.z) == 1 else 2
+        """1 for a line (``z`` of shape (len(x),)), 2 for a plane, n for an n-D grid."""
+        return max(1, int(np.ndim(self.z)))
+
+    @property
+    def axes(self) -> list[np.ndarray]:
+        """The axes in order: ``[x]`` for a line, ``[x, y]`` for a plane, ``[x, y, *extra_axes]``."""
+        return [self.x] if self.dims == 1 else [self.x, self.y, *self.extra_axes]
+
+    def topology(self, connectivity: str = "axis", threshold: float = 0.0) -> Topology:
+        """The topology of the loss over the grid: minima, saddles, persistence pairs, merge tree, SMAD.
+
+        :func:`landscape.topology.grid_topology` of ``z`` (no new evaluation): the positions are
+        indices into ``z`` (array order: ``(i, j)`` is ``(y[i], x[j])``), their ``coordinates`` the
+        axes' values in the same order, and :meth:`~landscape.topology.Topology.basin` is about
+        the grid point nearest the centre (the trained weights, model A) by default. On a line
+        (a random line, an interpolation) :meth:`~landscape.topology.Topology.barriers` lists
+        the barriers along it. Non-finite losses are left out and counted.
+
+        Parameters
+        ----------
+        connectivity : {"axis", "full"}, default="axis"
+            Neighbours along the axes (Landscaper's graph) or all around (gudhi's, TTK's).
+        threshold : float, default=0.0
+            Pairs of persistence at most this (a loss difference) are simplified away.
+
+        Returns
+        -------
+        landscape.topology.Topology
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from landscape import Landscape
+        >>> x = np.linspace(-1, 1, 21)
+        >>> ls = Landscape(x=x, y=x, z=(x[None, :] ** 2 - 0.5) ** 2 + x[:, None] ** 2)
+        >>> topo = ls.topology()
+        >>> len(topo.minima), topo.minima.coordinates.round(3).tolist(), round(topo.smad(), 4)
+        (2, [[0.0, 0.7], [0.0, -0.7]], 0.2499)
+        """
+        axes = self.axes[::-1]
+        where = [0.0] * self.dims
+        centre = self.metadata.get("centre")
+        if isinstance(centre, (list, tuple)) and len(centre) >= 2:
+            where[0] = float(centre[0])
+            if self.dims > 1:
+                where[1] = float(centre[1])
+        middle = tuple(int(np.argmin(np.abs(np.asarray(ax, dtype=np.float64) - c)))
+                       for ax, c in zip(axes, where[::-1]))
+        return grid_topology(self.z, connectivity=connectivity, threshold=threshold, axes=axes, centre=middle)
 
     @property
     def non_finite(self) -> tuple[int, int]:
@@ -164,8 +216,14 @@ class Landscape:
         a line has an empty ``y`` (dims ``[0]``) and ``z`` of dims ``[len(x)]``. MindSpore's
         message has no place for markers: they follow the convergence point in its ``x``,
         ``y`` and ``z`` tensors (MindInsight reads the first value of each), and read back
-        labelled "A", "B", "C", ... in order.
+        labelled "A", "B", "C", ... in order. An n-D grid has no such message (``landscapes.h5``
+        holds it): refused with a ``ValueError``.
         """
+        if self.dims > 2:
+            raise ValueError(f"{self.tag or 'This landscape'} is a grid of {self.dims} directions; MindSpore's "
+                             "LossLandscape message holds lines and planes. HINT: landscape.write_h5 keeps it "
+                             "(landscapes.h5).")
+
         def tensor(values: Any, dtype: int, dims: list[int] | None = None) -> Any:
             arr = np.asarray(values, dtype=np.float64)
             return proto.TensorProto(dims=list(arr.shape) if dims is None else dims, data_type=dtype,

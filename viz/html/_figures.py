@@ -25,11 +25,13 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess witho
     ) from exc
 
 from landscape.result import Landscape, LossPath
+from landscape.topology import Topology
 from viz.html._marks import clamped_points, json_values, nonfinite_points, point_traces
 from viz.html._scales import Colours, colours, contour_style, surface_style, toggle
+from viz.io import diagram_range, tree_range
 
 __all__ = ["PLOTLY_VERSION", "TEMPLATE", "Z_RATIO", "plotly_js", "plane_figures", "line_figure", "scalar_figure",
-           "paths_of", "axis_titles", "aspect", "colours", "Colours"]
+           "paths_of", "axis_titles", "aspect", "colours", "Colours", "topology_figures"]
 
 PLOTLY_VERSION: str = plotly.__version__
 #: Every figure's look (plotly's "plotly_white"), stored once in the page.
@@ -224,3 +226,60 @@ def scalar_figure(tag: str, series: list[tuple[str, np.ndarray, np.ndarray]]) ->
     fig = go.Figure(traces, layout=dict(xaxis=dict(title=dict(text="step")), yaxis=dict(title=dict(text=tag)),
                                         height=380, margin=dict(l=60, r=10, t=10, b=50)))
     return _json(fig)
+
+
+def topology_figures(topo: Topology) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The persistence diagram (each finite pair above the diagonal, the classes that never die on the top
+    line) and the merge tree (a dendrogram: value upwards; the branch to a component's highest point
+    leaves the top, its value in the hover), as the PNG's topology figure draws them."""
+    pairs = topo.pairs
+    lo, top, span = diagram_range(topo)
+    traces: list[Any] = [go.Scatter(x=[lo, top], y=[lo, top], mode="lines", line=dict(color="#999", width=1),
+                                    hoverinfo="skip", showlegend=False)]
+    if topo.threshold > 0:
+        traces.append(go.Scatter(x=[lo, top, top, lo], y=[lo, top, top + topo.threshold, lo + topo.threshold],
+                                 fill="toself", mode="none", fillcolor="rgba(0,0,0,0.12)", hoverinfo="skip",
+                                 name=f"persistence <= {topo.threshold:g}"))
+    traces.append(go.Scatter(x=pairs[:, 0].tolist(), y=pairs[:, 1].tolist(), mode="markers", name="pairs",
+                             marker=dict(color="#1f4e99", size=7),
+                             customdata=(pairs[:, 1] - pairs[:, 0]).tolist(),
+                             hovertemplate="birth %{x:.5g}<br>death %{y:.5g}<br>persistence %{customdata:.4g}"
+                                           "<extra></extra>"))
+    traces.append(go.Scatter(x=topo.essential.values.tolist(), y=[top] * len(topo.essential), mode="markers",
+                             name="never die", marker=dict(color="black", symbol="triangle-up", size=9),
+                             hovertemplate="birth %{x:.5g}<br>never dies<extra></extra>"))
+    diagram = go.Figure(traces, layout=dict(
+        xaxis=dict(title=dict(text="birth (a minimum's loss)"), range=[lo, top]),
+        yaxis=dict(title=dict(text="death (its saddle's loss)"), range=[lo, top + 0.02 * span]),
+        height=420, margin=dict(l=60, r=10, t=30, b=50), legend=dict(orientation="h", y=-0.2),
+        title=dict(text=f"persistence diagram ({topo.connectivity} neighbours)", font=dict(size=13))))
+    tree = topo.merge_tree
+    xs = tree.layout()
+    low, ttop, tspan = tree_range(tree)
+    ex: list[float | None] = []
+    ey: list[float | None] = []
+    for c, p in tree.edges.tolist():
+        up = min(float(tree.values[p]), ttop) if tree.kinds[p] == "maximum" else float(tree.values[p])
+        ex += [float(xs[c]), float(xs[c]), float(xs[p]), None]
+        ey += [float(tree.values[c]), up, up, None]
+    ttraces: list[Any] = [go.Scatter(x=ex, y=ey, mode="lines", line=dict(color="#555", width=1.2),
+                                     hoverinfo="skip", showlegend=False)]
+    for kind, colour, symbol, label in (("minimum", "#1f4e99", "triangle-down", "minima"),
+                                        ("saddle", "#c0392b", "x", "saddles")):
+        at = tree.kinds == kind
+        where = [", ".join(str(int(i)) for i in pos) for pos in tree.positions[at]]
+        ttraces.append(go.Scatter(x=xs[at].tolist(), y=tree.values[at].tolist(), mode="markers", name=label,
+                                  marker=dict(color=colour, symbol=symbol, size=9), customdata=where,
+                                  hovertemplate=f"{kind} %{{y:.5g}}<br>grid index (%{{customdata}})<extra></extra>"))
+    roots = tree.kinds == "maximum"
+    ttraces.append(go.Scatter(x=xs[roots].tolist(), y=[ttop] * int(roots.sum()), mode="markers",
+                              name="to the highest point", marker=dict(color="#555", symbol="triangle-up", size=8),
+                              customdata=tree.values[roots].tolist(),
+                              hovertemplate="highest point %{customdata:.5g}<extra></extra>"))
+    merge = go.Figure(ttraces, layout=dict(
+        xaxis=dict(showticklabels=False, zeroline=False, showgrid=False),
+        yaxis=dict(title=dict(text="loss"), range=[low, ttop + 0.02 * tspan]),
+        height=420, margin=dict(l=60, r=10, t=30, b=50), legend=dict(orientation="h", y=-0.2),
+        title=dict(text=f"merge tree: {len(topo.minima)} {'minimum' if len(topo.minima) == 1 else 'minima'}, "
+                        f"{len(topo.saddles)} saddle{'' if len(topo.saddles) == 1 else 's'}", font=dict(size=13))))
+    return _json(diagram), _json(merge)

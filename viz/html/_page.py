@@ -30,6 +30,7 @@ from viz.html._figures import (
     plane_figures,
     plotly_js,
     scalar_figure,
+    topology_figures,
 )
 from viz.io import AXIS_LOG_RANGE, centre, centre_name, clamped_grid, clamped_text, value_scale
 
@@ -53,6 +54,8 @@ def _title(ls: Landscape) -> str:
         parts.append(f"{unit} {iv[0]}" if len(iv) == 1 else f"{unit}s {iv[0]}\u2013{iv[-1]}")
     if ls.dims == 1:
         parts.append("line")
+    elif ls.dims > 2:
+        parts.append(f"{ls.dims}-D grid")
     return (ls.tag or "landscape") + (" \u2014 " + ", ".join(parts) if parts else "")
 
 
@@ -119,7 +122,8 @@ def _colours_text(c: Colours) -> str:
 
 def landscape_entry(ls: Landscape, log: bool | str = "auto", levels: int = 20) -> dict[str, Any]:
     """The landscape's figures for every surface it has (loss first) and their captions; colours chosen
-    by ``log`` ("auto": the PNGs' rule) with ``levels`` contour levels."""
+    by ``log`` ("auto": the PNGs' rule) with ``levels`` contour levels; and the loss's topology (its
+    persistence diagram and merge tree, axis neighbours, threshold 0): an n-D grid's only figures."""
     views: dict[str, Any] = {}
     for name in ["loss", *ls.surfaces]:
         z = np.asarray(ls.z if name == "loss" else ls.surfaces[name], dtype=np.float64)
@@ -129,10 +133,30 @@ def landscape_entry(ls: Landscape, log: bool | str = "auto", levels: int = 20) -
             c = colours(z, log, levels)
             view: dict[str, Any] = {"info": _info(ls, z, name, c)}
             view["surface"], view["contour"] = plane_figures(ls, z, name, c)
-        else:
+        elif ls.dims == 1:
             view = {"info": _info(ls, z, name, None), "line": line_figure(ls, z, name, _line_log(z, log))}
+        else:
+            view = {"info": _grid_info(ls, z, name)}
         views[name] = view
-    return {"tag": ls.tag, "label": _title(ls), "dims": ls.dims, "views": views}
+    topo = ls.topology()
+    diagram, tree = topology_figures(topo)
+    info = f"<b>Topology of the loss</b>: {html.escape(topo.summary())}."
+    return {"tag": ls.tag, "label": _title(ls), "dims": ls.dims, "views": views,
+            "topology": {"info": info, "diagram": diagram, "tree": tree}}
+
+
+def _grid_info(ls: Landscape, z: np.ndarray, name: str) -> str:
+    """The caption of an n-D grid (no picture of its own: its topology below)."""
+    e = html.escape
+    finite = z[np.isfinite(z)]
+    axes = ", ".join(f"{_g(a.min())} to {_g(a.max())}" for a in ls.axes)
+    shape = " \u00d7 ".join(str(n) for n in np.shape(z)[::-1])
+    rng = f"{e(name)} from {_g(finite.min())} to {_g(finite.max())}" if finite.size else f"no finite {e(name)}"
+    bad = int(z.size - finite.size)
+    lines = [f"<b>{e(_title(ls))}</b>", f"A grid of {ls.dims} directions, {shape} points (axes {axes}); {rng}.",
+             f'<span class="warn">{bad} of {z.size} points not finite</span>.' if bad else
+             f"All {z.size} values finite.", "No picture shows it whole: its topology is drawn below."]
+    return "<br>".join(lines)
 
 
 def _line_log(z: np.ndarray, log: bool | str) -> bool:
@@ -270,7 +294,10 @@ This file works offline: everything it shows is inside it.</p>
 <label>Surface<select id="surface-select"></select></label></div>
 <p id="landscape-info"></p>
 <div id="views" class="views plane"><div id="view-3d" class="plot"></div><div id="view-contour" class="plot"></div>
-<div id="view-line" class="plot" hidden></div></div></section>
+<div id="view-line" class="plot" hidden></div></div>
+<p id="topology-info"></p>
+<div id="topology" class="views plane"><div id="topology-diagram" class="plot"></div>
+<div id="topology-tree" class="plot"></div></div></section>
 {_curvature_table(runs)}{_barrier_table(runs)}<section id="lineage"><h2>Lineage</h2>{_lineage_table(runs)}</section>
 <script type="application/json" id="report-data">{_script_json(data)}</script>
 <script>

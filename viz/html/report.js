@@ -56,11 +56,15 @@
     if (!c.view) { return; }
     last = {label: c.ls.label, surface: c.surface};
     $("landscape-info").innerHTML = c.view.info;
-    var plane = c.ls.dims === 2;
+    var plane = c.ls.dims === 2, line = c.ls.dims === 1;
     $("views").className = plane ? "views plane" : "views line";  // before drawing: the plots take its width
     draw("view-3d", plane ? c.view.surface : null);
     draw("view-contour", plane ? c.view.contour : null);
-    draw("view-line", plane ? null : c.view.line);
+    draw("view-line", line ? c.view.line : null);
+    var topo = c.ls.topology;  // the loss's persistence diagram and merge tree (an n-D grid's only figures)
+    $("topology-info").innerHTML = topo ? topo.info : "";
+    draw("topology-diagram", topo ? topo.diagram : null);
+    draw("topology-tree", topo ? topo.tree : null);
     var hash = "run=" + encodeURIComponent(c.run.name) + "&landscape=" + encodeURIComponent(c.ls.label) +
       "&surface=" + encodeURIComponent(c.surface);
     if (window.history && window.history.replaceState) { window.history.replaceState(null, "", "#" + hash); }

@@ -72,7 +72,10 @@ def export(landscape: Landscape, path: str | os.PathLike, format: str | None = N
         if format is None:
             raise ValueError(f"The 'format' parameter of export must be one of {', '.join(map(repr, FORMATS))} "
                              f"when path has no .vtp/.csv/.h5 suffix. Got None with path {os.fspath(path)!r}.")
-    x, y, z = _arrays(ls)
+    if ls.dims > 2 and format != "h5":
+        raise ValueError(f"export writes a grid of {ls.dims} directions ({ls.tag or 'this landscape'!r}) as h5 only: "
+                         f"VTP and CSV hold lines and planes. Got format {format!r}. HINT: format='h5'.")
+    x, y, z = _arrays(ls) if ls.dims <= 2 else (np.asarray(ls.x), np.asarray(ls.y), np.asarray(ls.z))
     clamped_grid(ls)  # a count array not shaped like z is refused before anything is written
     if out.parent and not out.parent.exists():
         raise FileNotFoundError(f"The directory of 'path' does not exist: {os.fspath(out.parent)!r}.")

@@ -57,10 +57,11 @@ def load_landscapes(path: str | os.PathLike) -> list[Landscape]:
     ----------
     path : str or os.PathLike
         - a summary directory: the landscapes of all its summary files (MindSpore's or
-          ours); when they hold none, its ``landscapes.h5``. A tag that is in both takes
-          the ``landscapes.h5`` version (written by the same generation): the summary
+          ours) and of its ``landscapes.h5``. A tag that is in both takes the
+          ``landscapes.h5`` version (written by the same generation): the summary
           message holds only what MindSpore's does (the loss in float32), the file also
-          the extra surfaces (accuracy), the metadata and the models' labels;
+          the extra surfaces (accuracy), the metadata and the models' labels; a tag only
+          in ``landscapes.h5`` (an n-D grid, which no summary message holds) comes after;
         - one summary (events) file;
         - an HDF5 file: ours (one group per tag, as ``landscape.write_h5`` writes it) or
           Li et al.'s layout (``xcoordinates``, ``ycoordinates``, ``train_loss`` at the top,
@@ -99,7 +100,9 @@ def load_landscapes(path: str | os.PathLike) -> list[Landscape]:
                 skipped = f" ({str(p / H5_NAME)!r} cannot be read: {exc})"
                 logger.warning("load_landscapes: skipped %r, which cannot be read: %s", str(p / H5_NAME), exc)
                 richer = {}
-            found = [richer.get(ls.tag, ls) for ls in found] if found else list(richer.values())
+            # a tag only there (an n-D grid, which the summary message cannot hold) after the others
+            tags = {ls.tag for ls in found}
+            found = [richer.get(ls.tag, ls) for ls in found] + [ls for t, ls in richer.items() if t not in tags]
     if not found:
         raise ValueError(f"No loss landscape found in {os.fspath(p)!r}{skipped}. HINT: pass a summary directory or "
                          f"events file written with collect_landscape / SummaryLandscape, or a {H5_NAME}; "

@@ -15,7 +15,9 @@ here, so that one landscape is one picture in both:
   centre where the generation recorded one, never a grid point beside it, named by what
   it is (the trained weights, a shared plane's centre, model A);
 * the points whose batch-norm running variances were clamped at zero
-  (:attr:`landscape.Landscape.clamped`), with the words that count them.
+  (:attr:`landscape.Landscape.clamped`), with the words that count them;
+* the ranges of a topology's persistence diagram and merge tree (:func:`diagram_range`,
+  :func:`tree_range`): the pairs and the minima and saddles set them, not the highest loss.
 """
 
 from __future__ import annotations
@@ -26,9 +28,11 @@ from typing import Any
 import numpy as np
 
 from landscape.result import Landscape
+from landscape.topology import MergeTree, Topology
 
 __all__ = ["ValueScale", "value_scale", "log_ticks", "tick_labels", "centre", "centre_name", "centre_label",
-           "clamped_grid", "clamped_text", "LOG_RANGE", "AXIS_LOG_RANGE", "CLIP_PERCENTILE", "NARROW"]
+           "clamped_grid", "clamped_text", "LOG_RANGE", "AXIS_LOG_RANGE", "CLIP_PERCENTILE", "NARROW",
+           "diagram_range", "tree_range"]
 
 LOG_RANGE = 10.0  # "auto" gives colours a log scale above this max/min ratio of the (clipped) finite values
 AXIS_LOG_RANGE = 1e3  # ... and the value axis of a line above this one
@@ -226,3 +230,28 @@ def clamped_text(ls: Landscape) -> str:
     c = clamped_grid(ls)
     n = int(np.count_nonzero(c)) if c is not None else 0
     return f"{n} of {c.size} points with batch-norm variances clamped at zero" if c is not None and n else ""
+
+
+# ---------------------------------------------------------------- a topology's panels
+def _span(lo: float, hi: float) -> float:
+    return hi - lo or max(abs(hi), 1.0) * 0.1
+
+
+def diagram_range(topo: Topology) -> tuple[float, float, float]:
+    """``(low, top, span)`` of a persistence diagram's axes: its pairs and the births of the classes that
+    never die (drawn on the ``top`` line) with margins; ``span`` the range they cover."""
+    values = np.concatenate([topo.pairs.ravel(), topo.essential.values])
+    lo = float(values.min()) if values.size else 0.0
+    hi = float(values.max()) if values.size else 1.0
+    span = _span(lo, hi)
+    return lo - 0.05 * span, hi + 0.08 * span, span
+
+
+def tree_range(tree: MergeTree) -> tuple[float, float, float]:
+    """``(low, top, span)`` of a merge tree's value axis: its minima and saddles with margins; the branch
+    to a component's highest point leaves the panel at ``top``."""
+    inner = tree.kinds != "maximum"
+    low = float(tree.values[inner].min()) if inner.any() else 0.0
+    high = float(tree.values[inner].max()) if inner.any() else 1.0
+    span = _span(low, high)
+    return low - 0.05 * span, high + 0.25 * span, span

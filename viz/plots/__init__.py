@@ -13,7 +13,8 @@ from viz.plots._plot import plot, repr_png
 from viz.plots._slices import plot_slices
 from viz.plots._spectrum import plot_spectrum
 from viz.plots._surface import plot_surface
+from viz.plots._topology import plot_topology
 
 __all__ = ["plot", "plot_contour", "plot_filled_contour", "plot_heatmap", "plot_surface", "plot_line", "plot_path",
            "plot_slices", "plot_overview", "compare", "animate", "repr_png", "view_angle", "plot_eigen_ratio",
-           "compare_eigen_ratio", "plot_spectrum"]
+           "compare_eigen_ratio", "plot_spectrum", "plot_topology"]

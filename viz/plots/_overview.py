@@ -13,7 +13,7 @@ from matplotlib.figure import Figure
 
 from collector.common import InstanceOf, Interval, Options, Predicate, check_param
 from landscape.result import Landscape
-from viz.io import load_landscapes
+from viz.io import load_landscapes, n_d_refusal
 from viz.plots import _scale, _style
 from viz.plots._plot import plot
 
@@ -28,10 +28,15 @@ def _as_landscapes(value: Any, name: str, caller: str) -> list[Landscape]:
         lambda v: isinstance(v, Sequence) and not isinstance(v, str) and len(v) > 0
         and all(isinstance(i, Landscape) for i in v), "a non-empty list of Landscape")], caller=caller)
     if isinstance(value, Landscape):
-        return [value]
-    if isinstance(value, (str, os.PathLike)):
-        return load_landscapes(value)
-    return list(value)
+        found = [value]
+    elif isinstance(value, (str, os.PathLike)):
+        found = load_landscapes(value)
+    else:
+        found = list(value)
+    drawn = [ls for ls in found if ls.dims <= 2]  # an n-D grid has no panel: plot_topology draws it
+    if not drawn:
+        raise ValueError(n_d_refusal(found[0], caller))
+    return drawn
 
 
 def _draw_panel(ls: Landscape, ax: Any, kind: str, **kw: Any) -> Any:

@@ -20,10 +20,11 @@ from viz.plots._line import plot_line
 from viz.plots._slices import plot_slices
 from viz.plots._spectrum import is_spectrum, plot_spectrum
 from viz.plots._surface import plot_surface
+from viz.plots._topology import plot_topology
 
 __all__ = ["plot", "repr_png", "KINDS"]
 
-KINDS = ("contour", "filled", "surface", "heatmap", "line", "eigen-ratio", "all")
+KINDS = ("contour", "filled", "surface", "heatmap", "line", "eigen-ratio", "all", "topology")
 Kind = Literal["contour", "filled", "surface", "heatmap", "line", "eigen-ratio"]
 _PLANE_KINDS = ("contour", "filled", "surface", "heatmap", "eigen-ratio")
 
@@ -64,12 +65,15 @@ def plot(landscape: Landscape | SpectralDensity | Mapping[str, SpectralDensity],
         The landscape to draw; or :func:`landscape.curvature.spectral_density`'s result, a
         ``SpectralDensity`` or a dict of them (``kind`` None: :func:`plot_spectrum`, the log
         density over the eigenvalues, the top ones marked; the blocks as small multiples).
-    kind : {"contour", "filled", "surface", "heatmap", "line", "eigen-ratio", "all"}, optional
-        By default "filled" for a plane and "line" for a line (:func:`plot_line`: loss and
-        accuracy on two y axes, the models marked). "all" draws a 2x3 Figure for a plane:
-        contour, filled contour, heatmap, surface and the two 1-D slices through the
-        convergence point (for a line, the line). "eigen-ratio" draws the Hessian's
-        ``|lambda_min/lambda_max|`` map (:func:`plot_eigen_ratio`).
+    kind : {"contour", "filled", "surface", "heatmap", "line", "eigen-ratio", "all", "topology"}, optional
+        By default "filled" for a plane, "line" for a line (:func:`plot_line`: loss and
+        accuracy on two y axes, the models marked) and "topology" for an n-D grid. "all"
+        draws a 2x3 Figure for a plane: contour, filled contour, heatmap, surface and the
+        two 1-D slices through the convergence point (for a line, the line).
+        "eigen-ratio" draws the Hessian's ``|lambda_min/lambda_max|`` map
+        (:func:`plot_eigen_ratio`). "topology" draws a Figure of the landscape with its
+        minima and saddles, its persistence diagram and its merge tree
+        (:func:`plot_topology`; ``connectivity`` and ``threshold`` passed on).
     ax : Axes, optional
         Axes to draw on (not with kind="all"; a 3-D axes for "surface").
     fig : Figure, optional
@@ -83,7 +87,7 @@ def plot(landscape: Landscape | SpectralDensity | Mapping[str, SpectralDensity],
     -------
     Axes or Figure
         The Axes drawn on (save it with ``ax.figure.savefig(...)``), or the Figure for
-        kind="all" on a plane (``fig.savefig(...)``). Nothing goes through pyplot: the
+        kind="all" on a plane and kind="topology" (``fig.savefig(...)``). Nothing goes through pyplot: the
         figure is not among ``plt.get_fignums()`` and the backend is left alone.
 
     Examples
@@ -96,6 +100,15 @@ def plot(landscape: Landscape | SpectralDensity | Mapping[str, SpectralDensity],
         return plot_spectrum(cast(Any, landscape), ax, fig=fig, **kwargs)
     check_param("kind", kind, [Options(KINDS), None], caller="plot")
     landscape = check_landscape(landscape, "plot")
+    if kind == "topology" or (landscape.dims > 2 and kind is None):  # an n-D grid's one picture
+        if ax is not None:
+            raise ValueError("The 'ax' parameter of plot must be None with kind='topology' (it draws a whole "
+                             "Figure). HINT: pass fig=... instead.")
+        return plot_topology(landscape, fig=fig, **kwargs)
+    if landscape.dims > 2:
+        raise InvalidParameterError(
+            f"The 'kind' parameter of plot must be None or 'topology' for a grid of {landscape.dims} directions "
+            f"(no picture shows it whole). Got {kind!r} instead.")
     line = landscape.dims == 1
     if kind is None or (line and kind == "all"):
         kind = "line" if line else "filled"
@@ -148,8 +161,8 @@ def repr_png(landscape: Landscape, *, kind: str | None = None, dpi: int = 100) -
     Parameters
     ----------
     landscape : Landscape
-    kind : {"contour", "filled", "surface", "heatmap", "line", "all"}, optional
-        By default "filled" for a plane, "line" for a line.
+    kind : {"contour", "filled", "surface", "heatmap", "line", "all", "topology"}, optional
+        By default "filled" for a plane, "line" for a line, "topology" for an n-D grid.
     dpi : int, default=100
 
     Returns

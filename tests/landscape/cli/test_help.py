@@ -30,7 +30,7 @@ def test_every_option_and_argument_of_every_subcommand_has_help():
     missing = []
     parsers = _parsers()
     assert set(parsers) == {"landscape", "demo", "run", "gen", "plot", "ls", "export", "lineage", "report", "compare",
-                            "curvature", "connect"}
+                            "curvature", "connect", "topology"}
     for name, parser in parsers.items():
         for action in parser._actions:
             if not action.help or action.help == argparse.SUPPRESS or not action.help.strip():
