@@ -64,8 +64,10 @@ def _cell(row: dict[str, Any]) -> str:
 
 
 def _spread(row: dict[str, Any]) -> str:
-    if "ratio" not in row or row.get("runs", 1) < 2:
+    if "ratio" not in row:
         return ""
+    if row.get("runs", 1) < 2 or row["low"] == row["high"]:
+        return f"({row.get('runs', 1)} run{'s' if row.get('runs', 1) > 1 else ''})"
     return f"{number(row['low'])}–{number(row['high'])} ({row['runs']} runs)"
 
 

@@ -178,8 +178,8 @@ def test_the_task_file_the_docs_print_runs_through_landscape_gen(tmp_path):
     network = MLP()  # the architecture the task file's network has, so that the checkpoints load into it
     model = Model(network, torch.nn.CrossEntropyLoss(), torch.optim.SGD(network.parameters(), lr=0.05))
     collect = {"collect_landscape": {"landscape_size": 3, "unit": "epoch", "num_samples": 64,
-                                     "intervals": [[1, 2]]}}
-    model.train(2, digits_loader(256), callbacks=[SummaryCollector(str(tmp_path / "runs" / "mlp"),
+                                     "intervals": [[1, 2, 3]]}}
+    model.train(3, digits_loader(256), callbacks=[SummaryCollector(str(tmp_path / "runs" / "mlp"),
                                                                    collect_specified_data=collect)])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     done = subprocess.run([sys.executable, "-m", "landscape", "gen", "runs/mlp", "--task", "mytask:callback_fn",
@@ -189,7 +189,7 @@ def test_the_task_file_the_docs_print_runs_through_landscape_gen(tmp_path):
     from landscape import read_h5
 
     got = read_h5(tmp_path / "runs" / "mlp" / "landscapes.h5")
-    assert sorted(got) == ["landscape_[1, 2]", "landscape_[2]"]
+    assert sorted(got) == ["landscape_[1, 3]", "landscape_[3]"]
     assert all(ls.z.shape == (3, 3) and np.isfinite(ls.z).all() for ls in got.values())
 
 
