@@ -1,13 +1,25 @@
-"""Collection of the doctests (``--doctest-modules``): modules of the optional integrations.
+"""Collection of the doctests (``--doctest-modules``), and the test workers' OpenMP waiting.
 
 A module that imports an optional framework at its top (Lightning, transformers,
 tensorboard), and the tests' helper modules that do, are collected only where that
 framework is installed; the test extra installs all of them, so CI collects everything.
+
+Under pytest-xdist (``-n``, pyproject.toml) the workers share the CPUs, each with
+PyTorch's threads: a thread spinning at the end of a kernel takes the core from another
+worker's, so the workers wait passively (``OMP_WAIT_POLICY=PASSIVE``, read by libgomp
+when torch is imported, after this file), as the ``landscape`` command does beside busy
+processes (``landscape.threads``). The values are the same bits; a policy set by the
+user is kept.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import os
+
+if os.environ.get("PYTEST_XDIST_WORKER") and not (os.environ.get("OMP_WAIT_POLICY")
+                                                  or os.environ.get("GOMP_SPINCOUNT")):
+    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
 
 
 def _missing(*modules: str) -> bool:

@@ -8,7 +8,9 @@
     not exist"); same layers, shapes and parameter names;
 (d) a 2-layer transformer-encoder text classifier on token ids (``nn.TransformerEncoder``,
     a learned positional embedding, mean pooling);
-(e) GPT-2 from a tiny ``transformers.GPT2Config`` (no download), dict batches with labels.
+(e) GPT-2 from a tiny ``transformers.GPT2Config`` (no download), dict batches with labels;
+(g) a small vision transformer (ViT: patches of 4×4 of a 3×32×32 image, a class token, a
+    learned positional embedding, pre-norm encoder layers) built from ``torch.nn`` only.
 Also (f) ResNet-56 (CIFAR), for GPU runs.
 """
 
@@ -145,6 +147,31 @@ class TextClassifier(nn.Module):
         return self.head(h.mean(1))
 
 
+# -- (g) a small vision transformer ------------------------------------------------------
+class ViT(nn.Module):
+    """Dosovitskiy et al.'s ViT at CIFAR scale, from ``torch.nn`` only: 4×4 patches of a 3×32×32
+    image embedded by a strided convolution, a class token, a learned positional embedding,
+    ``depth`` pre-norm encoder layers (GELU), the class token's final LayerNorm and a linear head."""
+
+    def __init__(self, image: int = 32, patch: int = 4, dim: int = 64, depth: int = 4, heads: int = 4,
+                 mlp: int = 128, classes: int = 10) -> None:
+        super().__init__()
+        self.patches = nn.Conv2d(3, dim, patch, stride=patch)
+        tokens = (image // patch) ** 2
+        self.cls = nn.Parameter(torch.zeros(1, 1, dim))
+        self.pos = nn.Parameter(torch.randn(1, tokens + 1, dim) * 0.02)
+        layer = nn.TransformerEncoderLayer(dim, heads, mlp, dropout=0.0, activation="gelu", batch_first=True,
+                                           norm_first=True)
+        self.encoder = nn.TransformerEncoder(layer, depth, enable_nested_tensor=False)
+        self.norm = nn.LayerNorm(dim)
+        self.head = nn.Linear(dim, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.patches(x).flatten(2).transpose(1, 2)
+        h = torch.cat([self.cls.expand(h.shape[0], -1, -1), h], dim=1) + self.pos
+        return self.head(self.norm(self.encoder(h)[:, 0]))
+
+
 def _gpt2(seed: int = 0) -> nn.Module:
     from transformers import GPT2Config, GPT2LMHeadModel
 
@@ -182,6 +209,8 @@ def workload(name: str, n: int) -> tuple[nn.Module, Any, Any, Callable[[nn.Modul
         return ResNet18(), _images(n, 64), Supervised(ce), lambda m, b: ce(m(b[0]), b[1])
     if name == "transformer":
         return TextClassifier(), _tokens(n), Supervised(ce), lambda m, b: ce(m(b[0]), b[1])
+    if name == "vit":
+        return ViT(), _images(n, 32), Supervised(ce), lambda m, b: ce(m(b[0]), b[1])
     if name == "mlp26m":  # a network beyond the engine's small-network rules (26.2M parameters, 105 MB)
         g = torch.Generator().manual_seed(0)
         x, y = torch.randn(n, 256, generator=g), torch.randint(0, 10, (n,), generator=g)
@@ -197,4 +226,4 @@ def workload(name: str, n: int) -> tuple[nn.Module, Any, Any, Callable[[nn.Modul
 
 MODELS = ("mlp", "resnet20", "resnet18", "transformer", "gpt2")
 #: Workloads run only when named (``--models mlp26m``).
-MORE_MODELS = ("mlp26m",)
+MORE_MODELS = ("mlp26m", "vit")

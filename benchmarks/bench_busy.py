@@ -96,6 +96,8 @@ def _gen(root: str, run: str, out: str, size: int, setting: dict[str, str]) -> f
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=21)
+    parser.add_argument("--results", action="store_true",
+                        help="write benchmarks/results/busy.json (the Benchmarks page's table)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--spin", action="store_true", help="also libgomp's default spinning (slow)")
     parser.add_argument("--alone", action=argparse.BooleanOptionalAction, default=True,
@@ -136,6 +138,18 @@ def main() -> None:
         rng = {key: [round(min(v), 2), round(max(v), 2)] for key, v in times.items() if v}
         print(json.dumps({"size": args.size, "median_s": med, "range_s": rng,
                           "ratio_busy_default_over_one_thread": round(med["busy_default"] / med["busy_one_thread"], 3)}))
+        if args.results:
+            from _results import ratio_row, write
+
+            pairs = zip(times["busy_default"], times["busy_one_thread"])
+            write("busy", order=90, title="Beside a busy process", peer="the same command with one thread",
+                  ratio="time of `landscape gen` at its default / time with `OMP_NUM_THREADS=1`, beside a busy "
+                        "process (below 1: the default is faster)",
+                  rows=[ratio_row("`landscape gen`, default threads", [a / b for a, b in pairs])],
+                  records=[{"median_s": med, "range_s": rng}],
+                  notes=f"Three {args.size}×{args.size} landscapes of a 2-layer LSTM at 512 samples, each in a fresh "
+                        "process, beside a PyTorch matmul loop at 2 threads; the same values, bit for bit, in every "
+                        "repeat of a thread count.")
 
 
 if __name__ == "__main__":

@@ -182,6 +182,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's)")
     parser.add_argument("--dir", default=None, help="where the runs write (default: the system's temporary folder)")
     parser.add_argument("--no-lightning", action="store_true", help="leave out the two Lightning series")
+    parser.add_argument("--results", action="store_true",
+                        help="write benchmarks/results/collector.json (the Benchmarks page's table)")
     args = parser.parse_args()
     if args.repeats < 1:
         parser.error(f"--repeats must be at least 1, got {args.repeats}")
@@ -235,7 +237,7 @@ def main() -> None:
                  "lightning_pair_ratio_median": round(statistics.median(pairs), 4),
                  "lightning_pair_ratio_range": [round(min(pairs), 4), round(max(pairs), 4)],
                  "lightning_overhead_ms": round(1000 * (lw - lb), 1)}
-    print(json.dumps({
+    record = {
         "benchmark": "collector_overhead",
         "model": "MLP 64-128-128-10, digits, batch 64",
         "epochs": args.epochs, "steps": args.epochs * len(loader), "unit": args.unit, "collect_freq": 10,
@@ -248,7 +250,20 @@ def main() -> None:
         "range_without_s": _range(without), "range_with_s": _range(with_collector),
         "range_essential_s": _range(with_essential),
         **extra,
-    }))
+    }
+    print(json.dumps(record))
+    if args.results:
+        from _results import ratio_row, write
+
+        rows = [ratio_row("`SummaryCollector` under `Model`", [w / b for w, b in zip(with_collector, without)])]
+        if lightning:
+            rows.append(ratio_row(f"`LightningCollector` under `Trainer.fit` (Lightning {pl.__version__})",
+                                  [w / b for w, b in zip(lit_with, lit_without)]))
+        write("collector", order=80, title="Training with the collector", peer="the same training without a collector",
+              ratio="time with the collector / time without (1 is free)", rows=rows, records=[record],
+              notes=f"The digits MLP, {args.epochs} epochs; the collector with `collect_freq=10`, histograms, the "
+                    "graph, lineage and landscape checkpoints. A reference callback doing only the copies and files "
+                    f"the collector cannot leave out measured {ess / base:.2f} in the same run.")
 
 
 if __name__ == "__main__":

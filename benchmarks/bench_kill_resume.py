@@ -73,6 +73,8 @@ def _cmd(run: str, out: str, size: int) -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=200)
+    parser.add_argument("--results", action="store_true",
+                        help="write benchmarks/results/resume.json (the Benchmarks page's table)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--kill-at", type=float, default=0.45)
     args = parser.parse_args()
@@ -106,6 +108,17 @@ def main() -> None:
         print(json.dumps({"size": args.size, "median_ratio": statistics.median(r["ratio"] for r in rows),
                           "range": [min(r["ratio"] for r in rows), max(r["ratio"] for r in rows)],
                           "all_bit_for_bit": all(r["bit_for_bit"] for r in rows)}))
+        if args.results:
+            from _results import ratio_row, write
+
+            write("resume", order=100, title="Resuming after a kill", peer="an uninterrupted run",
+                  ratio="rerun's time / the uninterrupted run's time",
+                  rows=[ratio_row(f"rerun after SIGKILL at {args.kill_at:.0%}", [r["ratio"] for r in rows])],
+                  records=rows,
+                  notes=f"The demo MLP's three {args.size}×{args.size} landscapes through `landscape gen`, killed with "
+                        "SIGKILL and run again"
+                        + ("; the rerun's landscapes equal the uninterrupted ones bit for bit."
+                           if all(r["bit_for_bit"] for r in rows) else "; NOT bit for bit in every repeat."))
 
 
 if __name__ == "__main__":

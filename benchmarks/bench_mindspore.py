@@ -13,6 +13,9 @@ the same way (``_mindspore_workload.py``), alternating with ours ``--rounds`` ti
 per round and a summary::
 
     python benchmarks/bench_mindspore.py --size 6 --rounds 3 --mindspore-python /opt/ms-venv/bin/python
+
+With ``--results`` (and ``--mindspore-python``) it writes ``benchmarks/results/mindspore.json``,
+the Benchmarks page's table (``python benchmarks/make_page.py``).
 """
 
 from __future__ import annotations
@@ -68,6 +71,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=1, help="fresh processes of each, alternating")
     ap.add_argument("--mindspore-python", default=None, help="an interpreter with MindSpore installed")
     ap.add_argument("--ours-only", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--results", action="store_true",
+                    help="write benchmarks/results/mindspore.json (needs --mindspore-python)")
     args = ap.parse_args()
     if args.ours_only:
         print(json.dumps(ours(args.size, args.repeats)))
@@ -103,6 +108,24 @@ def main() -> None:
         print(json.dumps({"summary": True, "rounds": len(rows),
                           "mindspore_over_ours_first": [r["mindspore_over_ours_first"] for r in rows],
                           "mindspore_over_ours_again": [r["mindspore_over_ours_again"] for r in rows]}))
+        if args.results:
+            from _results import ratio_row, write
+
+            ms = [r["mindspore"]["gen_s"] for r in rows]  # type: ignore[index]
+            first = [r["ours"]["first_s"] for r in rows]  # type: ignore[index]
+            write("mindspore", order=10, title="MindSpore's own workload", peer="MindSpore 2.10",
+                  ratio="speed-up: MindSpore's time / ours",
+                  rows=[ratio_row("first call in a fresh process", [r["mindspore_over_ours_first"] for r in rows],
+                                  headline=f"its own workload: two PCA and one random {args.size}×{args.size} "
+                                           "landscape, first call"),
+                        ratio_row("later calls in the same process",
+                                  [r["mindspore_over_ours_again"] for r in rows])],
+                  records=rows,
+                  notes=f"Two PCA landscapes and one random landscape, {args.size}×{args.size}, 512 samples, the "
+                        "digits MLP trained by each tool's own `Model` and `SummaryCollector`; "
+                        "`gen_landscapes_with_multi_process` timed in each, imports excluded, MindSpore in its own "
+                        f"virtual environment. MindSpore took {min(ms):.1f}–{max(ms):.1f} s, ours "
+                        f"{min(first):.3f}–{max(first):.3f} s as the process's first call.")
 
 
 if __name__ == "__main__":

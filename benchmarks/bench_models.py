@@ -23,6 +23,13 @@ call above the process's memory before it (VmHWM, Linux). Run it alone on the ma
     python benchmarks/bench_models.py --models mlp,resnet20 --samples 512,64 --repeats 3
     python benchmarks/bench_models.py --device cuda --models resnet56 --samples 256,2048
     python benchmarks/bench_models.py --grid 3 --repeats 5     # small landscapes: fixed costs count
+
+``--results`` writes ``benchmarks/results/naive_loop.json`` (``naive_loop_gpu.json`` on a GPU)
+and ``plain_inference.json``, the Benchmarks page's tables (``python benchmarks/make_page.py``);
+the page's commands::
+
+    python benchmarks/bench_models.py --samples 64 --grid 21,3 --repeats 5 --results
+    python benchmarks/bench_models.py --device cuda --samples 512 --grid 11 --results
 """
 
 from __future__ import annotations
@@ -153,18 +160,27 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=4.0, help="target duration of one measurement")
     parser.add_argument("--plan", default="auto", choices=["auto", "tune"],
                         help="our plan: the default (chosen without timing), or tuned (timed candidates)")
-    parser.add_argument("--grid", type=int, default=None,
-                        help="points per side, 3 to 256, the naive loop then timed on as many points "
-                             "(issue 35: 3 and 21); default: a grid of about --seconds")
+    parser.add_argument("--grid", default=None,
+                        help="points per side, 3 to 256 (comma-separated for several), the naive loop then timed "
+                             "on as many points; default: a grid of about --seconds")
+    parser.add_argument("--results", action="store_true",
+                        help="write benchmarks/results/naive_loop.json and plain_inference.json")
     args = parser.parse_args()
-    if args.grid is not None and not 3 <= args.grid <= 256:
-        parser.error(f"--grid must be 3 to 256, got {args.grid}")
+    grids: list[int | None] = [None]
+    if args.grid is not None:
+        try:
+            grids = [int(g) for g in args.grid.split(",")]
+        except ValueError:
+            parser.error(f"--grid takes integers, comma-separated; got {args.grid!r}")
+        if not all(3 <= g <= 256 for g in grids):
+            parser.error(f"--grid must be 3 to 256, got {args.grid}")
+    records = []
     device = torch.device(args.device)
     device_ids = [0] if device.type == "cuda" else None
     for name in args.models.split(","):
         for n in (int(s) for s in args.samples.split(",")):
             modes = [True, False] if args.train_mode and name in ("resnet20", "resnet56", "resnet18") else [True]
-            for eval_mode in modes:
+            for eval_mode, fixed in ((m, g) for m in modes for g in grids):
                 model, data, task, forward = workload(name, n)
                 model = model.to(device).train(not eval_mode)
                 samples = collect(data, n, task, caller="bench")
@@ -175,8 +191,8 @@ def main() -> None:
                 target = max(4, int(args.seconds / max(t_pass, 1e-6)))
                 grid = min(256, max(3, int(math.sqrt(target))))  # compute_landscape takes 3 to 256
                 naive_pts = max(3, min(200, target // 2))
-                if args.grid is not None:  # the same points both ways, fixed costs included in ours
-                    grid, naive_pts = args.grid, args.grid * args.grid
+                if fixed is not None:  # the same points both ways, fixed costs included in ours
+                    grid, naive_pts = fixed, fixed * fixed
                 lim, nai, ours, plans, peaks, same = [], [], [], [], [], []
                 for _ in range(args.repeats):
                     lim.append(1.0 / _time_pass(model, forward, passes, device, reps=max(1, naive_pts)))
@@ -196,14 +212,53 @@ def main() -> None:
                 ratio_l = [o / m for o, m in zip(ours, lim)]
                 ratio_n = [o / m for o, m in zip(ours, nai)]
                 ratio_s = [o / m for o, m in zip(ours, same)]
-                print(json.dumps({
+                records.append({
                     "model": name, "samples": n, "mode": "eval" if eval_mode else "train", "device": str(device),
                     "best_batch": bs, "grid": grid, "limit_pts_s": _stats(lim), "naive_pts_s": _stats(nai),
                     "ours_pts_s": _stats(ours), "ours_over_limit": _stats(ratio_l), "ours_over_naive": _stats(ratio_n),
                     "naive_at_our_batch_pts_s": _stats(same), "ours_over_naive_at_our_batch": _stats(ratio_s),
                     "plan": plans[-1], "peak_mb_above": round(statistics.median(peaks), 1),
-                    "threads": torch.get_num_threads(),
-                }), flush=True)
+                    "threads": torch.get_num_threads(), "repeats": args.repeats,
+                })
+                print(json.dumps(records[-1]), flush=True)
+    if args.results:
+        _write_results(records, device)
+
+
+_NAMES = {"mlp": "digits MLP", "resnet20": "CIFAR ResNet-20", "resnet18": "ResNet-18 (64×64 images)",
+          "transformer": "2-layer transformer classifier", "gpt2": "tiny GPT-2", "resnet56": "CIFAR ResNet-56",
+          "mlp26m": "a 26M-parameter MLP", "vit": "a small ViT"}
+
+
+def _write_results(records: list[dict[str, Any]], device: torch.device) -> None:
+    """The Benchmarks page's result files (benchmarks/_results.py) from this run's records."""
+    from _results import stats_row, write
+
+    naive, limit = [], []
+    # the README's row: the digits MLP's first plane of 20 or more points per side, on the CPU
+    lead = next((r for r in records if r["model"] == "mlp" and r["grid"] >= 20 and device.type == "cpu"), None)
+    for r in records:
+        what = (f"{r['grid']}×{r['grid']}, {_NAMES.get(r['model'], r['model'])}, {r['samples']} samples"
+                + ("" if r["mode"] == "eval" else ", train-mode statistics"))
+        headline = f"{r['grid']}×{r['grid']} plane, digits MLP, {r['samples']} samples" if r is lead else None
+        naive.append(stats_row(what, r["ours_over_naive"], r["repeats"], headline=headline))
+        limit.append(stats_row(what, r["ours_over_limit"], r["repeats"]))
+    gpu = device.type == "cuda"
+    write("naive_loop_gpu" if gpu else "naive_loop", order=50 if gpu else 40,
+          title="The naive loop on a GPU" if gpu else "The naive loop",
+          peer="the naive loop (a state dict loaded per point)",
+          ratio="speed-up: the loop's time / ours, on the same points", rows=naive, records=records,
+          device=str(device),
+          notes="The loop users write: per point a state dict built and loaded with `load_state_dict`, then the "
+                "forward pass at its fastest batch size, its directions drawn outside its timer; ours end to end. "
+                "On a 3×3 grid a landscape's fixed cost counts.")
+    if not gpu:
+        write("plain_inference", order=60, title="Plain inference", peer="plain batched inference (the limit)",
+              ratio="ours in points/s over forward passes/s of the same model and samples at its fastest batch "
+                    "size", rows=limit, records=records,
+              notes="One forward pass over the samples per point is the most a loop of forwards can do; above 1, "
+                    "several points share a layer's work (the MLP) or the convolutions run fused and "
+                    "channels-last (the CNNs).")
 
 
 if __name__ == "__main__":

@@ -46,6 +46,11 @@ measured alongside as the reference the views are held to:
   ``y`` index ``j + 1`` (even ``i``) or ``j`` (odd).
 
     python benchmarks/bench_peers.py --section views --repeats 7
+
+``--results`` writes ``benchmarks/results/loss_landscapes.json`` and ``li_et_al.json`` (the
+Benchmarks page's tables: ``python benchmarks/make_page.py``); the page's command::
+
+    python benchmarks/bench_peers.py --models mlp --samples 512,64 --steps 40 --repeats 3 --results
 """
 
 from __future__ import annotations
@@ -238,7 +243,8 @@ def summary(points: int, ours: list[float], theirs: list[float]) -> dict[str, An
     po, pt = [points / t for t in ours], [points / t for t in theirs]
     return {"ours_pts_s": _stats(po), "loss_landscapes_pts_s": _stats(pt),
             "ours_seconds": _stats(ours), "ours_over_loss_landscapes": round(statistics.median(po)
-                                                                             / statistics.median(pt), 2)}
+                                                                             / statistics.median(pt), 2),
+            "ours_over_loss_landscapes_per_repeat": [round(t / o, 3) for o, t in zip(ours, theirs)]}
 
 
 def compare(ours: np.ndarray, theirs: np.ndarray) -> dict[str, Any]:
@@ -355,11 +361,16 @@ def main() -> None:
     parser.add_argument("--section", choices=("plane", "views", "all"), default="all",
                         help="the 2D random_plane comparison, the views (lines, interpolation, planes through "
                              "models), or both")
+    parser.add_argument("--results", action="store_true",
+                        help="write benchmarks/results/loss_landscapes.json and li_et_al.json")
     args = parser.parse_args()
+    records: list[dict[str, Any]] = []
     if args.section in ("views", "all"):
         for line in view_cases(args.repeats):
+            records.append(line)
             print(json.dumps(line), flush=True)
     if args.section == "views":
+        _write_results(args, records)
         return
     criterion = nn.CrossEntropyLoss()
     for name in args.models.split(","):
@@ -393,15 +404,55 @@ def main() -> None:
                 compute_landscape(net, criterion, (x, y), size=steps, num_samples=n, normalization="filter",
                                   seed=r)
                 ours.append(steps * steps / (time.perf_counter() - t0))
-            print(json.dumps({
+            records.append({
                 "model": name, "samples": n, "grid": f"{steps}x{steps}",
                 "ours_pts_s": _stats(ours), "loss_landscapes_pts_s": _stats(theirs), "li_et_al_pts_s": _stats(li),
                 "limit_pts_s": _stats(limit), "ours_over_limit": _stats([a / b for a, b in zip(ours, limit)]),
                 "ours_over_loss_landscapes": _stats([a / b for a, b in zip(ours, theirs)]),
                 "ours_over_li_et_al": _stats([a / b for a, b in zip(ours, li)]),
                 "max_rel_diff_vs_loss_landscapes": ll_v, "max_rel_diff_vs_li_et_al": li_v,
-                "threads": torch.get_num_threads(),
-            }), flush=True)
+                "threads": torch.get_num_threads(), "repeats": args.repeats,
+            })
+            print(json.dumps(records[-1]), flush=True)
+    _write_results(args, records)
+
+
+_NAMES = {"mlp": "digits MLP", "resnet20": "CIFAR ResNet-20", "resnet18": "ResNet-18", "transformer": "transformer",
+          "gpt2": "tiny GPT-2"}
+_VIEWS = {"random_line": "`random_line`, 51 points", "linear_interpolation": "`linear_interpolation`, 101 points",
+          "planar_interpolation": "`planar_interpolation`, 40×40"}
+
+
+def _write_results(args: argparse.Namespace, records: list[dict[str, Any]]) -> None:
+    """The Benchmarks page's result files (benchmarks/_results.py) from this run's records."""
+    if not args.results:
+        return
+    from _results import ratio_row, stats_row, write
+
+    planes = [r for r in records if "model" in r]
+    ll_rows, li_rows = [], []
+    for r in planes:
+        what = f"{_NAMES.get(r['model'], r['model'])}, {r['grid'].replace('x', '×')}, {r['samples']} samples"
+        headline = f"`random_plane`, {what}" if r["model"] == "mlp" and r["samples"] == 512 else None
+        ll_rows.append(stats_row(f"`random_plane`, {what}", r["ours_over_loss_landscapes"], r["repeats"],
+                                 headline=headline))
+        li_rows.append(stats_row(what, r["ours_over_li_et_al"], r["repeats"]))
+    for r in records:
+        if "case" in r:
+            ll_rows.append(ratio_row(f"{_VIEWS[r['case']]}, {VIEW_SAMPLES} samples",
+                                     r["ours_over_loss_landscapes_per_repeat"]))
+    diffs = [r["max_rel_diff_vs_loss_landscapes"] for r in planes]
+    write("loss_landscapes", order=20, title="loss-landscapes", peer="loss-landscapes 3.0.6",
+          ratio="speed-up: their time / ours, each on its own grid (values checked at their points)",
+          rows=ll_rows, records=records,
+          notes="In a plain Python process, filter-normalised random planes, alternating in one process"
+                + (f"; their values equal ours within {max(diffs):.1e} relative at their own points." if diffs
+                   else "."))
+    if li_rows:
+        write("li_et_al", order=30, title="Li et al.'s loop", peer="Li et al.'s `plot_surface.py` loop (a port)",
+              ratio="speed-up: their time / ours", rows=li_rows, records=planes,
+              notes="Their `net_plotter.set_weights` and `evaluation.eval_loss` per point over a DataLoader of "
+                    "batch 128, as their `plot_surface.py` does, in a plain Python process.")
 
 
 if __name__ == "__main__":

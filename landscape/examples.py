@@ -22,7 +22,27 @@ IMAGE_KINDS = ("cnn", "resnet")
 
 
 def digits_tensors(image: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-    """All 1,797 digits as ``(inputs, labels)``: inputs float32 in [0, 1], (N, 64) or (N, 1, 8, 8)."""
+    """All 1,797 of scikit-learn's 8x8 digits (shipped with scikit-learn: no download).
+
+    Parameters
+    ----------
+    image : bool, default=False
+        Shape the inputs as images, (N, 1, 8, 8), instead of 64 features.
+
+    Returns
+    -------
+    inputs : tensor of shape (1797, 64) or (1797, 1, 8, 8)
+        float32, scaled to [0, 1].
+    labels : tensor of shape (1797,)
+        int64 classes 0 to 9.
+
+    Examples
+    --------
+    >>> from landscape.examples import digits_tensors
+    >>> inputs, labels = digits_tensors()
+    >>> tuple(inputs.shape), int(labels.max())
+    ((1797, 64), 9)
+    """
     from sklearn.datasets import load_digits
 
     data = load_digits()
@@ -33,7 +53,24 @@ def digits_tensors(image: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
 
 def digits_loader(batch_size: int = 64, *, image: bool = False, shuffle: bool = True, seed: int = 0,
                   drop_last: bool = True) -> DataLoader:
-    """A DataLoader over the digits; with the defaults, 28 batches of 64 per epoch."""
+    """A DataLoader over the digits (:func:`digits_tensors`); with the defaults, 28 batches of 64 per epoch.
+
+    Parameters
+    ----------
+    batch_size : int, default=64
+    image : bool, default=False
+        Images, (B, 1, 8, 8), instead of 64 features.
+    shuffle : bool, default=True
+        A new order each epoch, drawn from a generator seeded with ``seed``.
+    seed : int, default=0
+    drop_last : bool, default=True
+        Leave out the last, short batch.
+
+    Returns
+    -------
+    torch.utils.data.DataLoader
+        Over a ``TensorDataset`` of ``(inputs, labels)``.
+    """
     x, y = digits_tensors(image)
     gen = torch.Generator().manual_seed(seed)
     return DataLoader(TensorDataset(x, y), batch_size=batch_size, shuffle=shuffle, drop_last=drop_last, generator=gen)
@@ -41,8 +78,22 @@ def digits_loader(batch_size: int = 64, *, image: bool = False, shuffle: bool = 
 
 def train_epoch(net: nn.Module, opt: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor,
                 generator: torch.Generator, batch_size: int = 64, drop_last: bool = False) -> None:
-    """One epoch of cross-entropy minibatches over ``(x, y)`` in the order ``generator`` draws
-    (``drop_last``: without the last, short batch)."""
+    """One epoch of SGD-style training: cross-entropy minibatches over ``(x, y)``, in place.
+
+    Parameters
+    ----------
+    net : nn.Module
+        Trained in place.
+    opt : torch.optim.Optimizer
+        Over ``net``'s parameters; one step per batch.
+    x, y : tensor
+        Inputs and labels (:func:`digits_tensors`).
+    generator : torch.Generator
+        Draws the batches' order, so that an epoch is reproducible.
+    batch_size : int, default=64
+    drop_last : bool, default=False
+        Leave out the last, short batch.
+    """
     order = torch.randperm(len(x), generator=generator)
     stop = len(x) - batch_size + 1 if drop_last else len(x)
     for i in range(0, stop, batch_size):
@@ -210,9 +261,30 @@ class DigitsResNet(nn.Module):
 
 def build_model(kind: str, *, hidden: int = 128, depth: int | None = None, width: int = 64, channels: int = 16,
                 norm: str = "none", init: str = "default", shortcut: bool = True) -> nn.Module:
-    """Make one of the built-in models by name (see ``MODEL_KINDS``); ``norm`` and ``init``
-    apply to the deep MLPs (see :class:`DeepMLP`, default depth 12), ``shortcut`` to the
-    ResNet (see :class:`DigitsResNet`, default depth 20)."""
+    """Make one of the built-in models by name, as a configuration's ``[[runs]] model`` names it.
+
+    Parameters
+    ----------
+    kind : str
+        One of ``MODEL_KINDS``: "mlp", "cnn", "deep_plain", "deep_residual", "resnet".
+    hidden : int, default=128
+        The MLP's hidden width.
+    depth : int, optional
+        The deep MLPs' depth (default 12) or the ResNet's (default 20).
+    width : int, default=64
+        The deep MLPs' width.
+    channels : int, default=16
+        The CNN's and the ResNet's first channels.
+    norm, init : str
+        The deep MLPs' normalization and initialisation (:class:`DeepMLP`).
+    shortcut : bool, default=True
+        The ResNet's identity shortcuts (:class:`DigitsResNet`); False is Li et al.'s "noshort".
+
+    Returns
+    -------
+    nn.Module
+        A fresh model; a wrong name or value raises ``InvalidParameterError`` naming it.
+    """
     check_param("model.kind", kind, [Options(MODEL_KINDS)], caller="the configuration")
     if kind == "mlp":
         check_param("model.hidden", hidden, [Interval(int, 1, None)], caller="the configuration")

@@ -44,9 +44,24 @@ def _read_running() -> int | None:
 
 def others_running(samples: int = 5, gap: float = 0.002,
                    read: Callable[[], int | None] = _read_running) -> int | None:
-    """Threads of other processes runnable on the machine: the fewest of ``samples`` reads
-    ``gap`` seconds apart (a daemon waking for a moment is not a busy process), less this one's
-    reading thread; ``None`` where the system does not say (not Linux)."""
+    """Threads of other processes runnable on the machine.
+
+    Parameters
+    ----------
+    samples : int, default=5
+        Reads of the load, the fewest of which counts (a daemon waking for a moment is not a
+        busy process).
+    gap : float, default=0.002
+        Seconds between the reads.
+    read : callable, default=reading ``/proc/loadavg``
+        ``read() -> int | None``: the runnable threads now.
+
+    Returns
+    -------
+    int or None
+        The fewest count, less this process's reading thread; ``None`` where the system
+        does not say (not Linux).
+    """
     counts = []
     for k in range(samples):
         if k:
@@ -75,11 +90,25 @@ def _default_threads(env: Mapping[str, str], cpus: int) -> int:
 
 def wait_policy(threads: int | None = None, env: Mapping[str, str] | None = None,
                 others: int | None = None) -> str | None:
-    """``"PASSIVE"`` when ``threads`` of ours (default: ``OMP_NUM_THREADS`` or one per CPU)
-    and the other runnable threads (``others``, default :func:`others_running`) exceed the
-    CPUs this process may use; ``None`` (libgomp's default) when they fit, when one thread
-    runs (nothing to wait for), where the load is unknown, or when the user set
-    ``OMP_WAIT_POLICY`` or ``GOMP_SPINCOUNT`` in ``env`` (default: ``os.environ``)."""
+    """The OpenMP wait policy for ``threads`` threads of ours beside the machine's other work.
+
+    Parameters
+    ----------
+    threads : int, optional
+        Our threads (default: ``OMP_NUM_THREADS``, or one per CPU).
+    env : mapping, optional
+        The environment (default ``os.environ``): a user's ``OMP_WAIT_POLICY`` or
+        ``GOMP_SPINCOUNT`` there always wins.
+    others : int, optional
+        Other runnable threads (default :func:`others_running`).
+
+    Returns
+    -------
+    str or None
+        ``"PASSIVE"`` when ours and the others exceed the CPUs this process may use;
+        ``None`` (libgomp's default) when they fit, when one thread runs (nothing to wait
+        for), where the load is unknown, or when the user chose.
+    """
     env = os.environ if env is None else env
     if any(env.get(name) for name in USER_SETTINGS):
         return None
@@ -96,9 +125,21 @@ def wait_policy(threads: int | None = None, env: Mapping[str, str] | None = None
 
 
 def owned_env(threads: int | None, processes: int = 1) -> dict[str, str]:
-    """The environment to start ``processes`` worker processes of ``threads`` threads each
-    (``None`` or 0: one per CPU) with: ``os.environ``, plus ``OMP_WAIT_POLICY=PASSIVE`` when
-    :func:`wait_policy` chooses it for their threads together."""
+    """The environment to start worker processes with.
+
+    Parameters
+    ----------
+    threads : int or None
+        Threads per worker (``None`` or 0: one per CPU).
+    processes : int, default=1
+        How many workers run together.
+
+    Returns
+    -------
+    dict of str to str
+        ``os.environ``, plus ``OMP_WAIT_POLICY=PASSIVE`` when :func:`wait_policy` chooses it
+        for their threads together.
+    """
     env = dict(os.environ)
     per_process = threads if threads else _default_threads(env, _cpus())
     policy = wait_policy(per_process * max(1, processes), env)
@@ -109,8 +150,15 @@ def owned_env(threads: int | None, processes: int = 1) -> dict[str, str]:
 
 def set_for_command() -> str | None:
     """In the ``landscape`` command's own process, before torch is imported: set
-    ``OMP_WAIT_POLICY`` when :func:`wait_policy` chooses it (its workers inherit it); the
-    policy set, or ``None``. Does nothing once torch is imported (libgomp has read it)."""
+    ``OMP_WAIT_POLICY`` when :func:`wait_policy` chooses it (its workers inherit it).
+
+    Does nothing once torch is imported (libgomp has read it then).
+
+    Returns
+    -------
+    str or None
+        The policy set, or ``None``.
+    """
     if "torch" in sys.modules:
         return None
     policy = wait_policy()

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tests._shared import shared_folder
+
 DATA = Path(__file__).parent / "data"
 MINDSPORE_RUN = DATA / "mindspore-2.10-mlp-digits"
 MINDSPORE_PCA = DATA / "mindspore-2.10-pca-given-weights"
@@ -28,12 +30,15 @@ def mindspore_run() -> Path:
     return MINDSPORE_RUN
 
 
-@pytest.fixture(scope="session")
-def demo_run(tmp_path_factory) -> Path:
-    """``landscape demo --size 6`` run once (in a subprocess, as a user runs it) for the tests that read its output."""
-    out = tmp_path_factory.mktemp("demo") / "run"
-    res = subprocess.run([sys.executable, "-m", "landscape", "demo", "--out", str(out), "--size", "6"],
+def _demo(folder: Path) -> None:
+    res = subprocess.run([sys.executable, "-m", "landscape", "demo", "--out", str(folder / "run"), "--size", "6"],
                          capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1], timeout=300)
     assert res.returncode == 0, res.stderr
     assert "landscape_[1, 5]" in res.stdout and "landscape_[10]" in res.stdout and "Done in" in res.stdout
-    return out
+
+
+@pytest.fixture(scope="session")
+def demo_run(tmp_path_factory) -> Path:
+    """``landscape demo --size 6`` run once per test run (in a subprocess, as a user runs it; shared by the
+    xdist workers) for the tests that read its output; read it, do not write into it."""
+    return shared_folder(tmp_path_factory, "demo", _demo) / "run"

@@ -81,6 +81,8 @@ class SummaryCollector(PlainLoopMixin, Callback):
     (tags ``loss/auto``, ``{parameter}/auto``, ``input_data/auto``), so MindInsight shows
     the run like a MindSpore one.
 
+    Read more in the user guide: [Collecting](../collecting.md).
+
     Parameters
     ----------
     summary_dir : str or os.PathLike

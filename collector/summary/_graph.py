@@ -1,43 +1,27 @@
 """A torch network as an anf_ir ``GraphProto`` that MindInsight's graph page draws.
 
-How the graph is obtained, in order (one log line says which one was used when it is
-not the first):
+How the graph is obtained, in order (one log line says which one when it is not the first):
+``torch.fx.symbolic_trace`` of the network; ``torch.export.export`` when tracing fails and
+example inputs are given; else the leaf modules in registration order, chained.
 
-1. ``torch.fx.symbolic_trace`` of the network;
-2. ``torch.export.export`` when tracing fails and example inputs are given;
-3. a module-tree description: the leaf modules in registration order, chained.
+How it is written (MindSpore 2.10's shape, docs/summary-format.md):
 
-How it is written (MindSpore 2.10's shape, ``../shared/spec/summary-format.md``):
+* nodes named ``'1'``, ``'2'``, ... in execution order; ``scope`` is the module path, each
+  level ``{attribute}-{ClassName}`` under ``Default``; ``full_name`` is
+  ``{scope}/{op_type}-op{k}``; ``instance_name`` the fx node's name;
+* inputs name a graph input, a parameter or buffer, another node or a constant
+  (``const_vals``); ``parameters`` are the graph inputs, then every parameter and buffer a
+  node uses, with dtype and shape; ``outputs`` the node(s) the network returns.
 
-* nodes named ``'1'``, ``'2'``, ... in execution order; ``scope`` is the module path,
-  each level ``{attribute}-{ClassName}`` under ``Default`` (``Default/layer1-Sequential/
-  0-BasicBlock/conv1-Conv2d``); ``full_name`` is ``{scope}/{op_type}-op{k}`` with k
-  counting nodes from 0; ``instance_name`` the fx node's name (or, inside an expanded
-  module, the operator's, e.g. ``matmul``);
-* inputs name a graph input (``x``), a parameter or buffer (``fc1.weight``), another
-  node (``'3'``) or a constant (``cst1`` in ``const_vals``);
-* ``parameters``: the graph inputs, then every parameter and buffer a node uses, with
-  dtype and shape; ``outputs``: the node(s) the network returns.
+Operator types are named as MindSpore names its primitives, so that MindInsight shows
+familiar nodes (``nn.Linear`` is ``MatMul`` + ``BiasAdd``, ``+`` is ``Add``, ``view`` is
+``Reshape``, ...; the table is ``_OP_TYPES``; anything else its name in CamelCase).
 
-Operator types, chosen as MindSpore names its primitives so that MindInsight shows
-familiar nodes: ``nn.Linear`` becomes ``MatMul`` (+ ``BiasAdd``), ``nn.ConvNd``
-``ConvNd`` (+ ``BiasAdd``), BatchNorm ``BatchNorm``, LayerNorm ``LayerNorm``,
-Embedding ``Gather``, pooling ``MaxPool``/``AvgPool``/``AdaptiveAvgPool2D``,
-activations by name (``ReLU``, ``GeLU``, ``Sigmoid``, ``Tanh``, ``Softmax``, ...);
-functions and tensor methods: ``+`` ``Add``, ``-`` ``Sub``, ``*`` ``Mul``, ``/``
-``RealDiv``, ``@`` ``MatMul``, ``view``/``reshape`` ``Reshape``, ``flatten``
-``Flatten``, ``permute``/``transpose`` ``Transpose``, ``cat`` ``Concat``, ``mean``
-``ReduceMean``, ``sum`` ``ReduceSum``, indexing ``TupleGetItem``/``StridedSlice``;
-anything else: its class or function name in CamelCase (see ``_OP_TYPES``).
-
-Shapes: with ``example_inputs`` they are propagated with fake tensors (no computation,
-no change to BatchNorm statistics). Without, an input consumed by a ``Linear`` (possibly
-through Flatten/Dropout/Identity) is given a batch of two samples of zeros and
-propagated, and the first dimension of every shape is shown as -1; for other inputs (a
-convolution's height and width are unknown) only parameters carry shapes. That is how
-:class:`SummaryRecord` builds a network's graph (it has no inputs). Nothing is printed
-when shapes cannot be propagated: the graph then carries fewer shapes, and the library's
-logger says why at DEBUG level.
+Shapes: with ``example_inputs`` they are propagated with fake tensors (no computation, no
+change to batch-norm statistics). Without, an input consumed by a ``Linear`` is given a batch
+of two zero samples and propagated, the first dimension shown as -1; for other inputs only
+parameters carry shapes (how :class:`SummaryRecord` builds a network's graph). Nothing is
+printed when shapes cannot be propagated; the library's logger says why at DEBUG level.
 """
 
 from __future__ import annotations

@@ -1,39 +1,28 @@
 """Summary operators: record a value from anywhere in the training code with one line.
 
-PyTorch counterparts of MindSpore's ``ScalarSummary``, ``TensorSummary``,
-``ImageSummary`` and ``HistogramSummary`` (seed 002, methods two and four). Call them
-where the value exists: a module's ``forward``, a loss function, an optimizer's
-``step``, a hook. Each call buffers the value into the open :class:`SummaryRecord`
-(the one a :class:`SummaryCollector` opens, or your own); the record writes it at its
-next ``record(step)``.
+PyTorch counterparts of MindSpore's ``ScalarSummary``, ``TensorSummary``, ``ImageSummary``
+and ``HistogramSummary``. Call them where the value exists: a module's ``forward``, a loss
+function, an optimizer's ``step``, a hook. Each call buffers the value into the open
+:class:`SummaryRecord` (the one a :class:`SummaryCollector` opens, or your own); the record
+writes it at its next ``record(step)``.
 
-* **Free when nothing collects.** With no SummaryRecord open the call returns at once:
-  no copy, no device synchronisation, no tensor operation. Leave the calls in your model.
-* **Train mode only.** While the record is in ``set_mode("eval")`` calls are ignored,
-  as MindSpore ignores its summary operators during evaluation.
-* **Tags.** The tag written is the name given (``scalar("loss", x)`` writes the tag
-  ``loss`` with the scalar plugin): MindSpore tags an operator's value ``loss[:Scalar]``
-  internally and strips the ``[:Scalar]`` before writing. MindInsight lists it as
-  ``loss/scalar``. The same name may be used by two different operators (a scalar and
-  a histogram called ``x`` are two values).
-* **A name reused in one step.** MindSpore's notice: a name must not be repeated, or
-  "the data collection and presentation will have unexpected behavior". Here the
-  newest value is kept and a warning says so once per name and record:
-  ``'loss/scalar' has duplicate values. Only the newest one will be recorded.`` A step
-  ends at ``record(step)`` (and, under SummaryCollector, at every ``step_end``).
-  Values buffered by operators and by ``add_value`` under the same name and plugin in
-  one step: the operator's is kept, with a warning from ``record``.
-* **Cost while recording.** The value is validated and copied to host memory at the
-  call (as ``add_value`` does), so a GPU tensor is synchronised then; a wrong value
-  raises at the call site. Encoding and writing happen later, in batches (the
-  record's writer thread, or its ``flush``/``close``).
-* **torch.compile.** The no-record check is a plain Python global read, which dynamo
-  traces into a guard: with no record open a compiled model contains no trace of the
-  operator. While a record is open, the buffering runs eagerly behind
-  ``torch.compiler.disable`` (a graph break at the call), so the values are real. The
-  disabled function is made on first need, not at import: ``torch.compiler.disable``
-  imports ``torch._dynamo`` (and sympy), about 1.7 s, which a process that never
-  compiles should not pay for importing the collector.
+* **Free when nothing collects.** With no SummaryRecord open the call returns at once: no
+  copy, no synchronisation, no tensor operation. Leave the calls in your model.
+* **Train mode only.** While the record is in ``set_mode("eval")`` calls are ignored, as
+  MindSpore ignores its summary operators during evaluation.
+* **Tags.** The tag written is the name given (``scalar("loss", x)`` writes ``loss`` with the
+  scalar plugin; MindInsight lists it as ``loss/scalar``). A scalar and a histogram may share
+  a name.
+* **A name reused in one step** keeps the newest value, with a warning once per name and
+  record (MindSpore leaves the result undefined). A step ends at ``record(step)`` (under
+  SummaryCollector, at every ``step_end``); an operator's value wins over ``add_value``'s.
+* **Cost while recording.** The value is validated and copied to host memory at the call (a
+  GPU tensor is synchronised then; a wrong value raises at the call site); encoding and
+  writing happen later, on the record's writer thread.
+* **torch.compile.** With no record open a compiled model holds no trace of the operator (the
+  check is a global read dynamo turns into a guard); while one is open the buffering runs
+  eagerly behind ``torch.compiler.disable``, made on first need so that importing the
+  collector does not import ``torch._dynamo``.
 
 Examples
 --------

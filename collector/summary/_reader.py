@@ -69,6 +69,16 @@ def summary_files(path: str | os.PathLike) -> list[Path]:
     A file path is returned as the only element. Order: the timestamp in the name,
     then the name, which is the order the files were written in.
 
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A summary folder, or one summary or lineage file.
+
+    Returns
+    -------
+    list of Path
+        The files, oldest first.
+
     Raises
     ------
     FileNotFoundError
@@ -108,6 +118,11 @@ def read_events(
     strict : bool, default=False
         Raise :class:`CorruptRecordError` at the first damage instead (after yielding
         the intact records before it).
+
+    Yields
+    ------
+    kind : {"summary", "lineage"}
+    event : collector.proto.Event or collector.proto.LineageEvent
 
     Raises
     ------

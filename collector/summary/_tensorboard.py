@@ -1,39 +1,23 @@
 """TensorBoard event files: the one module that writes them (with the ``tensorboard`` package).
 
 :class:`TensorBoardWriter` turns our events (MindSpore's ``Event`` and ``LineageEvent``
-messages, as SummaryRecord writes and :func:`collector.summary.read_events` reads them)
-into TensorBoard's, written by TensorBoard's own ``EventFileWriter``:
+messages, as SummaryRecord writes and :func:`collector.summary.read_events` reads them) into
+TensorBoard's, written by TensorBoard's own ``EventFileWriter``:
 
-============================  ==========================================================
-ours                          TensorBoard
-============================  ==========================================================
-scalar                        ``simple_value`` (the Scalars dashboard)
-histogram (MindSpore buckets) ``HistogramProto``: ``bucket_limit`` the buckets' right
-                              edges, ``bucket`` their counts, ``min``/``max``/``sum``/
-                              ``num`` (``sum_squares`` is not recorded: 0); NaN and
-                              infinite values are left out, and so is a histogram
-                              with no finite value
-image (PNG)                   ``Summary.Image`` with the same PNG bytes
-tensor                        a tensor of the same dtype and shape
-loss landscape ``T`` (plane)  a mesh for the Mesh dashboard (``T/surface``: one vertex
-                              per grid point ``(x[j], y[i], loss[i, j])`` scaled to fill
-                              the viewer (the plane's longer side 2, the loss range 1;
-                              the scale in the description), two triangles per cell,
-                              colours from the loss on viridis; ``T/path``: the
-                              training path as a point cloud, scaled alike), and
-                              ``T/grid``, a tensor of shape (len(y), len(x), 3) holding
-                              the unscaled ``(x, y, loss)``
-loss landscape ``T`` (line)   the loss along the line as the scalar series ``T/loss``
-                              (step k: point k, NaN kept; x in the description) and
-                              ``T/grid``, a tensor of shape (len(x), 2) of ``(x, loss)``
-lineage                       hyper-parameters and metrics for the HParams dashboard,
-                              written when the writer closes (a run has one session)
-graph, dataset graph          not converted (TensorBoard's graphs are TensorFlow graphs)
-============================  ==========================================================
+* scalars as ``simple_value``; images with the same PNG bytes; tensors of the same dtype and
+  shape;
+* histograms as ``HistogramProto`` (the buckets' right edges and counts, min, max, sum and
+  count; NaN and infinite values left out, and a histogram with no finite value);
+* a plane ``T`` as a mesh (``T/surface``: a vertex per grid point scaled to fill the viewer,
+  the scale in the description, colours from the loss on viridis; ``T/path``: the training
+  path as points) and ``T/grid``, a tensor of the unscaled ``(x, y, loss)``; a line ``T`` as
+  the scalar series ``T/loss`` (step k: point k) and ``T/grid``;
+* lineage as HParams hyper-parameters and metrics, written when the writer closes;
+* graphs and dataset graphs are not converted (TensorBoard's graphs are TensorFlow's).
 
-Importing this module needs ``tensorboard`` (an optional dependency); it is imported
-only by the code that writes TensorBoard files: ``SummaryRecord(tensorboard_dir=...)``
-and the exporter (``landscape export RUN --format tensorboard``).
+docs/pictures.md has the same as a table. Importing this module needs ``tensorboard`` (an
+optional dependency); only the code that writes TensorBoard files imports it:
+``SummaryRecord(tensorboard_dir=...)`` and ``landscape export RUN --format tensorboard``.
 """
 
 from __future__ import annotations

@@ -1,33 +1,24 @@
 """torch checkpoint files (``torch.save``'s format): the one module that writes and reads them.
 
-Writing (``ModelCheckpoint`` and SummaryCollector's interval checkpoints): the state is
-copied off the training thread's way (:func:`cpu_state_dict`) and saved by a background
-writer through :func:`save_file` (atomic; ``torch.save``'s format, or safetensors through
+Writing (``ModelCheckpoint`` and SummaryCollector's interval checkpoints): the state is copied
+off the training thread's way (:func:`cpu_state_dict`) and saved by a background writer
+through :func:`save_file` (atomic; ``torch.save``'s format, or safetensors through
 :mod:`collector.trajectory._safetensors`), which returns the file's SHA-256 and size
 (:class:`FileDigest`, hashed on the writer's thread from the bytes it writes). Reading:
-:func:`torch_load`, always ``torch.load(..., weights_only=True)``, whole or memory-mapped
-(``mmap=True``: nothing is read until a tensor is used), every failure worded as a
-:class:`CheckpointError` naming the file and where it came from; state dicts are loaded
-and checked against a network by :mod:`collector.trajectory._loading`.
+:func:`torch_load`, always ``torch.load(..., weights_only=True)``, whole or memory-mapped,
+every failure worded as a :class:`CheckpointError` naming the file and where it came from;
+state dicts are checked against a network by :mod:`collector.trajectory._loading`.
 
-Fast saving of repeated layouts (:class:`StateDictSaver`, :func:`save_bytes`):
-``torch.save`` bytes of state dicts whose layout repeats, without pickling them each time.
-
-Interval checkpoints save the same network again and again: the same keys, dtypes and
-shapes, only the values change. ``torch.save`` pickles the whole structure every time
-(a Python ``persistent_id`` call per pickled object), which was about two thirds of
-the time of writing a small network's checkpoint. The file ``torch.save`` writes is
-a zip archive whose first records (``data.pkl``, ``.format_version``,
-``.storage_alignment``, ``byteorder``) depend on the layout only, followed by one
-record per tensor storage (``data/0``, ``data/1``, ...). :class:`StateDictSaver`
-takes those first records from a real ``torch.save`` of the first state dict of a
-layout, and for later ones writes them again followed by the new storages, through
-the same zip writer ``torch.save`` uses.
-
-Safety: a layout is only reused after one replay was checked to give exactly
-``torch.save``'s bytes; anything unusual (shared or partial storages, tensor
-subclasses, non-CPU tensors, an internal API that moved in another torch version)
-takes ``torch.save`` itself.
+Fast saving of repeated layouts (:class:`StateDictSaver`, :func:`save_bytes`): interval
+checkpoints save the same keys, dtypes and shapes again and again, and pickling the whole
+structure each time was most of the time of writing a small network's checkpoint.
+``torch.save`` writes a zip archive whose first records (``data.pkl``, ``.format_version``,
+``.storage_alignment``, ``byteorder``) depend on the layout only, then one record per storage;
+:class:`StateDictSaver` takes those first records from a real ``torch.save`` of a layout's
+first state dict and writes them again, followed by the new storages, through the zip writer
+``torch.save`` uses. A layout is reused only after one replay gave exactly ``torch.save``'s
+bytes; anything unusual (shared or partial storages, tensor subclasses, non-CPU tensors, an
+internal API that moved in another torch version) takes ``torch.save`` itself.
 """
 
 from __future__ import annotations

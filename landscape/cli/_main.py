@@ -199,7 +199,7 @@ def _add_compare(sub: Any) -> None:
     p.add_argument("--size", type=_positive, help="grid points per side (3 to 256, default 40)")
     p.add_argument("--num-samples", type=_positive, help="samples the loss averages over (default: the first run's)")
     p.add_argument("--normalization", choices=("layer", "filter", "dfilter", "dlayer", "weight", "none"),
-                   help="direction normalization (default: layer)")
+                   metavar="NAME", help="direction normalization: %(choices)s (default: layer)")
     p.add_argument("--seed", type=int, default=0, help="seed of a random plane (default 0)")
     p.add_argument("--devices", type=_int_list, help="device ids, e.g. 0,1 (CPU: that many worker processes)")
     p.add_argument("--restart", action="store_true", help="start over instead of resuming what landscapes.h5 holds")
@@ -235,7 +235,8 @@ def _add_gen(sub: Any) -> None:
                    help="on a run this same command finished, check everything again (call the task, hash its "
                         "network and data) instead of trusting the stamp in landscapes.h5")
     p.add_argument("--normalization", choices=("layer", "filter", "dfilter", "dlayer", "weight", "none"),
-                   help="direction normalization (default: layer for random and PCA directions)")
+                   metavar="NAME",
+                   help="direction normalization: %(choices)s (default: layer for random and PCA directions)")
     p.add_argument("--biasbn", choices=("normalize", "li"), default="normalize",
                    help="li: a bias or norm-layer tensor's direction is the tensor itself (Li et al.)")
     p.add_argument("--ignore", action="append", metavar="GLOB",
@@ -293,7 +294,8 @@ def _add_views(sub: Any) -> None:
                    help="PNG file (several figures: FILE_<tag>[_<kind>].png beside it), or a folder (no suffix)")
     p.add_argument("--kind", choices=("contour", "filled", "surface", "heatmap", "line", "eigen-ratio", "all",
                                        "topology"),
-                   help="how planes are drawn (default filled); lines are drawn as lines, and --kind line "
+                   metavar="KIND",
+                   help="how planes are drawn: %(choices)s (default filled); lines are drawn as lines, and --kind line "
                         "draws only them; eigen-ratio: the Hessian's |lambda_min/lambda_max| map (gen --eigen-ratio); "
                         "topology: minima, saddles, persistence diagram and merge tree (n-D grids' default)")
     p.add_argument("--metric", help="the surface on a line plot's second y axis (default: an accuracy if any)")

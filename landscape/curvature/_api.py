@@ -194,6 +194,8 @@ def hessian_eigs(
     reorthogonalises fully inside a window of ``basis`` vectors, thick-restarted when it
     is full (memory ``O(dim * k)``), its arithmetic in float64.
 
+    Read more in the user guide: [Curvature](../curvature.md).
+
     Parameters
     ----------
     network : nn.Module

@@ -1,49 +1,25 @@
 """The eigenvalue density of the loss's Hessian by stochastic Lanczos quadrature (private).
 
 The density of the ``n`` eigenvalues, ``phi(t) = (1/n) sum_i delta(t - lambda_i)``, is
-estimated from ``runs`` Lanczos runs of ``steps`` products each (Golub & Meurant's Gauss
-quadrature; Ubaru, Chen & Saad 2017; Ghorbani, Krishnan & Xiao 2019, PyHessian). A run
-starts from ``q = z / ||z||`` (``z`` Rademacher, or normal); its tridiagonal ``T`` has
-eigenvalues ``theta_k`` (the nodes) and eigenvectors ``y_k``, and with the weights
-``tau_k^2 = (e_1^T y_k)^2`` (they sum to 1), ``sum_k tau_k^2 f(theta_k)`` is the Gauss
-quadrature of ``q^T f(H) q = sum_i (q^T u_i)^2 f(lambda_i)``, exact for polynomials of degree
-below ``2 * steps``. Since ``E[(q^T u_i)^2] = 1/n``, the runs' average estimates
-``(1/n) sum_i f(lambda_i)``: the density, seen through a smooth ``f``.
+estimated from ``runs`` Lanczos runs of ``steps`` products each (Ubaru, Chen & Saad 2017;
+Ghorbani, Krishnan & Xiao 2019). A run from a Rademacher start ``q`` gives a tridiagonal
+``T`` whose eigenvalues ``theta_k`` (the nodes) and squared first eigenvector components
+``tau_k^2`` (the weights) make ``sum_k tau_k^2 f(theta_k)`` the Gauss quadrature of
+``q^T f(H) q``; averaged over the runs it estimates ``(1/n) sum_i f(lambda_i)``.
 
-The mean: for ``f(t) = t``, ``sum_k tau_k^2 theta_k = e_1^T T e_1 = q^T H q``, which for a
-Rademacher ``z`` is ``z^T H z / n``, one Hutchinson probe over ``n``: an unbiased estimate of
-``tr(H) / n`` (``quadrature_mean``, PyHessian's). Its variance, ``2 ||H||_F^2 / n^2`` less the
-diagonal's share, comes in good part from a few outlying eigenvalues on a network's Hessian
-(on the digits ResNet-20 the top three hold half of the trace). The runs have found those
-outliers, though, and ``mean`` deflates them, Hutch++'s idea inside SLQ: for the orthonormal
-vectors ``V`` of another run (the previous one; the first run takes the second's), with its
-tridiagonal ``T`` and last remainder ``beta v`` (``H V^T = V^T T + beta v e_m^T``),
-``tr(H) = tr(T) + tr(P H P)`` for ``P = I - V^T V``, and run ``r``'s probe of the second term
-is ``q_r^T P H P q_r = q_r^T H q_r - c^T T c - 2 beta c_m (v^T q_r)`` with ``c = V q_r``: no
-product beyond the run's own. Since the other run's vectors do not depend on ``q_r``, the
-estimate ``tr(T) / n + q_r^T P H P q_r`` stays unbiased; its variance is that of the part of
-``H`` outside the other run's Krylov space, which holds the converged outliers. On the
-ResNet-20 the standard error falls from 10 % to 5.5 % of the mean (the same runs), as ten
-plain runs would from thirty. The cost: a pass over the stored vectors per run and two more
-vectors (the first start and the last remainder). The standard error is the runs' standard
-deviation over ``sqrt(runs)``.
+The mean ``tr(H) / n``: each run's ``q^T H q`` is one Hutchinson probe (``quadrature_mean``,
+PyHessian's). ``mean`` deflates it by another run's Krylov space ``V`` (its tridiagonal and
+last remainder), ``tr(T) / n + q^T P H P q`` with ``P = I - V^T V``, which needs no product
+beyond the run's own, stays unbiased (the other run does not depend on ``q``) and leaves out
+the variance of the converged outliers. Its standard error is the runs' standard deviation
+over ``sqrt(runs)``.
 
-Smoothing, as PyHessian draws it: ``density(t) = (1/runs) sum_r sum_k tau_rk^2 g(t - theta_rk)``
-with ``g`` the unit-mass Gaussian of standard deviation ``sigma`` (default PyHessian's,
-``sigma^2 = 1e-5 * max(1, spread of the nodes)``), on a grid from the smallest node to the
-largest, padded by ``5 sigma``, with at least four points per ``sigma`` (10,000 to 100,000
-points), then divided by its integral on the grid (trapezoid) so that it integrates to 1.
-That integral before the division is kept (``mass``): about 1 when the grid covers the
-nodes and resolves ``sigma``; less when a grid the caller gave cuts part of them off.
-
-Lanczos: every vector of a run is kept (``steps x n`` values in the products' dtype) and
-each new one is orthogonalised against all of them, twice (classical Gram-Schmidt, "twice
-is enough"), in float64 arithmetic, read in blocks of columns. A breakdown (``beta`` ~ 0:
-the Krylov space is invariant, e.g. an operator with fewer distinct eigenvalues than
-``steps``) goes on from a fresh random vector orthogonal to the run's, uncoupled
-(``beta = 0``): the tridiagonal splits, the new block's nodes are true Ritz values with
-weight 0 (``q`` has no component along them), and the quadrature stays that of the
-invariant subspace, which is exact.
+Smoothing, as PyHessian draws it: a unit-mass Gaussian of standard deviation ``sigma`` at
+every node, weighted by ``tau^2``, on a grid padded by ``5 sigma`` and resolving ``sigma``,
+divided by its integral on the grid (kept as ``mass``: about 1 unless a grid the caller gave
+cuts nodes off). Lanczos keeps every vector of a run and orthogonalises each new one against
+all of them twice, in float64; a breakdown goes on from a fresh orthogonal vector, so the
+quadrature of an invariant subspace stays exact.
 """
 
 from __future__ import annotations

@@ -1,38 +1,27 @@
 """Hessian-vector products of the loss over the evaluation samples (private).
 
-The loss is the task's (``task(model, batch) -> loss``, :mod:`landscape.tasks`),
-over exactly the samples the landscape uses, batches weighted by their sizes; the
-Hessian is taken with respect to the moved parameters only (every other parameter and
-every buffer is a constant). Products are linear in the batches, ``H v = sum_i (k_i / n)
-H_i v``, and come three ways (``product=``):
+The loss is the task's (``task(model, batch) -> loss``, :mod:`landscape.tasks`) over exactly
+the samples the landscape uses, batches weighted by their sizes; the Hessian is taken with
+respect to the moved parameters only. Products are linear in the batches, ``H v = sum_i (k_i
+/ n) H_i v``, and come three ways (``product=``):
 
 * ``"reverse"``: ``vjp`` of ``torch.func.grad`` through ``functional_call``
-  (reverse-over-reverse), each batch's gradient graph kept between products (the point
-  is fixed), so a product is one backward pass through it;
+  (reverse-over-reverse), each batch's gradient graph kept between products;
 * ``"forward"``: ``jvp`` of ``grad`` (forward-over-reverse; nothing kept);
-* ``"finite_difference"``: central differences of gradients,
-  ``(g(theta + eps v) - g(theta - eps v)) / (2 eps)``, first derivatives only: for models
-  with no double backward (FSDP2-sharded ones). ``eps = eps_mach^(1/3) (1 + ||theta||) /
-  ||v||`` balances the truncation error, ``O(eps^2)``, against the rounding of the two
-  gradients, ``O(eps_mach / eps)``: measured against exact float64 products, 4e-11 to
-  1.5e-10 relative in float64 and 3e-5 to 1e-4 in float32 on a tanh network (the tests),
-  4e-9 and 3e-3 on a 2-layer GPT-2 (GELU). For smooth networks only: where the network is
-  piecewise linear (ReLU, max-pooling) the gradient jumps wherever a unit changes sides,
-  and a step that crosses such a kink, as every usable step does over many samples, makes
-  the difference meaningless (50 to 80 % off on the digits ResNet-20, in float32 and in
-  float64 alike, for steps from 1e-5 to 0.1).
+* ``"finite_difference"``: central differences of gradients, ``(g(theta + eps v) -
+  g(theta - eps v)) / (2 eps)`` with ``eps = eps_mach^(1/3) (1 + ||theta||) / ||v||``, which
+  balances truncation against rounding; first derivatives only, for models with no double
+  backward (FSDP2-sharded ones). For smooth networks only: on a piecewise-linear one (ReLU,
+  max-pooling) every usable step crosses kinks where the gradient jumps, and the differences
+  mean nothing. Its accuracy against exact products is in docs/curvature.md.
 
-Vectors are flat: the moved parameters' values concatenated in ``names`` order, in
-``dtype`` (float32 by default: PyTorch's CPU convolutions have no fast float64 path, a
-ResNet-20's product takes 100 times as long in float64; float64 where asked, exact to
-~1e-15).
+Vectors are flat: the moved parameters' values concatenated in ``names`` order, in ``dtype``
+(float32 by default: PyTorch's CPU convolutions have no fast float64 path).
 
-Attention: ``scaled_dot_product_attention``'s fused kernels (flash and memory-efficient
-attention on GPUs, the flash kernel on CPUs) have no double backward, so every product
-runs with the math kernel only (``torch.nn.attention.sdpa_kernel(SDPBackend.MATH)``, for
-the duration of the product: a process-wide setting of torch's, restored after it). The
-math kernel is the reference implementation: the same values to rounding, with the
-attention matrix held in memory (``batch x heads x length^2`` values per layer).
+Attention: ``scaled_dot_product_attention``'s fused kernels have no double backward, so every
+product runs with the math kernel only (``torch.nn.attention.sdpa_kernel(SDPBackend.MATH)``
+for the duration of the product, torch's setting restored after it): the same values to
+rounding, with the attention matrix held in memory.
 """
 
 from __future__ import annotations

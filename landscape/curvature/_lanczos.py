@@ -1,45 +1,26 @@
 """Extreme eigenpairs of a symmetric operator by thick-restart Lanczos (private).
 
-The scheme: Lanczos with full reorthogonalisation inside a window of at most ``m``
-vectors (:func:`basis_size`; ARPACK's default ``max(2k + 1, 20)``), thick-restarted when
-the window is full (Wu & Simon 2000; Stewart's Krylov-Schur 2001 is the same for a
-symmetric operator): the ``l`` best Ritz vectors (:func:`_kept`, the wanted ones first)
-replace the window, the residual vector goes on as the next Lanczos vector, and the
-projected matrix becomes ``diag(theta_kept)`` bordered by the kept pairs' residual
-coefficients. Memory is therefore the window, ``m`` vectors, whatever the iterations:
-``O(n k)``, not the ``(n, iterations)`` basis of plain Lanczos. Why not the alternative,
-two passes (a first pass keeping only the tridiagonal and the last two vectors, a second
-one regenerating the basis to accumulate the Ritz vectors): full reorthogonalisation needs
-every vector at every step, so a two-pass run would go without it, lose orthogonality
-(Paige 1976) and grow spurious copies of converged eigenvalues, and the second pass doubles
-the products. A restart costs a few products (for extreme eigenvalues thick restart
-converges about as fast as unrestarted Lanczos of the same total length; Morgan 1996,
-Wu & Simon 2000) and keeps full reorthogonalisation.
+Lanczos with full reorthogonalisation inside a window of at most ``m`` vectors
+(:func:`basis_size`; ARPACK's ``max(2k + 1, 20)``), thick-restarted when the window is full
+(Wu & Simon 2000): the best Ritz vectors (:func:`_kept`, the wanted ones first) replace the
+window, the residual goes on as the next Lanczos vector, and the projected matrix becomes
+their Ritz values bordered by their residual coefficients. Memory is the window, ``O(n k)``,
+whatever the iterations; a two-pass scheme would have to give up full reorthogonalisation
+(and grow spurious copies of converged eigenvalues) and double the products.
 
-Precision: the vectors are stored in the products' dtype (float32 halves the window's
-memory; each stored vector is the float64 one rounded, orthonormal to ~1e-7 then); every
-coefficient, the working vector, the reorthogonalisation (classical Gram-Schmidt,
-repeated where needed) and the projected matrix are float64: the window is read in blocks
-converted to float64 (``BLOCK`` columns at a time, a bounded temporary), a second
-Gram-Schmidt pass where the first one cancelled most of the vector (the DGKS test, as
-ARPACK's). Each iteration takes one product ``A q``.
+Precision: the vectors are stored in the products' dtype; every coefficient, the working
+vector, the reorthogonalisation (classical Gram-Schmidt, a second pass where the first
+cancelled most of the vector: the DGKS test) and the projected matrix are float64, the
+window read in blocks (``BLOCK`` columns). One product ``A q`` per iteration.
 
-Convergence: a Ritz pair's residual ``||A x - theta x||`` is ``|beta s_last|`` (``s`` its
-eigenvector of the projected matrix, ``beta`` the residual vector's norm), exact with a
-fully reorthogonalised window; by the Bauer-Fike/Kahan bound an eigenvalue of ``A`` lies
-within it of the Ritz value (in practice within residual squared over the gap). The
-iteration stops when every wanted pair's residual is at most ``tol * max|theta|``. The
-tolerance has to sit above the products' rounding: float32 products carry errors of about
-``1e-7 ||A||`` and more, so residuals below that never come (:data:`DEFAULT_TOL`).
-
-A breakdown (``beta`` ~ 0: the Krylov space is invariant, e.g. a model with fewer
-parameters than the window) continues from a fresh random vector orthogonal to the basis,
-so repeated eigenvalues are found too and a small operator is diagonalised exactly.
-
-Where the window lives: on a GPU, on the device while it takes at most half of the
-device's free memory (the products need the rest), else on the host (the products then
-send and receive one vector each). On the host it is allocated through numpy (and used as
-torch tensors without a copy), so that ``tracemalloc`` accounts for it.
+Convergence: a Ritz pair's residual ``||A x - theta x||`` is ``|beta s_last|``, and an
+eigenvalue of ``A`` lies within it of the Ritz value (in practice within residual squared
+over the gap). The iteration stops when every wanted pair's residual is at most
+``tol * max|theta|``, a tolerance above the products' rounding (:data:`DEFAULT_TOL`). A
+breakdown (an invariant Krylov space) continues from a fresh orthogonal random vector, so
+repeated eigenvalues are found and a small operator is diagonalised exactly. On a GPU the
+window stays on the device while it takes at most half of its free memory, else on the host
+(allocated through numpy, so that ``tracemalloc`` accounts for it).
 """
 
 from __future__ import annotations

@@ -1,47 +1,27 @@
 """Curvature operators behind one interface: the Hessian, the generalised Gauss-Newton, the empirical Fisher (private).
 
-:func:`make_operator` is the one way in. Whatever the curvature and the product, the
-object it returns offers exactly:
+:func:`make_operator` is the one way in. Whatever the curvature and the product, the object it
+returns offers ``matvec(v) -> A v`` (flat vectors of ``dim`` values, linear and symmetric in
+``v``, the same matrix at every call), ``dim``, ``dtype``, ``device``, ``names`` (the moved
+parameters in the flat vectors' order), ``curvature``, ``product``, ``products`` (computed so
+far), ``unflatten``/``flatten`` between flat vectors and ``{name: tensor}``, and ``loss()``.
 
-* ``matvec(v) -> A v``: ``v`` a flat vector of ``dim`` values (any dtype and device),
-  the result flat, in ``dtype`` on ``device``; linear and symmetric in ``v`` (up to the
-  products' rounding, and the finite differences' error), the same matrix at every call;
-* ``dim`` (int), ``dtype``, ``device``, ``names`` (the moved parameters, in the flat
-  vectors' order), ``curvature`` and ``product`` (the strings it was made with),
-  ``products`` (products computed so far);
-* ``unflatten(vec) -> {name: tensor}`` (views shaped like the parameters) and
-  ``flatten({name: tensor}) -> vec``;
-* ``loss()``: the mean loss at the point (a check of the set-up).
-
-The matrices, each over the task's mean loss on the samples (batches weighted by their
-sizes) at the network's current weights, with respect to the moved parameters ``theta``:
+The matrices are of the task's mean loss over the samples (batches weighted by their sizes)
+with respect to the moved parameters ``theta``:
 
 * ``"hessian"``: ``H = d^2 L / d theta^2`` (:class:`HessianOperator`);
-* ``"ggn"``: the generalised Gauss-Newton ``G = sum_b w_b J_b^T H_b J_b`` with ``J_b`` the
-  Jacobian of the network's outputs on batch ``b`` (``task.outputs``) with respect to
-  ``theta`` and ``H_b`` the Hessian of the loss with respect to those outputs
-  (``task.loss``): the Hessian less the term of the network's own second derivatives;
-  positive semi-definite for a convex loss (cross-entropy, squared error). It needs a task
-  that separates the outputs from the loss (:class:`landscape.tasks.Supervised`, which a
-  ``loss_fn`` becomes);
-* ``"fisher"``: the empirical Fisher ``F = (1/N) sum_i g_i g_i^T``, ``g_i`` the gradient of
-  the loss of sample ``i`` alone (the batch's tensors sliced along their first dimension,
-  a batch of one), ``N`` the samples; per-sample gradients by ``torch.func.vmap`` of
-  ``grad``, ``chunk`` samples at a time (their gradients, ``chunk x dim`` values, are the
-  memory), recomputed at every product.
+* ``"ggn"``: ``G = sum_b w_b J_b^T H_b J_b``, ``J_b`` the Jacobian of the network's outputs
+  (``task.outputs``), ``H_b`` the loss's Hessian in them (``task.loss``): positive
+  semi-definite for a convex loss; it needs a task that separates outputs from loss
+  (:class:`landscape.tasks.Supervised`, which a ``loss_fn`` becomes);
+* ``"fisher"``: ``F = (1/N) sum_i g_i g_i^T`` over per-sample gradients (``torch.func.vmap``
+  of ``grad``, ``chunk`` samples at a time, recomputed at every product).
 
-Products (``product=``; None picks each curvature's fastest exact one, the first listed):
-
-* Hessian: ``"reverse"`` (reverse-over-reverse, the gradient's graph kept), ``"forward"``
-  (forward-over-reverse), ``"finite_difference"`` (central differences of gradients);
-* GGN: ``"forward"`` (``J v`` by ``jvp``, ``J^T u`` by a backward pass through the
-  network's graph, kept), ``"reverse"`` (``J v`` as the ``vjp`` of that backward pass: no
-  forward-mode derivatives, slower), ``"finite_difference"`` (``J v`` by central
-  differences of the outputs: forward passes only, then ``J^T u`` by one backward pass);
-* Fisher: ``"reverse"`` only (first derivatives).
-
-Finite differences use no double backward (FSDP2-sharded models have none); their step
-and error are in :mod:`landscape.curvature._hvp`'s docstring.
+Products (``product=``; None picks each curvature's fastest exact one): the Hessian's
+``"reverse"``, ``"forward"`` or ``"finite_difference"``; the GGN's ``"forward"`` (``J v`` by
+``jvp``), ``"reverse"`` (by a ``vjp`` of the backward pass) or ``"finite_difference"``
+(forward passes, then one backward); the Fisher's ``"reverse"``. Finite differences need no
+double backward (FSDP2-sharded models have none): :mod:`landscape.curvature._hvp`.
 """
 
 from __future__ import annotations

@@ -146,10 +146,39 @@ def hessian_directions(network: nn.Module, task: Any, samples: Samples, names: S
                        tol: float | None = None, max_iter: int = DEFAULT_MAX_ITER,
                        dtype: torch.dtype = torch.float32, curvature: str = "hessian",
                        product: str | None = None) -> tuple[list[torch.Tensor], list[torch.Tensor], HessianEigen]:
-    """The top two unit eigenvectors at ``network``'s weights (in its mode) as float32 directions
-    aligned with ``names``, and the eigen-decomposition they come from: of the Hessian, or of the
-    GGN or empirical Fisher with ``curvature`` (:func:`make_operator`; ``product`` too); ``tol``
-    None is the dtype's :data:`DEFAULT_TOL`."""
+    """The top two unit eigenvectors at ``network``'s weights (in its mode), as the directions of a plane.
+
+    ``compute_landscape(directions="hessian")`` calls it; the eigenvectors are those of the
+    Hessian, or of the GGN or empirical Fisher with ``curvature`` (:func:`make_operator`).
+
+    Parameters
+    ----------
+    network : nn.Module
+    task : callable
+        ``task(model, batch) -> loss`` (:mod:`landscape.tasks`).
+    samples : Samples
+        The evaluation samples (``landscape.engine.collect``).
+    names : sequence of str
+        The moved parameters, in the directions' order.
+    seed : int, default=0
+        Seeds Lanczos's start vector.
+    tol : float, optional
+        Relative residual to stop at; None is the dtype's :data:`DEFAULT_TOL`.
+    max_iter : int, default=300
+        Most products.
+    dtype : torch.dtype, default=torch.float32
+        The products' dtype.
+    curvature : {"hessian", "ggn", "fisher"}, default="hessian"
+    product : str, optional
+        How the products are computed (:func:`make_operator`).
+
+    Returns
+    -------
+    v, w : list of tensor
+        The first and second eigenvectors, float32 unit vectors aligned with ``names``.
+    eigen : HessianEigen
+        The eigen-decomposition they come from (eigenvalues, iterations, convergence).
+    """
     (v, w), eig = hessian_axes(network, task, samples, names, k=2, seed=seed, tol=tol, max_iter=max_iter,
                                dtype=dtype, curvature=curvature, product=product)
     return v, w, eig

@@ -1,39 +1,22 @@
-"""Room in the heap for the activations of the calls of one evaluation, in the caller's process (private).
+"""Room in the heap for the activations of an evaluation's calls, in the caller's process (private).
 
 A landscape calls the network hundreds of times, and every call allocates and frees the same
-activations (the digits MLP, 8 points per call at 512 samples: a ReLU's 2 MB outputs, made by
-the user's own forward). With glibc's defaults, once the first of them is freed, glibc's dynamic
-mmap threshold puts the next ones on the heap. When they are freed together, the top of the heap
-exceeds the trim threshold (twice the mmap threshold) and is given back to the system. The
-next call faults the same pages in again, and the kernel zeroes them: 30,000 to 55,000 minor
-faults for one 40×40 landscape, about 15 % of its time in a plain process.
-
+activations. With glibc's defaults, once the first of them is freed, its dynamic mmap threshold
+puts the next ones on the heap; freed together they push the top of the heap past the trim
+threshold, it is given back to the system, and the next call faults the same pages in again.
 The library does not change glibc's settings in a process it does not own
-(:func:`landscape.engine.tune_malloc`). What it does instead is keep room for those activations
-below a small allocation at the top of the heap (the *pin*).
-The room is made of pieces, each under glibc's mmap threshold (96 KiB, under its smallest, or 1 MiB
-where it has risen above that: :func:`_pieces`), so that they always come from the heap. They are
-allocated, the highest of them is kept as the pin, and the others are freed: they merge into one
-free chunk that the following calls' activations are cut from. The top
-of the heap then stays below the trim threshold and nothing is given back. When the
-room is given back (:meth:`Room.close`, :func:`release_room`) the pin is freed, the room merges with
-the top, and glibc trims it as it would have. No setting is changed. The room is made once, whole
-(:data:`MAX_BYTES`), after the first call that faulted in :data:`MIN_BYTES` or more. Made at twice
-what a call faulted in and again larger while later calls still faulted, it was made three times in a
-process's first landscape (the digits MLP's 20×20 plane at 64 samples: 23, 47 and 64 MiB, 5 ms of
-its 33), and the pages of each room given back were faulted in again in the next; made once, of 96 KiB
-pieces, it took 2.6 ms, of 1 MiB pieces 0.5-0.7 ms. Its untouched pages
-are never faulted in. Only on Linux with glibc, on the CPU, and not where :func:`tune_malloc` has
-already raised the thresholds.
+(:func:`landscape.engine.tune_malloc`); instead it keeps room for those activations below a
+small allocation at the top of the heap (the *pin*): pieces under glibc's mmap threshold
+(:func:`_pieces`) are allocated, the highest kept as the pin, the others freed into one chunk
+the next calls' activations are cut from, so the top of the heap stays below the trim
+threshold. No setting is changed, and untouched pages of the room are never faulted in.
 
-Between landscapes the room is kept (:func:`kept_bytes`): when an evaluation ends its room is not
-given back but held for the next evaluation of the process, which starts on it. Given back, every
-landscape a notebook computes faulted its activations in again: the digits MLP's 101-point
-interpolation at 512 samples faulted 2,200-3,800 pages in its first group at every call (27-37 ms
-against 24-27 ms with the room kept, alternating runs). So the process keeps at most
-:data:`MAX_BYTES` of heap (64 MiB) between landscapes, below one allocation of 96 KiB or 1 MiB; glibc
-may lend that memory to any other allocation meanwhile. :func:`release_room` gives it back (glibc then trims
-it as it would have), and ``LANDSCAPE_MALLOC_TUNING=0`` keeps none.
+The room (:data:`MAX_BYTES`) is made once, whole, after the first call that faulted in
+:data:`MIN_BYTES` or more, and kept between landscapes for the next evaluation of the process
+(:func:`kept_bytes`); :func:`release_room` gives it back (glibc then trims it as it would have),
+and ``LANDSCAPE_MALLOC_TUNING=0`` makes none. Only on Linux with glibc, on the CPU, and not
+where :func:`tune_malloc` has already raised the thresholds. What it buys is measured by
+``benchmarks/bench_heap.py``.
 """
 
 from __future__ import annotations
@@ -51,9 +34,7 @@ from landscape.engine import _malloc
 __all__ = ["Room", "MAX_BYTES", "PIECE_BYTES", "kept_bytes", "release_room"]
 
 #: The most room kept. A single activation over 32 MiB is mmapped anyway (where glibc's dynamic mmap threshold
-#: stops), but a call's live activations together may take more: the tiny GPT-2 of ``benchmarks/_models.py`` at
-#: 64 sequences (two 8 MB tensors of logits among its others) still faulted two of them in at 37-115 of a 121-point
-#: landscape's calls with 32 MiB of room, at 0-7 with 64 MiB (and no fewer with 256 MiB).
+#: stops), but a call's live activations together may take more (a small GPT-2's logits and the rest).
 MAX_BYTES = 64 << 20
 #: Each piece of the room: under glibc's initial mmap threshold (128 KiB), so always on the heap.
 PIECE_BYTES = 96 << 10
@@ -78,7 +59,8 @@ class Room:
     ``watch()``), ``close()`` gives it back. ``bytes`` is the room held (0: none)."""
 
     def __init__(self, device: torch.device) -> None:
-        self.enabled = _GLIBC and device.type == "cpu" and not _malloc._done
+        # LANDSCAPE_MALLOC_TUNING=0 turns every malloc measure off, this room included
+        self.enabled = _GLIBC and device.type == "cpu" and not _malloc._done and not _malloc.turned_off()
         self.bytes = 0
         self._pin: torch.Tensor | None = None
         self._mark = 0
@@ -135,8 +117,7 @@ def _pieces(want: int) -> list[torch.Tensor]:
     """Pieces of at least ``want`` bytes in all, and one more (the pin), all from the heap: of
     :data:`BIG_PIECE_BYTES` where glibc's mmap threshold has risen above that size (no piece is then
     mmapped: :func:`_mmapped` counts them), else of :data:`PIECE_BYTES`. glibc writes a chunk's header
-    into a fresh page of each piece, and a fault costs about 2.4 µs here: 683 small pieces for the
-    64 MiB room took 2.6 ms of a process's first landscape, 65 large ones 0.4-0.7 ms."""
+    into a fresh page of each piece, so fewer, larger pieces fault fewer pages in."""
     before = _mmapped()
     if before is not None:
         pieces = [torch.empty(BIG_PIECE_BYTES, dtype=torch.uint8)]

@@ -43,7 +43,7 @@ _done: bool | None = None
 
 def _setting() -> str:
     """``LANDSCAPE_MALLOC_TUNING`` as set ("" when unset): "1" asks for the tuning, "0" turns every
-    malloc measure of the library off (the tuning and the heap room kept between landscapes)."""
+    malloc measure of the library off (the tuning and the heap room, in a landscape and between them)."""
     return os.environ.get("LANDSCAPE_MALLOC_TUNING", "")
 
 

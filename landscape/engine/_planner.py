@@ -46,17 +46,13 @@ _log = logging.getLogger("landscape")
 PLAN_MODES = ("auto", "tune")
 #: Bytes of one call's working set (the points' parameters and activations) the heuristic aims
 #: at: a group of points should stay in the CPU's caches. Chosen on eight MLPs (inputs 32-784,
-#: hidden 64-512, 64 and 512 samples), in a plain process, by ``benchmarks/bench_call_bytes.py``:
-#: in two runs 32 MiB gave points per call within 9-10 % of the fastest in each (mean 2 %); 16 MiB,
-#: the value before the engine computed the first layer once and kept its buffers, was up to 19-24 %
-#: slower (five shapes beyond 10 %), 64 MiB up to 38-90 % (the widest layers at 32 points per call).
+#: hidden 64-512, 64 and 512 samples) by ``benchmarks/bench_call_bytes.py``: 32 MiB came within
+#: 10 % of the fastest points per call on every shape, where 16 and 64 MiB were well off on some.
 CALL_BYTES = 32 << 20
 #: Bytes the batched parameters and activations of one call may use.
 MEMORY_BUDGET = 1 << 30
-#: At most this many points per call. 64, not 32 (2026-11-29): where a small network's calls at few samples
-#: were held at 32 by it (the digits MLP at 32-64 samples, whose working set would allow over 100), a 20x20
-#: plane took 15.4 against 16.2 ms at 64 samples and 11.6 against 12.8 ms at 32, a 40x40 plane 45.1 against
-#: 50.1 ms (medians of 7 alternating rounds of 9 calls, one process), with the same bits; 128 gained 0-3 % more.
+#: At most this many points per call: a small network at few samples (the digits MLP at 32-64 samples)
+#: gains up to here over 32 points per call, with the same bits, and next to nothing beyond.
 MAX_POINTS_PER_CALL = 64
 #: Landscapes of at most this many points (a 3x3 plane, a line of up to 15 points) run one point per
 #: call: checking a batched way (on the first group, or the probe) and building it cost about what

@@ -1,38 +1,27 @@
 """How the network holds a point: each moved tensor computed when it is read (private).
 
 A point's moved tensor is ``(c + b·w) + a·v`` (:func:`point_value`): computed in float32
-(float64 for a float64 tensor) with one rounding per term, rounded once to the tensor's dtype
-(a bfloat16 or float16 network is evaluated in its dtype), and at ``(0, 0)`` the centre itself,
-bit for bit. Every way of holding a point computes it by this function on whole tensors, so
-the values do not depend on the way, on chunks, workers or resumes.
-
-The engine's network keeps the centre in its own tensors, which are never written. Two ways
-give a module the point's tensors (:class:`Points`):
+(float64 for a float64 tensor) with one rounding per term, rounded once to the tensor's dtype,
+and at ``(0, 0)`` the centre itself, bit for bit. Every way of holding a point computes it by
+this function on whole tensors, so the values do not depend on the way, on chunks, workers or
+resumes. The engine's network keeps the centre in its own tensors, which are never written.
+Two ways give a module the point's tensors (:class:`Points`):
 
 * ``"jit"`` (the default): every moved tensor is a :mod:`torch.nn.utils.parametrize`
-  parametrization of its module, so reading ``module.weight`` -- in the module's forward,
-  in a parent's (``nn.MultiheadAttention`` reads ``out_proj.weight``), under tied names
-  (GPT-2's ``lm_head.weight`` is ``transformer.wte.weight``) -- computes the point's tensor
-  then; it is freed once the operation that read it is done. Memory beyond the centre and
-  the directions: the tensors one operation reads.
-* ``"in place"``: the network's moved tensors get storage of their own, written at every
-  point (one more model size), all of a point's at once (:func:`point_values`: a few multi-tensor
-  operations, not two per tensor at each read). On the CPU that storage is made once, at the
-  first point, and written with ``out=`` at the next ones: a new model-sized allocation per
-  point would be mmapped and faulted in again each time in a process whose malloc is left
-  alone (ResNet-18, 43 MB: 57,000-87,000 minor faults per 3x3 landscape before, 28,000-45,000
-  with it). Used for a small network (moved tensors of at
-  most :data:`SMALL_NETWORK_BYTES`: one more model size is nothing there, and on a GPU its point is
-  bound by the host's launches, not by the device), and where reading through the attribute cannot be trusted:
-  the first point is evaluated parametrized, watching which moved tensors are read through
-  their attribute (all of them: "jit", decided without a probe's forward); otherwise a probe
-  on two samples reads them again, and a tensor not read so is set to NaN for a second
-  probe; a NaN loss then means some code holds the tensor itself (a reference kept at
-  construction), and the engine moves the tensors in place.
+  parametrization of its module, so reading ``module.weight`` (in the module's forward, in a
+  parent's, under a tied name) computes the point's tensor then, freed once the operation
+  that read it is done: beyond the centre and the directions, the tensors one operation reads.
+* ``"in place"``: the moved tensors get storage of their own, written at every point, all of
+  a point's at once (:func:`point_values`, a few multi-tensor operations; on the CPU the
+  storage is made once and written with ``out=``, so that no model-sized allocation is faulted
+  in again at every point): one more model size. Used for a small network (at most
+  :data:`SMALL_NETWORK_BYTES` of moved tensors), and where reading through the attribute
+  cannot be trusted: the first point's forward watches which moved tensors are read through
+  their attribute; if one is not, probes find out whether code holds the tensor itself, and
+  the engine then moves the tensors in place.
 
-The directions are held (on each tensor's device and in its layout, in its dtype: float32 for a
-float32 network, bfloat16 for a bfloat16 one -- rounded once from the float32 draw --, so two
-model sizes) or, for random directions, drawn again from their recipe at every read
+The directions are held (on each tensor's device, in its layout and dtype: two model sizes)
+or, for random directions, drawn again from their recipe at every read
 (:class:`landscape.geometry.SeededDirections`: nothing held), with the same bits.
 """
 

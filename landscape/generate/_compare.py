@@ -62,6 +62,8 @@ def compare_runs(runs: Sequence[str | os.PathLike] | Mapping[str, str | os.PathL
                  restart: bool = False, plan: Any = "auto") -> Landscape:
     """Draw several runs on one plane and write it to ``output`` (summary events and landscapes.h5).
 
+    Read more in the user guide: [Several runs on one plane](../generating.md#several-runs-on-one-plane).
+
     Parameters
     ----------
     runs : list of paths, or dict of name to path
@@ -88,6 +90,30 @@ def compare_runs(runs: Sequence[str | os.PathLike] | Mapping[str, str | os.PathL
     Landscape
         With one path per run in ``paths``, their distances from the plane in
         ``metadata["path_distance"]`` and, for PCA, the explained variance.
+
+    Examples
+    --------
+    Two learning rates from the same initial weights, on their shared PCA plane:
+
+    >>> import os, tempfile, torch
+    >>> from collector import Model, SummaryCollector
+    >>> from landscape import compare_runs
+    >>> from landscape.examples import MLP, digits_loader
+    >>> root = tempfile.mkdtemp()
+    >>> collect = {"collect_landscape": {"unit": "epoch", "num_samples": 64, "intervals": [[1, 2, 3]]}}
+    >>> for lr in (0.05, 0.2):
+    ...     _ = torch.manual_seed(0)
+    ...     net = MLP(hidden=16)
+    ...     model = Model(net, torch.nn.CrossEntropyLoss(), torch.optim.SGD(net.parameters(), lr=lr))
+    ...     collector = SummaryCollector(os.path.join(root, f"lr{lr}"), collect_specified_data=collect)
+    ...     model.train(3, digits_loader(256), callbacks=[collector])
+    >>> def callback_fn():
+    ...     network = MLP(hidden=16)
+    ...     return Model(network, torch.nn.CrossEntropyLoss()), network, digits_loader(64, shuffle=False), None
+    >>> runs = {"slow": os.path.join(root, "lr0.05"), "fast": os.path.join(root, "lr0.2")}
+    >>> ls = compare_runs(runs, callback_fn, os.path.join(root, "compare"), size=3, centre="start")
+    >>> sorted(ls.paths)
+    ['fast', 'slow']
     """
     check_param("runs", runs, [InstanceOf(list, tuple, Mapping)], caller=_CALLER)
     check_param("callback_fn", callback_fn, ["callable"], caller=_CALLER)

@@ -63,6 +63,8 @@ def compute_landscape(
     """Compute a loss landscape: a plane or a line around a network's weights, through models,
     or along a training trajectory.
 
+    Read more in the user guide: [Generating](../generating.md).
+
     Parameters
     ----------
     network : nn.Module
@@ -220,6 +222,22 @@ def compute_landscape(
     -------
     Landscape
         ``z`` of shape (len(y), len(x)), or (len(x),) for a line.
+
+    Examples
+    --------
+    A random plane around a small network; its centre is the network's own loss:
+
+    >>> import torch
+    >>> from landscape import compute_landscape
+    >>> g = torch.Generator().manual_seed(0)
+    >>> net = torch.nn.Linear(4, 3)
+    >>> x, y = torch.randn(32, 4, generator=g), torch.randint(0, 3, (32,), generator=g)
+    >>> ls = compute_landscape(net, torch.nn.CrossEntropyLoss(), (x, y), size=5)
+    >>> ls.z.shape
+    (5, 5)
+    >>> own = torch.nn.functional.cross_entropy(net(x), y).item()
+    >>> bool(abs(ls.z[2, 2] - own) < 1e-6)
+    True
     """
     check_param("network", network, [InstanceOf(nn.Module)], caller=_CALLER)
     check_placed_devices(unwrap_module(network), device_ids, _CALLER)

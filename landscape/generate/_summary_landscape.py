@@ -52,6 +52,8 @@ def _validate_override(value: Any) -> dict[str, Any]:
 class SummaryLandscape:
     """Turn the checkpoints collected during training into loss landscapes.
 
+    Read more in the user guide: [Generating](../generating.md#the-command-landscape-gen).
+
     Parameters
     ----------
     summary_dir : str or os.PathLike
@@ -64,6 +66,27 @@ class SummaryLandscape:
         After a generation, each landscape's tag mapped to ``{"evaluated": points
         evaluated by that call, "points": points of the landscape}`` (fewer evaluated
         than points when it resumed).
+
+    Examples
+    --------
+    A run collected with MindSpore's ``Model`` and ``SummaryCollector``, then its PCA
+    landscape of the interval and its random landscape around the last checkpoint:
+
+    >>> import tempfile, torch
+    >>> from collector import Model, SummaryCollector
+    >>> from landscape import SummaryLandscape
+    >>> from landscape.examples import MLP, digits_loader
+    >>> run = tempfile.mkdtemp()
+    >>> net = MLP(hidden=16)
+    >>> model = Model(net, torch.nn.CrossEntropyLoss(), torch.optim.SGD(net.parameters(), lr=0.1))
+    >>> collect = {"collect_landscape": {"landscape_size": 3, "unit": "epoch", "num_samples": 64,
+    ...                                  "intervals": [[1, 2, 3]]}}
+    >>> model.train(3, digits_loader(256), callbacks=[SummaryCollector(run, collect_specified_data=collect)])
+    >>> def callback_fn():
+    ...     network = MLP(hidden=16)
+    ...     return Model(network, torch.nn.CrossEntropyLoss()), network, digits_loader(64, shuffle=False), None
+    >>> [ls.tag for ls in SummaryLandscape(run).gen_landscapes_with_multi_process(callback_fn)]
+    ['landscape_[1, 3]', 'landscape_[3]']
     """
 
     def __init__(self, summary_dir: str | os.PathLike) -> None:

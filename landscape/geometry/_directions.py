@@ -3,48 +3,23 @@
 Directions are lists of float32 CPU tensors aligned with a list of parameter names.
 
 A random direction is drawn tensor by tensor, and a tensor block by block: tensor ``name``'s
-standard-normal draw on axis ``k`` (0 for the first direction, 1 for the second) is its elements
-in order (C order) cut into blocks of :data:`BLOCK` elements, block ``j`` drawn by its own CPU
-generator, seeded by the SHA-256 of ``(seed, k, name)`` for the first block (:func:`tensor_seed`)
-and of ``(seed, k, name, j)`` for the others (:func:`block_seed`); it is then normalized against
-the centre's tensor. Every tensor of a direction can so be drawn again alone, at any time and in
-any process, with the same bits: the engine may hold the directions or draw each tensor when it
-is read (:class:`SeededDirections`), and both give the same landscape. The blocks of a large
-tensor are drawn on several threads (a generator's stream is sequential: one generator per
-tensor kept a 7B model's draw on one core); a tensor of at most one block is drawn as before.
-
+standard-normal draw on axis ``k`` (0 or 1) is its elements in C order cut into blocks of
+:data:`BLOCK` elements, each drawn by its own CPU generator seeded by the SHA-256 of
+``(seed, k, name)`` for the first block (:func:`tensor_seed`) and ``(seed, k, name, j)`` for
+block ``j`` (:func:`block_seed`), then normalized against the centre's tensor. So every
+tensor of a direction can be drawn again alone, in any process, with the same bits (the
+engine may hold the directions or draw each tensor as it is read:
+:class:`SeededDirections`), and the blocks of a large tensor are drawn on several threads.
 The metadata names the draw (``direction_draw``): ``"per-block"`` (:data:`DRAW`), or
-``"per-tensor"`` for landscapes written before the blocks (one generator per tensor, whatever its
-size), which are still drawn their way (a resume, a rerun). The two differ only on tensors of
-more than :data:`BLOCK` elements. (Before the per-tensor draw, one generator ran over all tensors
-of ``v`` then of ``w``.)
+``"per-tensor"`` for landscapes written before the blocks, still drawn their way.
 
-Normalizations, for a direction tensor ``d`` and the centre's tensor ``p`` (Li et al.,
-``net_plotter.normalize_direction``, and MindSpore's layer normalization), computed in
-float64 (norms over the whole tensor or slice; each element's product rounded once) and
-stored as float32:
-
-=========  ==========================================================================
-layer      ``d <- d * ||p|| / ||d||`` per tensor (MindSpore's; Li et al.'s ``layer``)
-filter     the same for every slice ``d[i]`` along the first dimension (a filter of
-           a convolution, a neuron of a linear layer)
-dfilter    ``d[i] <- d[i] / ||d[i]||``: every filter a unit vector
-dlayer     ``d <- d / ||d||``: every tensor a unit vector
-weight     ``d <- d * p`` element by element
-none       ``d`` as it is
-=========  ==========================================================================
-
-A zero tensor (or slice) stays zero; Li et al. divide by ``||d|| + 1e-10`` instead,
-which differs from the exact quotient by less than float32 rounding unless a slice's
-norm is below about 1e-3.
-
-Tensors with at most one dimension (biases, norm-layer scales and shifts) follow the
-normalization like the others by default (``biasbn="normalize"``: under ``filter`` each
-element of a bias is its own filter, so its direction is ``sign(d_i) |p_i|``). Li et
-al.'s convention is ``biasbn="li"``: such a tensor's direction is the tensor itself,
-``d <- p``, whatever the normalization (``normalize_directions_for_weights`` with
-``ignore != 'biasbn'``); their ``ignore='biasbn'`` (a zero direction) is our
-``ignore="biasbn"``, which leaves those tensors out of the moved parameters.
+Normalizations (``layer``, ``filter``, ``dfilter``, ``dlayer``, ``weight``, ``none``: Li et
+al.'s ``net_plotter.normalize_direction`` and MindSpore's layer normalization; the table is
+in docs/generating.md) are computed in float64 and stored as float32. A zero tensor or slice
+stays zero (Li et al. divide by ``||d|| + 1e-10``: the same to float32 rounding unless a
+slice's norm is below about 1e-3). Tensors of at most one dimension follow the normalization
+by default (``biasbn="normalize"``); ``biasbn="li"`` is Li et al.'s convention, the tensor
+itself as its direction, and their ``ignore='biasbn'`` is ``ignore="biasbn"`` here.
 """
 
 from __future__ import annotations

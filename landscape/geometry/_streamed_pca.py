@@ -1,44 +1,27 @@
 """PCA of a trajectory whose checkpoints are read a block at a time (private).
 
-The same PCA as :func:`landscape.geometry._pca.pca_trajectory` (MindSpore's centring of
-each difference over the D coordinates, or Li et al.'s across checkpoints; the same sign
-fix, singular values, explained variance ratios and path coordinates), without holding
-the ``n - 1`` differences ``d_k = theta_k - theta_centre``: memory is one block of them,
-the ``(n-1) x (n-1)`` Gram matrix and the two directions themselves.
+The same PCA as :func:`landscape.geometry._pca.pca_trajectory` (MindSpore's centring or Li
+et al.'s; the same sign fix, singular values, explained variance and path coordinates),
+without holding the ``n - 1`` differences ``d_k = theta_k - theta_centre``: memory is one
+block of them, the ``(n-1) x (n-1)`` Gram matrix and the two directions.
 
-Two passes over the checkpoints (three with ``normalization="weight"``), each a block of
-rows of a few tensors at a time (:class:`collector.trajectory.CheckpointReader`: a torch
-checkpoint memory-mapped and released after each block, a safetensors file read by byte
-range, a state dict in memory sliced in place):
+Two passes over the checkpoints (three with ``normalization="weight"``), each a block of rows
+of a few tensors at a time (:class:`collector.trajectory.CheckpointReader`):
 
-1. the Gram matrix ``G0 = [d_i . d_j]`` and the sums ``s_k = sum(d_k)``, in float64 from
-   differences formed in float64 (exact for float32, float16 and bfloat16 checkpoints).
-   Centring is then applied to ``G0`` itself: MindSpore's ``G = G0 - s s^T / D``, Li et
-   al.'s ``G = C G0 C`` with ``C = I - 11^T / (n-1)``. In float64 this loses at most
-   ``1e-16 x (mean^2 / variance)`` relatively, far below the float32 rounding of the
-   in-memory path's centring;
-2. the directions as combinations of checkpoints: with ``G = V diag(lambda) V^T``, the
-   singular values are ``sqrt(lambda)`` and the i-th direction is
-   ``sum_k a_ik d_k + c_i``: MindSpore's ``a_i = V_i``, ``c_i = -(V_i . s) / D`` (the
-   score ``u_i s_i``); Li et al.'s ``a_i = C V_i / sqrt(lambda_i)``, ``c_i = 0`` (the
-   unit right singular vector). Rounded to float32 as they are formed, each tensor is
-   normalized against the centre, and the sign makes the largest-magnitude entry of the
-   raw direction positive (every normalization is odd, so the flip is applied last).
-   The same pass keeps each row's dot products with the differences, ``raw[r] . d_k[r]``
-   (``rows x (n-1) x 2`` values): a normalization other than ``weight`` multiplies each
-   row (or the whole tensor) by one number ``sigma_r``, so the path's right-hand sides
-   ``[v . d_k, w . d_k]`` are ``sum_r sigma_r raw[r] . d_k[r]``, ``sigma_r`` read off the
-   normalized row by float64 least squares (exact up to the float32 rounding of ``v``);
+1. the Gram matrix ``G0 = [d_i . d_j]`` and the sums ``s_k = sum(d_k)`` in float64 (exact for
+   float32, float16 and bfloat16 checkpoints), centred afterwards (MindSpore's
+   ``G0 - s s^T / D``, Li et al.'s ``C G0 C``);
+2. the directions as combinations of the differences, from the eigenvectors of ``G``,
+   rounded to float32 as they are formed, normalized against the centre and sign-fixed
+   (the largest-magnitude entry of the raw direction positive). The same pass keeps each
+   row's dot products with the differences, from which the path's right-hand sides follow,
+   since a normalization other than ``weight`` scales each row by one number;
 3. with ``weight`` (or when those row products would exceed ``ROW_PRODUCT_BYTES``), a third
-   pass forms ``[v . d_k, w . d_k]`` from the normalized directions.
+   pass forms the right-hand sides from the normalized directions.
 
-The path coordinates then solve the 2x2 normal equations, as in memory.
-
-Memory beyond the two directions (two float32 copies of the moved parameters) and the
-centre: one block of ``(n-1)`` float64 rows (``BLOCK_BYTES``), plus a checkpoint's slices
-of that block as read, the row products (at most ``ROW_PRODUCT_BYTES``), and the float64
-temporaries of normalizing one tensor (about seven times that tensor's float32 size, for
-the largest: an embedding).
+Memory beyond the two directions and the centre: one block of float64 rows
+(``BLOCK_BYTES``), a checkpoint's slices of it, the row products, and the float64
+temporaries of normalizing the largest tensor (about seven times its float32 size).
 """
 
 from __future__ import annotations

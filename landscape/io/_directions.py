@@ -210,9 +210,9 @@ def kept_directions(part: Partial, names: Sequence[str], centre: Mapping[str, to
     or its directions asked back), from a copy of the centre's moved tensors made now; a landscape that
     is only looked at never hashes them (for a small network, the digests -- and, for a recipe, hashing
     its draw -- are a fifth of a 3x3 landscape's time). ``lazy_draw``: only a recipe's ``digest_draw`` is
-    made then, drawn again from the recipe (which needs the shapes only: nothing is held for it; on
-    ResNet-18 hashing the draw as it is drawn took 60 ms of a 1.4 s 3x3 landscape). The same record
-    every way."""
+    made then, drawn again from the recipe (which needs the shapes only: nothing is held for it;
+    hashing the draw as it is drawn was a few percent of a ResNet-18's 3x3 landscape). The same
+    record every way."""
     ref = [centre[n] for n in names]
     points = np.asarray(part.points)
     more = [np.asarray(m) for m in np.asarray(part.more)] if np.size(part.more) else []

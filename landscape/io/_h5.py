@@ -1,43 +1,26 @@
 """HDF5 files of landscapes: the one module that reads and writes them (private).
 
-One layout everywhere, Li et al.'s (``h52vtp.py`` and ``plot_2D.py`` read it), in a
-group per tag of ``landscapes.h5`` or at the root of a one-landscape file
-(``viz.export(ls, "x.h5")``):
+One layout everywhere, Li et al.'s (their ``h52vtp.py``, ``plot_2D.py`` and ``plot_1D.py``
+read it), in a group per tag of ``landscapes.h5`` or at the root of a one-landscape file
+(``viz.export(ls, "x.h5")``): ``xcoordinates``, ``ycoordinates`` (absent for a line) and
+``train_loss`` (ny, nx), an n-D grid's also ``axis3coordinates``, ... and a ``train_loss`` of
+shape (..., n3, ny, nx); each extra surface under its own name (``surface_{name}`` where the
+name is the layout's own); ``convergence_point`` and the group ``path``;
+``clamped_channels`` on a view through models with clamped batch-norm variances; the markers
+as the JSON attribute ``markers``; the metadata as attributes (JSON text for strings in
+lists and dicts). docs/summary-format.md describes every dataset.
 
-* ``xcoordinates`` (nx,), ``ycoordinates`` (ny,), ``train_loss`` (ny, nx); a line (a
-  random line, an interpolation between models) has no ``ycoordinates`` and a
-  ``train_loss`` of shape (nx,), as Li et al.'s 1-D files (``plot_1D.py`` reads them); an
-  n-D grid adds ``axis3coordinates`` (n3,), ``axis4coordinates``, ... and its ``train_loss``
-  is (..., n3, ny, nx);
-* each extra surface under its own name (``train_acc``), or ``surface_{name}`` when the
-  name is one of the layout's (``surface_path``); files written before this layout kept
-  every surface as ``surface_{name}``, which still reads;
-* ``convergence_point`` (3,), the group ``path`` (``x``, ``y``, ``z``, ``intervals``);
-* ``clamped_channels`` (shaped like ``train_loss``, int32) on a view through models with
-  ``bn_statistics="clamped"``: at each point, the batch-norm running-variance channels
-  clamped at zero (the attributes ``clamped_points`` and ``clamped_channels_max`` count
-  them; absent: nothing could be clamped);
-* the markers (the models a view passes through) as the attribute ``markers``, JSON text
-  ``{"A": [x, y, loss], ...}``;
-* the metadata as attributes: numbers and numeric lists as they are, strings, and
-  dicts and lists holding strings as JSON text (``moved_parameters``); at the root,
-  also ``tag``;
-* in ``landscapes.h5``, the group ``directions`` (:class:`DirectionsRecord`, written by
-  :func:`write_directions`): the landscape's directions as float32 arrays by parameter name
-  (``v/{name}``, ``w/{name}``) or as the recipe that draws them again, their digests, and
-  the engine's ``(a, b)`` of every point (``points``); and at the file's root the attribute
-  ``run`` (:data:`RUN_ATTR`), the run the landscapes belong to (``landscape/io/_run.py``);
-* in ``landscapes.h5``, the group ``curvature`` (:data:`CURVATURE`): ``landscape curvature``'s
-  results, one :class:`CurvatureRecord` per checkpoint.
+``landscapes.h5`` also holds each landscape's group ``directions`` (:class:`DirectionsRecord`,
+:func:`write_directions`), the root attribute ``run`` (:data:`RUN_ATTR`,
+``landscape/io/_run.py``), the group ``curvature`` (:data:`CURVATURE`, one
+:class:`CurvatureRecord` per checkpoint) and unfinished landscapes under ``/_in_progress``
+(:mod:`landscape.io._store`'s, through :func:`rewrite` and :func:`open_h5` here). Every change
+of groups is made in a copy that atomically replaces the file (:func:`rewrite`), so a crash
+never leaves a damaged file.
 
-Li et al.'s own files (no ``convergence_point``; ``train_loss`` allocated (nx, ny) but
-filled in ``meshgrid(x, y)`` order, i.e. (ny, nx) row-major) read too; their trained
-model sits at (0, 0), so the grid point nearest it is the convergence point.
-
-``landscapes.h5`` also holds unfinished landscapes under ``/_in_progress``; those are
-:mod:`landscape.io._store`'s, which reads and writes them through :func:`rewrite` and
-:func:`open_h5` here. Every change of groups is made in a copy that atomically replaces
-the file (:func:`rewrite`), so a crash never leaves a damaged file.
+Li et al.'s own files (no ``convergence_point``; ``train_loss`` filled in ``meshgrid(x, y)``
+order) read too; their trained model sits at (0, 0), so the grid point nearest it is the
+convergence point.
 """
 
 from __future__ import annotations
@@ -298,9 +281,28 @@ def _open_here_message(path: str | os.PathLike) -> str:
 def read_h5(path: str | os.PathLike) -> dict[str, Landscape]:
     """Every finished landscape of an HDF5 file, by tag.
 
-    ``landscapes.h5`` (one group per tag; unfinished ones under ``/_in_progress`` are
-    left out), a file ``viz.export`` wrote, or one of Li et al.'s (the tag is the file's
-    stem when the file does not record one).
+    Parameters
+    ----------
+    path : str or os.PathLike
+        ``landscapes.h5`` (one group per tag; unfinished ones under ``/_in_progress`` are
+        left out), a file ``viz.export`` wrote, or one of Li et al.'s (the tag is the file's
+        stem when the file does not record one).
+
+    Returns
+    -------
+    dict of str to Landscape
+        By tag, in the file's order; each keeps its directions where the file holds them
+        (``Landscape.directions()``).
+
+    Examples
+    --------
+    >>> import tempfile, os, numpy as np
+    >>> from landscape import Landscape, read_h5, write_h5
+    >>> ls = Landscape(x=np.linspace(-1, 1, 3), y=np.linspace(-1, 1, 3), z=np.ones((3, 3)), tag="t")
+    >>> path = os.path.join(tempfile.mkdtemp(), "landscapes.h5")
+    >>> write_h5(path, [ls])
+    >>> read_h5(path)["t"].z.shape
+    (3, 3)
     """
     out = {}
     with open_h5(path) as fh:
@@ -354,6 +356,13 @@ def write_h5(path: str | os.PathLike, landscapes: list[Landscape]) -> None:
 
     The file is replaced atomically (a copy written, then renamed): a crash leaves the old
     file or the new one, never a damaged one.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file, created if missing; groups of other tags are kept.
+    landscapes : list of Landscape
+        Each written under its ``tag``, with its directions where it has them.
     """
     tags = [ls.tag or "landscape" for ls in landscapes]
 

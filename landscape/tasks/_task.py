@@ -43,7 +43,22 @@ class Task(Protocol):
 
 
 def mean_loss(value: torch.Tensor, n: int, loss_fn: Any) -> torch.Tensor:
-    """The mean over samples of a loss, whatever its reduction ('mean', 'sum' or 'none')."""
+    """The mean over samples of a loss, whatever its reduction ('mean', 'sum' or 'none').
+
+    Parameters
+    ----------
+    value : tensor
+        What ``loss_fn`` returned for a batch: a 0-d tensor, or one value per sample.
+    n : int
+        The batch's samples.
+    loss_fn : callable
+        The loss; its ``reduction`` attribute says how ``value`` was reduced.
+
+    Returns
+    -------
+    tensor
+        0-d, the mean over the batch's samples.
+    """
     if value.dim() == 0:
         if getattr(loss_fn, "reduction", None) == "sum":
             return value / n
@@ -65,8 +80,21 @@ def _first_tensor(obj: Any) -> torch.Tensor | None:
 
 
 def batch_size(batch: Any, task: Any = None) -> int:
-    """The weight of a batch: ``task.batch_size(batch)`` if the task has it, else the first
-    dimension of the first tensor found in the batch (depth first)."""
+    """The weight of a batch when batches are averaged.
+
+    Parameters
+    ----------
+    batch : any
+        Tensors in nested tuples, lists and mappings.
+    task : callable, optional
+        Its ``batch_size(batch)``, where it has one, decides.
+
+    Returns
+    -------
+    int
+        ``task.batch_size(batch)``, else the first dimension of the first tensor found in
+        the batch (depth first).
+    """
     if task is not None and callable(getattr(task, "batch_size", None)):
         return int(task.batch_size(batch))
     first = _first_tensor(batch)
@@ -84,6 +112,21 @@ def _rebuild(obj: Any, items: Sequence[Any]) -> Any:
 
 
 def map_tensors(obj: Any, fn: Callable[[torch.Tensor], Any]) -> Any:
+    """``obj`` with ``fn`` applied to every tensor in its structure.
+
+    Parameters
+    ----------
+    obj : any
+        A tensor, or nested tuples (named tuples kept), lists and mappings (a Mapping
+        subclass rebuilt where it can be) holding tensors; other values pass unchanged.
+    fn : callable
+        ``fn(tensor) -> any``.
+
+    Returns
+    -------
+    any
+        The same structure with ``fn``'s results in place of the tensors.
+    """
     if isinstance(obj, torch.Tensor):
         return fn(obj)
     if isinstance(obj, Mapping):
@@ -100,7 +143,17 @@ def map_tensors(obj: Any, fn: Callable[[torch.Tensor], Any]) -> Any:
 
 
 def tensors_in(obj: Any) -> list[torch.Tensor]:
-    """The tensors of a batch (nested tuples, lists and mappings), in :func:`map_tensors`' order."""
+    """The tensors of a batch, in :func:`map_tensors`' order.
+
+    Parameters
+    ----------
+    obj : any
+        Nested tuples, lists and mappings.
+
+    Returns
+    -------
+    list of tensor
+    """
     found: list[torch.Tensor] = []
 
     def keep(t: torch.Tensor) -> torch.Tensor:
@@ -112,14 +165,43 @@ def tensors_in(obj: Any) -> list[torch.Tensor]:
 
 
 def to_device(batch: Any, device: torch.device | str, *, non_blocking: bool = False) -> Any:
-    """The batch with every tensor in its structure moved to ``device`` (the documented rule)."""
+    """The batch with every tensor in its structure moved to ``device`` (the documented rule).
+
+    Parameters
+    ----------
+    batch : any
+        Tensors in nested tuples, lists and mappings; other values pass unchanged.
+    device : torch.device or str
+    non_blocking : bool, default=False
+        Passed to ``Tensor.to``.
+
+    Returns
+    -------
+    any
+        The same structure, its tensors on ``device``.
+    """
     dev = torch.device(device)
     return map_tensors(batch, lambda t: t.to(dev, non_blocking=non_blocking))
 
 
 def slice_batch(batch: Any, stop: int, start: int = 0, *, size: int | None = None) -> Any:
-    """Samples ``start:stop`` of a batch: every tensor whose first dimension is the batch's
-    size is sliced, other tensors and values are kept as they are."""
+    """Samples ``start:stop`` of a batch.
+
+    Parameters
+    ----------
+    batch : any
+        Tensors in nested tuples, lists and mappings.
+    stop, start : int
+        The samples kept.
+    size : int, optional
+        The batch's size (default :func:`batch_size`).
+
+    Returns
+    -------
+    any
+        The batch with every tensor whose first dimension is its size sliced; other tensors
+        and values kept as they are.
+    """
     n = batch_size(batch) if size is None else size
     return map_tensors(batch, lambda t: t[start:stop] if t.dim() > 0 and t.shape[0] == n else t)
 
@@ -204,12 +286,36 @@ class Supervised:
 
 
 def classification(loss_fn: Callable[..., torch.Tensor] | None = None, **kwargs: Any) -> Supervised:
-    """A supervised task with ``nn.CrossEntropyLoss()`` by default (class-index or probability targets)."""
+    """A supervised task with ``nn.CrossEntropyLoss()`` by default (class-index or probability targets).
+
+    Parameters
+    ----------
+    loss_fn : callable, optional
+        ``loss_fn(outputs, targets)``; default ``nn.CrossEntropyLoss()``.
+    **kwargs
+        ``inputs``, ``targets``, ``output``, as :class:`Supervised` takes them.
+
+    Returns
+    -------
+    Supervised
+    """
     return Supervised(loss_fn if loss_fn is not None else nn.CrossEntropyLoss(), **kwargs)
 
 
 def regression(loss_fn: Callable[..., torch.Tensor] | None = None, **kwargs: Any) -> Supervised:
-    """A supervised task with ``nn.MSELoss()`` by default."""
+    """A supervised task with ``nn.MSELoss()`` by default.
+
+    Parameters
+    ----------
+    loss_fn : callable, optional
+        ``loss_fn(outputs, targets)``; default ``nn.MSELoss()``.
+    **kwargs
+        ``inputs``, ``targets``, ``output``, as :class:`Supervised` takes them.
+
+    Returns
+    -------
+    Supervised
+    """
     return Supervised(loss_fn if loss_fn is not None else nn.MSELoss(), **kwargs)
 
 
@@ -252,7 +358,22 @@ class HuggingFace:
 
 
 def as_task(loss_fn: Any = None, task: Any = None, *, caller: str) -> Any:
-    """The task of a call that takes ``loss_fn`` or ``task`` (exactly one of them)."""
+    """The task of a call that takes ``loss_fn`` or ``task`` (exactly one of them).
+
+    Parameters
+    ----------
+    loss_fn : callable, optional
+        Becomes ``Supervised(loss_fn)``.
+    task : callable, optional
+        ``task(model, batch) -> loss``, used as it is.
+    caller : str
+        The public name that received them, for the error messages.
+
+    Returns
+    -------
+    callable
+        The task.
+    """
     if task is not None and loss_fn is not None:
         raise ValueError(f"{caller}: give either loss_fn or task, not both (a task computes its own loss; "
                          "Supervised(loss_fn) is the task of a loss_fn).")

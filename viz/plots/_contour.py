@@ -134,7 +134,12 @@ def plot_filled_contour(landscape: Landscape, ax: Axes | None = None, *, fig: Fi
                         surface: str = "loss", cmap: Any = None, title: str | None = None,
                         colorbar: bool = True, vmin: float | None = None, vmax: float | None = None,
                         aspect: _style.AspectOption = None) -> Axes:
-    """Filled contours of a landscape (thin level lines on top); parameters as :func:`plot_contour`.
+    """Filled contours of a landscape (thin level lines on top).
+
+    Parameters
+    ----------
+    landscape, ax, fig, levels, log, path, surface, cmap, title, colorbar, vmin, vmax, aspect
+        As for :func:`plot_contour`.
 
     Returns
     -------
@@ -149,8 +154,12 @@ def plot_heatmap(landscape: Landscape, ax: Axes | None = None, *, fig: Figure | 
                  log: _style.LogOption = "auto", path: bool = True, surface: str = "loss", cmap: Any = None,
                  title: str | None = None, colorbar: bool = True, vmin: float | None = None,
                  vmax: float | None = None, aspect: _style.AspectOption = None) -> Axes:
-    """One coloured cell per grid point (NaN/inf cells grey and marked); parameters as
-    :func:`plot_contour`.
+    """One coloured cell per grid point (NaN/inf cells grey and marked).
+
+    Parameters
+    ----------
+    landscape, ax, fig, log, path, surface, cmap, title, colorbar, vmin, vmax, aspect
+        As for :func:`plot_contour`.
 
     Returns
     -------

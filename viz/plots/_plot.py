@@ -59,6 +59,8 @@ def plot(landscape: Landscape | SpectralDensity | Mapping[str, SpectralDensity],
     """Draw a landscape as contour lines, filled contours, a 3-D surface, a heatmap, all of them,
     or, for a line, the loss along it.
 
+    Read more in the user guide: [Pictures](../pictures.md).
+
     Parameters
     ----------
     landscape : Landscape

@@ -149,12 +149,13 @@ def test_deterministic_and_the_network_is_left_alone(problem):
 def test_trace_interval_contains_the_dense_trace(problem):
     net, x, y, h, *_ = problem
     exact = float(torch.trace(h))
-    tr = hessian_trace(net, nn.CrossEntropyLoss(), (x, y), num_samples=None, rel_tol=0.02, progress=False)
+    # rel_tol 0.05 (the default): 0.02 ran to the most probes here, the checks are the same
+    tr = hessian_trace(net, nn.CrossEntropyLoss(), (x, y), num_samples=None, rel_tol=0.05, progress=False)
     assert tr.interval[0] <= exact <= tr.interval[1]
     assert tr.probes == len(tr.values) and tr.probes >= 20
     half = t_quantile(0.975, tr.probes - 1) * np.std(tr.values, ddof=1) / math.sqrt(tr.probes)
     assert tr.half_width == pytest.approx(half)
-    assert tr.converged == (tr.half_width <= 0.02 * abs(tr.estimate))
+    assert tr.converged == (tr.half_width <= 0.05 * abs(tr.estimate))
 
 
 @pytest.mark.parametrize("rel_tol", [0.05, 0.2])
@@ -231,7 +232,9 @@ def test_point_metric_leaves_the_loss_unchanged(problem):
     net, x, y, *_ = problem
     kw = dict(directions="random", size=4, num_samples=None, seed=1)
     plain = compute_landscape(net, nn.CrossEntropyLoss(), (x, y), **kw)
-    with_ratio = compute_landscape(net, nn.CrossEntropyLoss(), (x, y), metrics={"eigen_ratio": EigenRatio()}, **kw)
+    # a looser Lanczos tolerance than the default: the ratio's accuracy is another test's, not this one's
+    with_ratio = compute_landscape(net, nn.CrossEntropyLoss(), (x, y), metrics={"eigen_ratio": EigenRatio(tol=1e-3)},
+                                   **kw)
     np.testing.assert_array_equal(plain.z, with_ratio.z)
     assert with_ratio.surfaces["eigen_ratio"].shape == (4, 4)
     assert np.isfinite(with_ratio.surfaces["eigen_ratio"]).all()

@@ -248,8 +248,9 @@ def test_the_functions_take_the_curvature_and_say_which():
     theta = _flat(net).requires_grad_(True)
     sq = [float(torch.autograd.grad(F.cross_entropy(f(theta)[i:i + 1], y[i:i + 1]), theta)[0].square().sum())
           for i in range(len(x))]
+    # rel_tol 0.1: at 0.02 this Fisher's probes vary enough to run all 1000 (20 s); the check is the same
     tr = hessian_trace(net, nn.CrossEntropyLoss(), (x, y), num_samples=None, curvature="fisher", dtype="float64",
-                       rel_tol=0.02, progress=False)
+                       rel_tol=0.1, progress=False)
     assert tr.interval[0] <= np.mean(sq) <= tr.interval[1]
     # the eigen-ratio of the GGN (positive semi-definite: lambda_min >= 0) and GGN directions
     ratio = EigenRatio(curvature="ggn", dtype="float64")

@@ -86,6 +86,23 @@ def test_no_room_on_a_gpu_or_where_the_thresholds_are_tuned(monkeypatch):
 
 
 @glibc
+def test_no_room_at_all_where_malloc_measures_are_turned_off(monkeypatch):
+    """LANDSCAPE_MALLOC_TUNING=0 is the switch benchmarks/bench_heap.py compares against: no room is
+    made during an evaluation either, and no glibc setting changes."""
+    monkeypatch.setattr(_malloc, "_done", False)
+    monkeypatch.setattr(_heap, "_KEPT", [])
+    monkeypatch.setenv("LANDSCAPE_MALLOC_TUNING", "0")
+    room = _heap.Room(torch.device("cpu"))
+    assert not room.enabled
+    room.watch()
+    _ = torch.ones(4 << 20, dtype=torch.uint8)  # a call that faults pages in
+    room.check()
+    assert room.bytes == 0 and _heap.kept_bytes() == 0
+    monkeypatch.delenv("LANDSCAPE_MALLOC_TUNING")
+    assert _heap.Room(torch.device("cpu")).enabled
+
+
+@glibc
 def test_a_released_room_is_kept_for_the_next_engine_and_given_back_on_request(monkeypatch):
     monkeypatch.setattr(_malloc, "_done", False)
     monkeypatch.setattr(_heap, "_KEPT", [])
