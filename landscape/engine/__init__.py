@@ -13,7 +13,9 @@ between landscapes in the caller's process (:func:`kept_bytes`, :func:`release_r
 
 from landscape.engine._activations import activation_elements
 from landscape.engine._batching import BATCHINGS
-from landscape.engine._data import Samples, TooFewSamples, collate, collect
+from landscape.engine._check import CHECK_BATCH, check_loss
+from landscape.engine._data import AUTO_SAMPLES, Samples, TooFewSamples, check_order, collate, collect
+from landscape.engine._digest import hash_tensor, samples_digest, tensor_digest
 from landscape.engine._engine import (
     CLAMPED,
     MEMORY_FORMATS,
@@ -37,4 +39,6 @@ __all__ = ["Engine", "EngineSpec", "Progress", "Plan", "choose_plan", "plan_key"
            "PLAN_MODES", "BATCHINGS", "MEMORY_FORMATS", "activation_elements", "is_batch_metric", "is_point_metric",
            "Samples", "collect", "collate", "tune_malloc", "release_room", "kept_bytes", "MEMORY_SETTINGS",
            "choose_memory", "point_value", "point_values", "network_at", "keeps_placement", "ShardedEngine",
-           "is_sharded", "CLAMPED", "TooFewSamples", "ProgressMeter", "PROGRESS_LOGGER", "WayRefused"]
+           "is_sharded", "CLAMPED", "TooFewSamples", "ProgressMeter", "PROGRESS_LOGGER", "WayRefused",
+           "hash_tensor", "tensor_digest", "samples_digest", "check_loss", "CHECK_BATCH", "check_order",
+           "AUTO_SAMPLES"]

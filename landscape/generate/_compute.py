@@ -62,8 +62,9 @@ def compute_landscape(
         The architecture (never modified: the engine works on a copy of its modules over its
         own tensors, which are only read).
     loss_fn : callable, optional
-        ``loss_fn(outputs, labels)`` for ``(inputs, labels)`` batches; 'mean', 'sum' or
-        'none' reductions all give the mean. Give this or ``task``.
+        ``loss_fn(outputs, labels)`` for ``(inputs, labels)`` batches, one number per batch
+        ('mean' or 'sum' reduction; a per-sample 'none' is refused, as are outputs and
+        targets an element-wise loss would broadcast). Give this or ``task``.
     data : DataLoader, iterable of batches, map-style Dataset or (inputs, labels) tensors
         The first ``num_samples`` samples are taken once and used for every point.
         Batches may be any structure the task understands (dicts of token ids, tuples
