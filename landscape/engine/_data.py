@@ -342,6 +342,14 @@ def collect(data: Any, num_samples: int | Literal["auto"] | None, task: Any = No
         batch apart into inputs and targets (a dict of token ids): the message says to pass
         a task.
     """
+    if num_samples == "auto":
+        try:
+            return collect(data, AUTO_SAMPLES, task, caller=caller)
+        except TooFewSamples as exc:
+            have = exc.have
+        _log.info("num_samples='auto': the dataset holds %d samples (fewer than %d): all %d are used", have,
+                  AUTO_SAMPLES, have)
+        return collect(data, have, task, caller=caller)
     if (isinstance(data, (tuple, list)) and len(data) == 2 and all(isinstance(t, torch.Tensor) for t in data)):
         inputs, labels = data
         if inputs.dim() == 0 or labels.dim() == 0 or inputs.shape[0] != labels.shape[0]:
@@ -355,14 +363,6 @@ def collect(data: Any, num_samples: int | Literal["auto"] | None, task: Any = No
         pair = (inputs[:k].detach().cpu(), labels[:k].detach().cpu())
         _check_task_fits(pair, task, caller)
         return Samples([pair], [k], merged=True, _whole=pair)
-    if num_samples == "auto":
-        try:
-            return collect(data, AUTO_SAMPLES, task, caller=caller)
-        except TooFewSamples as exc:
-            have = exc.have
-        _log.info("num_samples='auto': the dataset holds %d samples (fewer than %d): all %d are used", have,
-                  AUTO_SAMPLES, have)
-        return collect(data, have, task, caller=caller)
     check_order(data, caller)
     if isinstance(data, Dataset) and not isinstance(data, Iterable):
         data = DataLoader(data, batch_size=DATASET_BATCH, shuffle=False)
