@@ -205,7 +205,8 @@ def check_loss(network: nn.Module, task: Any, samples: Samples, *, caller: str, 
             loss = float(value.detach().reshape(()))
             if not math.isfinite(loss):
                 raise InvalidParameterError(
-                    f"The loss ({what}) of {caller} at the network's weights is {loss} on "
+                    f"The loss ({what}) of {caller} at the network's weights is "
+                    f"{'NaN' if math.isnan(loss) else 'infinite'} on "
                     f"{_where(samples, i, start, size, cut)}: {_data_words(task, batch, size, start)}. Every point "
                     "would be non-finite there. HINT: " + (
                         "drop or impute the non-finite values (torch.nan_to_num, or keep the finite samples: "

@@ -16,6 +16,7 @@ from landscape.geometry._directions import (
     random_directions,
     shared_draws,
 )
+from landscape.geometry._pca import PCA_METHODS
 from landscape.geometry._runs import RunStart, run_start
 from landscape.geometry._spec import BN_STATISTICS, KINDS, AxisRange, Geometry, Kind
 from landscape.geometry._state import check_keys, flat_float, keeps_placement, moved_names
@@ -34,4 +35,4 @@ __all__ = ["Geometry", "Kind", "KINDS", "AxisRange", "BN_STATISTICS", "NORMALIZA
            "ViewGeometry", "ViewInputs", "HessianFn", "view_geometry", "centre_state", "model_state", "DECOMPOSITION",
            "moved_names", "flat_float", "check_keys", "random_directions", "SeededDirections", "DRAW", "DRAWS",
            "keeps_placement", "RunStart", "run_start", "shared_draws",
-           "SHARED_ELEMENTS"]
+           "SHARED_ELEMENTS", "PCA_METHODS"]
