@@ -52,24 +52,24 @@ def plane_report(ls: Landscape) -> list[str]:
     lines.append(f"centre: {md.get('centre_description') or md.get('centre_on')}")
     share = md.get("movement_in_plane")
     if share is not None:
-        lines.append(f"the drawn plane holds {share:.1%} of the runs' movement (sum over every checkpoint of its "
-                     "squared distance from the centre)")
+        lines.append(f"in the drawn plane: {100 * share:.4f} % of the runs' movement (of the sum over every "
+                     "checkpoint of its squared distance from the centre)")
     ev = md.get("explained_variance_ratio")
     if ev:
-        lines.append(f"PCA explained variance (before normalization): {ev[0]:.1%} and {ev[1]:.1%}")
+        lines.append(f"PCA explained variance (before normalization): {100 * ev[0]:.1f} % and {100 * ev[1]:.1f} %")
     distances = md.get("path_distance") or {}
     if distances:
-        lines.append("off the plane (each checkpoint's distance from the plane / its distance from the centre):")
+        lines.append("off the plane, in % of each checkpoint's distance from the centre:")
     unit = md.get("unit") or "checkpoint"
     largest: tuple[float, str, Any] | None = None
     for name, dist in distances.items():
         path = ls.paths.get(name)
         numbers = list(path.intervals) if path is not None and len(path.intervals) == len(dist) else \
             list(range(1, len(dist) + 1))
-        lines.append(f"  {name} ({unit}s {numbers[0]}-{numbers[-1]}): " + " ".join(f"{d:.0%}" for d in dist))
+        lines.append(f"  {name} ({unit}s {numbers[0]}-{numbers[-1]}): " + " ".join(f"{100 * d:.0f}" for d in dist))
         for d, k in zip(dist, numbers):
             if largest is None or d > largest[0]:
                 largest = (d, name, k)
     if largest is not None:
-        lines.append(f"  largest: {largest[0]:.1%} (run {largest[1]}, {unit} {largest[2]})")
+        lines.append(f"  largest: {100 * largest[0]:.1f} % (run {largest[1]}, {unit} {largest[2]})")
     return lines

@@ -58,8 +58,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from collector.common import Interval, InvalidParameterError, Options, Predicate, check_param
-from landscape.curvature._api import _operator
+from collector.common import Interval, InvalidParameterError, Options, Predicate, check_param, unwrap_module
+from landscape.curvature._api import _operator, check_inputs
 from landscape.curvature._dense import dense_matrix, exact_limit, use_exact
 from landscape.curvature._hvp import PointOperator
 from landscape.curvature._operators import check_curvature, make_operator
@@ -591,20 +591,13 @@ def spectral_density(
     check_param("method", method, [Options(DENSITY_METHODS)], caller=caller,
                 hint="'auto' is exact for blocks of at most runs * steps values (SLQ's products), else SLQ.")
     keyed, blocks = _blocks(include)
+    # each block's parameters and size: a glob that matches nothing, or more steps than a block's values, is
+    # refused here, before the data is read
+    check_inputs(caller, network, loss_fn, data, task, num_samples, ignore, eval_mode, device)
+    _blocks_of(unwrap_module(network), blocks, ignore, method, runs, steps, caller)
     op, samples = _operator(caller, network, loss_fn, data, task, num_samples, ignore, eval_mode, dtype, device, seed,
                             curvature, product)
-    # each block's parameters: a glob that matches nothing is refused here, before any product
-    chosen = [(key, op.names if globs is None else moved_names(op.net, ignore, globs)[0]) for key, globs in blocks]
-    sizes = {key: sum(dict(op.net.named_parameters())[k].numel() for k in names) for key, names in chosen}
-    for key, _ in chosen:
-        size = sizes[key]
-        if use_exact(method, size, exact_limit("density", runs=runs, steps=steps)):
-            continue
-        if steps > size:
-            raise InvalidParameterError(
-                f"The 'steps' parameter of {caller} must be at most the number of values in the block "
-                f"({size}{'' if key is None else f' in {key!r}'}). Got {steps} instead. HINT: a run of that many "
-                "steps already gives the block's exact eigenvalues.")
+    chosen, sizes = _blocks_of(op.net, blocks, ignore, method, runs, steps, caller)
     exact = {key: use_exact(method, sizes[key], exact_limit("density", runs=runs, steps=steps)) for key, _ in chosen}
     total = sum(sizes[key] if exact[key] else runs * steps for key, _ in chosen)
     bar = ProgressMeter("SLQ", total, unit="products", enabled=progress is not False, bar=progress or None,
@@ -625,6 +618,24 @@ def spectral_density(
     finally:
         bar.close()
     return out if keyed else next(iter(out.values()))
+
+
+def _blocks_of(net: nn.Module, blocks: list[tuple[str | None, list[str] | None]], ignore: Any, method: str,
+               runs: int, steps: int, caller: str) -> tuple[list[tuple[str | None, list[str]]], dict[Any, int]]:
+    """Each block's parameters and number of values; a block SLQ would take more steps than it has values
+    refused."""
+    every = moved_names(net, ignore)[0]
+    chosen = [(key, every if globs is None else moved_names(net, ignore, globs)[0]) for key, globs in blocks]
+    params = dict(net.named_parameters())
+    sizes = {key: sum(params[k].numel() for k in names) for key, names in chosen}
+    for key, _ in chosen:
+        size = sizes[key]
+        if not use_exact(method, size, exact_limit("density", runs=runs, steps=steps)) and steps > size:
+            raise InvalidParameterError(
+                f"The 'steps' parameter of {caller} must be at most the number of values in the block "
+                f"({size}{'' if key is None else f' in {key!r}'}). Got {steps} instead. HINT: a run of that many "
+                "steps already gives the block's exact eigenvalues.")
+    return chosen, sizes
 
 
 def _block_operator(op: PointOperator, samples: Samples, names: list[str], caller: str) -> PointOperator:
