@@ -1,7 +1,9 @@
 """The evaluation engine: the loss (and metrics) at many points of a plane, on one device.
 
 What the other subpackages use: :class:`Engine` and its :class:`EngineSpec`, the samples
-(:class:`Samples`, :func:`collect`), the evaluation plan (:class:`Plan`, :func:`choose_plan`)
+(:class:`Samples`, :func:`collect`; the one rule on a DataLoader's order, :func:`check_order`; their
+SHA-256, :func:`samples_digest`) and the check of the task's loss on them before any point
+(:func:`check_loss`), the evaluation plan (:class:`Plan`, :func:`choose_plan`)
 and the ways a group of points runs (``BATCHINGS``), how the directions are kept
 (``MEMORY_SETTINGS``, :func:`choose_memory`) and a point's tensors formed (:func:`point_value`;
 all at once, :func:`point_values`), the engine's copy of a network's modules (:func:`network_at`),

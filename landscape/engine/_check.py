@@ -46,11 +46,8 @@ _BROADCAST_WARNING = "target size"
 
 
 def _device(network: nn.Module) -> torch.device:
-    for t in network.parameters():
-        return t.device
-    for t in network.buffers():
-        return t.device
-    return torch.device("cpu")
+    tensors: list[torch.Tensor] = [*network.parameters(recurse=True), *network.buffers()]
+    return tensors[0].device if tensors else torch.device("cpu")
 
 
 @contextlib.contextmanager

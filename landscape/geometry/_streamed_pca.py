@@ -23,9 +23,10 @@ range, a state dict in memory sliced in place):
    singular values are ``sqrt(lambda)`` and the i-th direction is
    ``sum_k a_ik d_k + c_i``: MindSpore's ``a_i = V_i``, ``c_i = -(V_i . s) / D`` (the
    score ``u_i s_i``); Li et al.'s ``a_i = C V_i / sqrt(lambda_i)``, ``c_i = 0`` (the
-   unit right singular vector), the uncentred ``a_i = V_i / sqrt(lambda_i)``, ``c_i = 0``. Rounded to float32 as they are formed, each tensor is
-   normalized against the centre, and the sign makes the largest-magnitude entry of the
-   raw direction positive (every normalization is odd, so the flip is applied last).
+   unit right singular vector), the uncentred ``a_i = V_i / sqrt(lambda_i)``, ``c_i = 0``.
+   Rounded to float32 as they are formed, each tensor is normalized against the centre,
+   and the sign makes the largest-magnitude entry of the raw direction positive (every
+   normalization is odd, so the flip is applied last).
    The same pass keeps each row's dot products with the differences, ``raw[r] . d_k[r]``
    (``rows x (n-1) x 2`` values): a normalization other than ``weight`` multiplies each
    row (or the whole tensor) by one number ``sigma_r``, so the path's right-hand sides

@@ -19,7 +19,9 @@ group per tag of ``landscapes.h5`` or at the root of a one-landscape file
   ``{"A": [x, y, loss], ...}``;
 * the metadata as attributes: numbers and numeric lists as they are, strings, and
   dicts and lists holding strings as JSON text (``moved_parameters``); at the root,
-  also ``tag``;
+  also ``tag``. Among them ``samples_digest``, the SHA-256 of the samples the landscape
+  used (the layout of ``landscape/engine/_digest.py``), and for a plane with paths
+  ``movement_in_plane`` and ``path_distance`` (what the drawn plane holds of them);
 * in ``landscapes.h5``, the group ``directions`` (:class:`DirectionsRecord`, written by
   :func:`write_directions`): the landscape's directions as float32 arrays by parameter name
   (``v/{name}``, ``w/{name}``) or as the recipe that draws them again, their digests, and
