@@ -18,8 +18,9 @@ the fix (:class:`collector.common.InvalidParameterError`):
 
 The caller's network is left as it was: its modules' modes, its buffers (a batch norm in
 train mode updates its running statistics) and torch's random state are restored. Cost:
-one forward pass over the samples, a point's, in batches of at most :data:`CHECK_BATCH`
-samples when the samples are one block (else the data's own batches).
+one forward pass over the samples, a point's, in the data's own batches (an ``(inputs,
+labels)`` pair, or batches of more than :data:`CHECK_BATCH` samples, re-cut into batches of
+that many when they are one block).
 """
 
 from __future__ import annotations
@@ -181,7 +182,7 @@ def check_loss(network: nn.Module, task: Any, samples: Samples, *, caller: str, 
     """
     device = _device(network)
     what = _task_name(task, loss_fn_given)
-    cut = samples.rebatchable and samples.n > CHECK_BATCH
+    cut = samples.rebatchable and max(samples.sizes) > CHECK_BATCH  # the data's own batches, at most CHECK_BATCH
     batches = samples.rebatch(CHECK_BATCH) if cut else samples
     with _untouched(network, not eval_mode, device):
         start = 0
