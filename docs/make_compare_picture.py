@@ -1,5 +1,6 @@
 """The README's picture of several runs on one plane: two runs of the digits MLP from the same
-initial weights (SGD with momentum, Adam), their shared PCA plane centred on the start.
+initial weights (SGD with momentum, Adam), their shared PCA plane centred on the start, at the
+defaults (the uncentred PCA, not rescaled: the plane that holds the most of their movement).
 
     python docs/make_compare_picture.py --out docs
 """
@@ -40,8 +41,9 @@ def main() -> None:
         runs[name] = ckpts
     ls = landscape.compute_landscape(start, nn.CrossEntropyLoss(), (x, y), directions="pca", checkpoints=runs,
                                      centre="start", size=args.size, num_samples=None, tag="shared plane")
-    print(ls.summary(), ls.metadata["explained_variance_ratio"], {k: max(v) for k, v in
-                                                                   ls.metadata["path_distance"].items()})
+    md = ls.metadata
+    print(ls.summary(), "in the plane:", md["movement_in_plane"], "PCA explained variance:",
+          md["explained_variance_ratio"], "largest distances:", {k: max(v) for k, v in md["path_distance"].items()})
     fig = Figure(figsize=(7.5, 5.6), dpi=110)
     ax = fig.add_subplot()
     viz.plot_filled_contour(ls, ax=ax, title="Two optimizers from the same start, on their shared PCA plane")

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import argparse
 import time
+from typing import Any
 
 from landscape.cli._common import UsageError, describe
 from landscape.cli._gen import deferred_task
 from landscape.cli._gen_check import split_task
 from landscape.engine import tune_malloc
 from landscape.generate import compare_runs
+from landscape.result import Landscape
 
-__all__ = ["run_compare"]
+__all__ = ["run_compare", "plane_report"]
 
 
 def run_compare(args: argparse.Namespace) -> int:
@@ -28,16 +30,46 @@ def run_compare(args: argparse.Namespace) -> int:
     ls = compare_runs([str(r) for r in args.runs], deferred_task(args.task), str(args.output),
                       directions=args.directions, centre=args.centre, size=args.size or 40,
                       num_samples=args.num_samples, normalization=args.normalization, seed=args.seed,
-                      device_ids=args.devices, restart=args.restart, plan=args.plan)
+                      device_ids=args.devices, restart=args.restart, plan=args.plan,
+                      pca_method=getattr(args, "pca_method", "uncentred"))
     print(describe(ls))
-    ev = ls.metadata.get("explained_variance_ratio")
-    if ev:
-        print(f"plane: PCA of every checkpoint of {len(ls.paths)} runs, explained variance {ev[0]:.1%} and "
-              f"{ev[1]:.1%}")
-    print(f"centre: {ls.metadata.get('centre_description') or ls.metadata.get('centre_on')}")
-    for name, dist in (ls.metadata.get("path_distance") or {}).items():
-        print(f"  {name}: {len(dist)} checkpoints, at most {max(dist):.1%} of their distance from the centre off "
-              "the plane")
+    for line in plane_report(ls):
+        print(line)
     print(f"Wrote the comparison to {args.output} (summary events and landscapes.h5) in "
           f"{time.perf_counter() - started:.1f} s")
     return 0
+
+
+def plane_report(ls: Landscape) -> list[str]:
+    """What the drawn plane holds, in words: the share of the runs' movement, each checkpoint's
+    distance off it (the largest named), the PCA's explained variance before normalization."""
+    md = ls.metadata
+    lines = []
+    kind = "PCA" if md.get("decomposition") == "PCA" else str(md.get("decomposition") or "").lower()
+    what = (f"the {md.get('pca_method')} PCA of every checkpoint of {len(ls.paths)} runs" if kind == "PCA" else
+            f"a {kind} plane")
+    lines.append(f"plane: {what}, normalization {md.get('normalization')!r}")
+    lines.append(f"centre: {md.get('centre_description') or md.get('centre_on')}")
+    share = md.get("movement_in_plane")
+    if share is not None:
+        lines.append(f"in the drawn plane: {100 * share:.4f} % of the runs' movement (their checkpoints' squared "
+                     "distances from the centre)")
+    ev = md.get("explained_variance_ratio")
+    if ev:
+        lines.append(f"PCA explained variance (before normalization): {100 * ev[0]:.1f} % and {100 * ev[1]:.1f} %")
+    distances = md.get("path_distance") or {}
+    if distances:
+        lines.append("off the plane, in % of each checkpoint's distance from the centre:")
+    unit = md.get("unit") or "checkpoint"
+    largest: tuple[float, str, Any] | None = None
+    for name, dist in distances.items():
+        path = ls.paths.get(name)
+        numbers = list(path.intervals) if path is not None and len(path.intervals) == len(dist) else \
+            list(range(1, len(dist) + 1))
+        lines.append(f"  {name} ({unit}s {numbers[0]}-{numbers[-1]}): " + " ".join(f"{100 * d:.0f}" for d in dist))
+        for d, k in zip(dist, numbers):
+            if largest is None or d > largest[0]:
+                largest = (d, name, k)
+    if largest is not None:
+        lines.append(f"  largest: {100 * largest[0]:.1f} % (run {largest[1]}, {unit} {largest[2]})")
+    return lines

@@ -15,7 +15,9 @@ Every option is checked before the task module, torch or the data is touched (ba
 exits 2 with one line naming the option); the checkpoint is verified against the digest
 training recorded and loaded with ``torch.load(weights_only=True)``. The results go to the
 group ``curvature/{unit}_{N}`` of ``landscapes.h5`` in ``--output`` (default RUN), written
-atomically, replacing that checkpoint's earlier results; ``landscape ls`` shows them. A
+atomically, replacing that checkpoint's earlier results, with the SHA-256 of the samples used
+(``samples_digest``); ``landscape ls`` shows them. Bad data (a loss that is not finite, not one
+number per batch, or of broadcast targets) is refused before any product, and nothing is written. A
 ``landscapes.h5`` of another run is refused, as ``gen`` refuses it.
 """
 
@@ -94,20 +96,25 @@ def _measure(args: argparse.Namespace, kinds: list[Any], network: Any, loss_fn: 
     if "eigs" in args.what:
         eig = hessian_eigs(network, loss_fn, data, k=args.k, **common)
         arrays.update(eigenvalues=eig.eigenvalues, residuals=eig.residuals)
-        info.update(eigs_iterations=eig.iterations, eigs_converged=eig.converged)
+        info.update(eigs_iterations=eig.iterations, eigs_converged=eig.converged, eigs_method=eig.method,
+                    samples_digest=eig.samples_digest)
         lines.append(f"eigenvalues: {', '.join(f'{v:.6g}' for v in eig.eigenvalues)} ({eig.iterations} Lanczos "
                      f"iterations, {'converged' if eig.converged else 'NOT converged'})")
     if "trace" in args.what:
         tr = hessian_trace(network, loss_fn, data, **common)
         info.update(trace=tr.estimate, trace_interval=list(tr.interval), trace_probes=tr.probes,
-                    trace_confidence=tr.confidence, trace_converged=tr.converged)
+                    trace_confidence=tr.confidence, trace_converged=tr.converged, trace_method=tr.method,
+                    samples_digest=tr.samples_digest)
         lines.append(f"trace: {tr}")
     if "density" in args.what:
         den = spectral_density(network, loss_fn, data, runs=args.runs, steps=args.steps, **common)
         arrays.update(density_grid=den.grid, density=den.density, density_nodes=den.nodes,
                       density_weights=den.weights)
-        info.update(density_mean=den.mean, density_stderr=den.stderr, density_sigma=den.sigma)
-        lines.append(f"density: mean eigenvalue {den.mean:.6g} ± {den.stderr:.3g} (tr/n, n={den.n}), "
+        info.update(density_mean=den.mean, density_stderr=den.stderr, density_sigma=den.sigma,
+                    density_method=den.method, samples_digest=den.samples_digest)
+        lines.append(f"density: mean eigenvalue {den.mean:.6g} (tr/n, n={den.n}), exact: every eigenvalue of the "
+                     "whole matrix" if den.method == "exact" else
+                     f"density: mean eigenvalue {den.mean:.6g} ± {den.stderr:.3g} (tr/n, n={den.n}), "
                      f"{den.nodes.shape[0]} runs x {den.nodes.shape[1]} steps")
     if "sharpness" in args.what:
         found = {}
@@ -139,6 +146,8 @@ def run_curvature(args: argparse.Namespace) -> int:
     network.load_state_dict(state)
     with progress_lines():
         info, arrays, lines = _measure(args, kinds, network, loss_fn, task, data, num_samples)
+    if info.get("samples_digest"):
+        lines.append(f"samples: SHA-256 {info['samples_digest'][:16]}... of the {num_samples} used")
     info.update(unit=md.unit, checkpoint=number, checkpoint_file=os.path.basename(path), num_samples=num_samples,
                 seed=args.seed, task=args.task, what=[w for w in WHAT if w in args.what])
     os.makedirs(out, exist_ok=True)

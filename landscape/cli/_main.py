@@ -193,13 +193,19 @@ def _add_compare(sub: Any) -> None:
     p.add_argument("--directions", choices=("pca", "random"), default="pca",
                    help="pca: the shared plane of all the runs' checkpoints (default); random: a seeded random plane")
     p.add_argument("--centre", metavar="start|mean|RUN",
-                   help="the plane's centre: the runs' start (their initial weights, saved by SummaryCollector "
-                        "before the first step; shared when equal, else the first run's), the mean of all "
-                        "checkpoints, or a run's folder name (its last checkpoint); default: the first run's end")
+                   help="the plane's centre: the runs' start (their saved initial weights, written by "
+                        "SummaryCollector before the first step; shared when equal, else the first run's; for runs "
+                        "saved without them, the first run's first checkpoint), the mean of all checkpoints, or a "
+                        "run's folder name (its last checkpoint); default: the first run's end")
     p.add_argument("--size", type=_positive, help="grid points per side (3 to 256, default 40)")
     p.add_argument("--num-samples", type=_positive, help="samples the loss averages over (default: the first run's)")
     p.add_argument("--normalization", choices=("layer", "filter", "dfilter", "dlayer", "weight", "none"),
-                   metavar="NAME", help="direction normalization: %(choices)s (default: layer)")
+                   metavar="NAME", help="direction normalization: %(choices)s (default: none for pca, the PCA "
+                                        "plane itself; layer for random)")
+    p.add_argument("--pca-method", choices=("uncentred", "li", "mindspore"), default="uncentred", metavar="METHOD",
+                   help="the PCA: %(choices)s. uncentred: the plane through the centre that holds the most of the "
+                        "runs' movement (default); li: ordinary PCA, centred across the checkpoints; mindspore: "
+                        "MindSpore's")
     p.add_argument("--seed", type=int, default=0, help="seed of a random plane (default 0)")
     p.add_argument("--devices", type=_int_list, help="device ids, e.g. 0,1 (CPU: that many worker processes)")
     p.add_argument("--restart", action="store_true", help="start over instead of resuming what landscapes.h5 holds")

@@ -12,18 +12,21 @@ import torch
 from torch import nn
 
 from collector.common import InstanceOf, Interval, InvalidParameterError, Options, check_param, unwrap_module
+from landscape.curvature._dense import dense_matrix, exact_limit, use_exact
 from landscape.curvature._hvp import PointOperator
 from landscape.curvature._lanczos import DEFAULT_TOL, lanczos
 from landscape.curvature._operators import check_curvature, make_operator
 from landscape.curvature._trace import TRACE_METHODS, Trace, hutch_plus_plus, hutchinson
-from landscape.engine import Samples, collect
+from landscape.engine import ProgressMeter, Samples, check_loss, collect
 from landscape.geometry import moved_names
 from landscape.tasks import as_task
 
 __all__ = ["HessianEigen", "hessian_eigs", "hessian_trace", "top_eigenpairs", "check_inputs", "DEFAULT_TOL",
-           "DEFAULT_MAX_ITER"]
+           "DEFAULT_MAX_ITER", "exact_eigs", "EIG_METHODS"]
 
 DEFAULT_MAX_ITER = 300
+#: How ``hessian_eigs`` finds the eigenpairs ("auto": exact for a few moved values, ``exact_limit``).
+EIG_METHODS = ("auto", "lanczos", "exact")
 _DTYPES = (torch.float32, torch.float64)
 
 
@@ -61,6 +64,11 @@ class HessianEigen:
         Thick restarts of the Lanczos window.
     basis : int
         The window: Lanczos vectors held at most.
+    method : {"lanczos", "exact"}
+        Lanczos, or the eigendecomposition of the whole matrix (``dim`` products; residuals of
+        float64 rounding).
+    samples_digest : str
+        SHA-256 of the samples the loss averaged over (``landscape.engine.Samples.digest``).
     """
 
     eigenvalues: np.ndarray
@@ -76,6 +84,8 @@ class HessianEigen:
     tol: float = 0.0
     restarts: int = 0
     basis: int = 0
+    method: str = "lanczos"
+    samples_digest: str = ""
 
     def flat(self) -> torch.Tensor:
         """The eigenvectors as rows of one ``(k, dim)`` tensor (parameters in ``names`` order)."""
@@ -83,6 +93,9 @@ class HessianEigen:
 
     def __str__(self) -> str:
         vals = ", ".join(f"{v:.6g}" for v in self.eigenvalues)
+        if self.method == "exact":
+            return (f"{_TITLES.get(self.curvature, self.curvature)} eigenvalues [{vals}] (exact: the whole matrix, "
+                    f"{self.iterations} products, {self.dtype})")
         return (f"{_TITLES.get(self.curvature, self.curvature)} eigenvalues [{vals}] ({self.iterations} Lanczos "
                 f"iterations, {'converged' if self.converged else 'NOT converged'}, {self.dtype})")
 
@@ -132,8 +145,8 @@ def check_inputs(caller: str, network: Any, loss_fn: Any, data: Any, task: Any, 
     if data is None:
         raise InvalidParameterError(f"The 'data' parameter of {caller} is required: a DataLoader, an iterable of "
                                     "batches, a Dataset or an (inputs, labels) pair of tensors.")
-    check_param("num_samples", num_samples, [Interval(int, 1, None), None], caller=caller,
-                hint="None uses the whole dataset.")
+    check_param("num_samples", num_samples, [Interval(int, 1, None), Options(("auto",)), None], caller=caller,
+                hint='"auto" takes at most 2048, None the whole dataset.')
     check_param("ignore", ignore, [None, Options(("biasbn",))], caller=caller)
     check_param("eval_mode", eval_mode, ["boolean"], caller=caller)
     check_param("device", device, [None, str, InstanceOf(torch.device)], caller=caller)
@@ -156,9 +169,32 @@ def _operator(caller: str, network: Any, loss_fn: Any, data: Any, task: Any, num
         net.to(device)
     net.train(not eval_mode)
     samples = collect(data, num_samples, task_, caller=caller)
+    check_loss(net, task_, samples, caller=caller, eval_mode=eval_mode, loss_fn_given=task is None)
     op = make_operator(net, task_, samples, names, curvature=curvature, product=product, dtype=dt, device=device,
                        seed=seed, caller=caller)
     return op, samples
+
+
+def exact_eigs(op: PointOperator, *, k: int, which: str, progress: bool | None = None) -> HessianEigen:
+    """The wanted eigenpairs of the whole matrix (:func:`landscape.curvature._dense.dense_matrix`, ``eigh``)."""
+    t0 = time.perf_counter()
+    bar = ProgressMeter("curvature matrix", op.dim, unit="products", enabled=progress is not False,
+                        bar=progress or None, leave=False)
+    try:
+        mat = dense_matrix(op, progress=bar)
+    finally:
+        bar.close()
+    values, vectors = np.linalg.eigh(mat)
+    picks = {"largest": list(range(op.dim - k, op.dim)), "smallest": list(range(k)),
+             "both": sorted(set(range(k)) | set(range(op.dim - k, op.dim)))}[which]
+    order = sorted(picks, key=lambda i: -values[i])
+    vals, vecs = values[order], vectors[:, order].T
+    residuals = np.linalg.norm(mat @ vecs.T - vecs.T * vals, axis=0)
+    rows = _sign_fixed(torch.from_numpy(np.ascontiguousarray(vecs)))
+    dicts = [{name: t.to(op.dtype).clone() for name, t in op.unflatten(row).items()} for row in rows]
+    return HessianEigen(eigenvalues=vals, eigenvectors=dicts, residuals=residuals, iterations=op.dim, converged=True,
+                        names=list(op.names), dtype=op.dtype, seconds=time.perf_counter() - t0,
+                        curvature=op.curvature, product=op.product, tol=0.0, method="exact")
 
 
 def hessian_eigs(
@@ -169,7 +205,7 @@ def hessian_eigs(
     task: Any = None,
     k: int = 3,
     which: Literal["largest", "smallest", "both"] = "largest",
-    num_samples: int | None = 2048,
+    num_samples: int | Literal["auto"] | None = "auto",
     tol: float | None = None,
     max_iter: int = DEFAULT_MAX_ITER,
     seed: int = 0,
@@ -181,8 +217,10 @@ def hessian_eigs(
     curvature: Literal["hessian", "ggn", "fisher"] = "hessian",
     product: Literal["reverse", "forward", "finite_difference"] | None = None,
     basis: int | None = None,
+    method: Literal["auto", "lanczos", "exact"] = "auto",
 ) -> HessianEigen:
-    """The top (or bottom) eigenvalues and eigenvectors of the loss's Hessian (or GGN, or Fisher), by Lanczos.
+    """The top (or bottom) eigenvalues and eigenvectors of the loss's Hessian (or GGN, or Fisher), by Lanczos
+    (or, for a few moved values, exactly).
 
     The Hessian is the exact second derivative of the mean loss over the first
     ``num_samples`` samples (batches weighted by their sizes, as every landscape point's
@@ -209,8 +247,12 @@ def hessian_eigs(
         Eigenpairs wanted (at each end with ``which="both"``).
     which : {"largest", "smallest", "both"}, default="largest"
         Algebraically largest, smallest (most negative), or both ends.
-    num_samples : int or None, default=2048
-        Samples the loss is averaged over; None takes the whole dataset.
+    num_samples : int, "auto" or None, default="auto"
+        Samples the loss is averaged over: the first ``num_samples``; "auto" the first 2048, or
+        the whole dataset when it holds fewer (as ``compute_landscape``); None the whole dataset.
+        The samples are checked before any product (``landscape.engine.check_loss``: a loss
+        that is not finite, not one number per batch, or of broadcast targets is refused), and
+        a DataLoader whose order changes from pass to pass is refused.
     tol : float, optional
         Stop when every wanted pair's residual ``||H x - lambda x||`` is at most
         ``tol * max|lambda|``; each eigenvalue is then within ``tol * ||H||`` of a true
@@ -256,12 +298,19 @@ def hessian_eigs(
         The Lanczos window (vectors held); default ``max(2 k + 1, 20)`` (``4 k + 1`` for
         both ends), ARPACK's. A larger one restarts less (fewer products when the wanted
         eigenvalues are clustered) and holds more.
+    method : {"auto", "lanczos", "exact"}, default="auto"
+        "exact": the whole matrix from ``dim`` products (taken together where they can be),
+        symmetrized in float64 and decomposed by LAPACK's ``eigh``
+        (:mod:`landscape.curvature._dense`): the eigenvalues to the products' rounding (float32:
+        within about ``1e-6 * max|lambda|``); memory ``dim^2`` float64 values. "auto": exact
+        when the moved values are at most Lanczos' window (``basis``: 20 for ``k=3``), whose
+        products it would take anyway, else Lanczos.
 
     Returns
     -------
     HessianEigen
-        Eigenvalues sorted largest first, eigenvectors as parameter dicts, residuals, and
-        which matrix and products gave them.
+        Eigenvalues sorted largest first, eigenvectors as parameter dicts, residuals, which
+        matrix, products and method gave them, and the samples' digest.
 
     Notes
     -----
@@ -293,16 +342,26 @@ def hessian_eigs(
     wanted = 2 * k if which == "both" else k
     check_param("basis", basis, [None, Interval(int, 2 * wanted + 1, None)], caller=caller,
                 hint="at least 2 * (pairs wanted) + 1, so that a restart keeps them and adds as many.")
-    op, _ = _operator(caller, network, loss_fn, data, task, num_samples, ignore, eval_mode, dtype, device, seed,
-                      curvature, product)
+    check_param("method", method, [Options(EIG_METHODS)], caller=caller,
+                hint="'auto' is exact when the moved values are at most Lanczos' window (basis), else Lanczos.")
+    op, samples = _operator(caller, network, loss_fn, data, task, num_samples, ignore, eval_mode, dtype, device,
+                            seed, curvature, product)
     if k > op.dim:
         raise InvalidParameterError(f"The 'k' parameter of {caller} must be at most the number of moved values "
                                     f"({op.dim}). Got {k} instead.")
-    if max_iter < min(op.dim, 2 * k):
-        raise InvalidParameterError(f"The 'max_iter' parameter of {caller} must be at least 2*k = {2 * k} (or the "
-                                    f"number of moved values, {op.dim}). Got {max_iter} instead.")
-    return top_eigenpairs(op, k=k, which=which, tol=tol, max_iter=max_iter, seed=seed, progress=progress,
-                          basis=basis)
+    if use_exact(method, op.dim, exact_limit("eigs", k=k, which=which, basis=basis)):
+        if which == "both" and 2 * k > op.dim:
+            raise InvalidParameterError(f"The 'k' parameter of {caller} must be at most half the number of moved "
+                                        f"values ({op.dim}) with which='both'. Got {k} instead.")
+        eig = exact_eigs(op, k=k, which=which, progress=progress)
+    else:
+        if max_iter < min(op.dim, 2 * k):
+            raise InvalidParameterError(f"The 'max_iter' parameter of {caller} must be at least 2*k = {2 * k} (or "
+                                        f"the number of moved values, {op.dim}). Got {max_iter} instead.")
+        eig = top_eigenpairs(op, k=k, which=which, tol=tol, max_iter=max_iter, seed=seed, progress=progress,
+                             basis=basis)
+    eig.samples_digest = samples.digest()
+    return eig
 
 
 def hessian_trace(
@@ -311,7 +370,7 @@ def hessian_trace(
     data: Any = None,
     *,
     task: Any = None,
-    num_samples: int | None = 2048,
+    num_samples: int | Literal["auto"] | None = "auto",
     rel_tol: float = 0.05,
     min_probes: int = 20,
     max_probes: int = 1000,
@@ -322,11 +381,12 @@ def hessian_trace(
     eval_mode: bool = True,
     device: str | torch.device | None = None,
     progress: bool | None = None,
-    method: Literal["hutchinson", "hutch++"] = "hutchinson",
+    method: Literal["auto", "exact", "hutch++", "hutchinson"] = "auto",
     curvature: Literal["hessian", "ggn", "fisher"] = "hessian",
     product: Literal["reverse", "forward", "finite_difference"] | None = None,
 ) -> Trace:
-    """The trace of the loss's Hessian by Hutchinson's estimator or Hutch++, with a confidence interval.
+    """The trace of the loss's Hessian: exact for few parameters, else by Hutch++ or Hutchinson's estimator,
+    with a confidence interval.
 
     Rademacher probes ``z`` give ``z^T H z`` (one Hessian-vector product each); the
     estimate is their mean and the interval ``mean ± t * sd / sqrt(m)`` (Student's
@@ -355,13 +415,19 @@ def hessian_trace(
     max_probes : int, default=1000
         At most this many products (Hutch++: the sketch's included).
     confidence : float, default=0.95
-    method : {"hutchinson", "hutch++"}, default="hutchinson"
+    method : {"auto", "exact", "hutch++", "hutchinson"}, default="auto"
+        "exact": the diagonal of the whole matrix (``dim`` products, taken together where they
+        can be; :mod:`landscape.curvature._dense`), the interval of width 0. "auto": exact
+        when the moved values are at most Hutch++'s fewest products (``2 * (min_probes // 3) +
+        min_probes``, 32 at the defaults), else Hutch++, whose stated interval covered the
+        exact trace as often as Hutchinson's with a fraction of its products on the docs'
+        networks (docs/curvature.md, "How the defaults were chosen").
 
     Returns
     -------
     Trace
         ``estimate``, ``interval``, ``half_width``, ``probes`` (products), ``converged``,
-        ``values``, ``method`` (and Hutch++'s ``low_rank`` and ``sketch``).
+        ``values``, ``method`` (and Hutch++'s ``low_rank`` and ``sketch``), ``samples_digest``.
     """
     caller = "hessian_trace"
     check_param("rel_tol", rel_tol, [Interval(float, 0, None, closed="neither")], caller=caller)
@@ -375,15 +441,27 @@ def hessian_trace(
     check_param("progress", progress, [None, "boolean"], caller=caller)
     check_param("method", method, [Options(TRACE_METHODS)], caller=caller)
     sketch = max(1, min_probes // 3)
-    if method == "hutch++" and max_probes < 2 * sketch + 2:
+    if method in ("auto", "hutch++") and max_probes < 2 * sketch + 2:
         raise InvalidParameterError(f"The 'max_probes' parameter of {caller} must be at least 2 * (min_probes // 3) "
-                                    f"+ 2 = {2 * sketch + 2} with method='hutch++' (the sketch, and two probes of the "
-                                    f"rest). Got {max_probes} instead.")
-    op, _ = _operator(caller, network, loss_fn, data, task, num_samples, ignore, eval_mode, dtype, device, seed,
-                      curvature, product)
+                                    f"+ 2 = {2 * sketch + 2} with method={method!r} (Hutch++'s sketch, and two probes "
+                                    f"of the rest). Got {max_probes} instead.")
+    op, samples = _operator(caller, network, loss_fn, data, task, num_samples, ignore, eval_mode, dtype, device,
+                            seed, curvature, product)
     common: dict[str, Any] = dict(rel_tol=rel_tol, min_probes=min_probes, max_probes=max_probes,
                                   confidence=confidence, seed=seed, dtype=op.dtype, device=op.device,
                                   progress=progress)
-    if method == "hutch++":
-        return hutch_plus_plus(op.matvec, op.dim, sketch=sketch, **common)
-    return hutchinson(op.matvec, op.dim, **common)
+    if use_exact(method, op.dim, exact_limit("trace", min_probes=min_probes)):
+        bar = ProgressMeter("curvature matrix", op.dim, unit="products", enabled=progress is not False,
+                            bar=progress or None, leave=False)
+        try:
+            value = float(np.trace(dense_matrix(op, progress=bar)))
+        finally:
+            bar.close()
+        tr = Trace(estimate=value, interval=(value, value), half_width=0.0, sd=0.0, probes=op.dim,
+                   confidence=confidence, converged=True, values=np.zeros(0), method="exact")
+    elif method in ("auto", "hutch++"):
+        tr = hutch_plus_plus(op.matvec, op.dim, sketch=sketch, **common)
+    else:
+        tr = hutchinson(op.matvec, op.dim, **common)
+    tr.samples_digest = samples.digest()
+    return tr

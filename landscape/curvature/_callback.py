@@ -158,7 +158,8 @@ class SharpnessCallback(Callback):
     every : int, default=50
         Measure at every step whose number is a multiple of this.
     data : DataLoader, iterable of batches, map-style Dataset or (inputs, labels) tensors
-        The samples the loss is averaged over (the first ``num_samples``).
+        The samples the loss is averaged over (the first ``num_samples``); a DataLoader whose
+        order changes from pass to pass (a shuffling training loader) is refused, as everywhere.
     loss_fn : callable, optional
         ``loss_fn(outputs, labels)``; give this or ``task``.
     task : callable, optional
@@ -198,7 +199,7 @@ class SharpnessCallback(Callback):
     Examples
     --------
     >>> model.train(5, loader, callbacks=[SummaryCollector("runs/a"),              # doctest: +SKIP
-    ...     SharpnessCallback(every=50, data=loader, loss_fn=torch.nn.CrossEntropyLoss())])
+    ...     SharpnessCallback(every=50, data=(x[:512], y[:512]), loss_fn=torch.nn.CrossEntropyLoss())])
     """
 
     def __init__(

@@ -34,14 +34,16 @@ import numpy as np
 import torch
 from torch import nn
 
-from collector.common import Interval, InvalidParameterError, Options, Predicate, check_param
-from landscape.curvature._api import _operator
+from collector.common import Interval, InvalidParameterError, Options, Predicate, check_param, unwrap_module
+from landscape.curvature._api import _operator, check_inputs
+from landscape.curvature._dense import dense_matrix, exact_limit, use_exact
 from landscape.curvature._hvp import PointOperator
 from landscape.curvature._operators import check_curvature, make_operator
 from landscape.engine import ProgressMeter, Samples
 from landscape.geometry import moved_names
 
-__all__ = ["SpectralDensity", "spectral_density", "slq", "slq_density", "smooth", "STARTS"]
+__all__ = ["SpectralDensity", "spectral_density", "slq", "slq_density", "smooth", "STARTS", "exact_density",
+           "DENSITY_METHODS"]
 
 STARTS = ("rademacher", "normal")
 #: The eigenvalues ``SpectralDensity.top`` holds (and the plot marks).
@@ -54,6 +56,9 @@ Include = str | Sequence[str] | None
 Blocks = Mapping[str, str | Sequence[str]] | Sequence[list[str]] | Sequence[tuple[str, ...]]
 Curvature = Literal["hessian", "ggn", "fisher"]
 Product = Literal["reverse", "forward", "finite_difference"] | None
+Method = Literal["auto", "slq", "exact"]
+#: How ``spectral_density`` finds a block's eigenvalues ("auto": exact up to ``runs * steps`` values).
+DENSITY_METHODS = ("auto", "slq", "exact")
 
 
 @dataclass
@@ -103,6 +108,11 @@ class SpectralDensity:
         Of the products (the Lanczos arithmetic is float64).
     seconds : float
         Wall time of the runs and the smoothing.
+    method : {"slq", "exact"}
+        SLQ, or the eigenvalues of the whole matrix (one "run" whose ``n`` nodes are every
+        eigenvalue, each of weight ``1/n``: ``mean`` is ``tr / n`` exactly, ``stderr`` 0).
+    samples_digest : str
+        SHA-256 of the samples the loss averaged over (``landscape.engine.Samples.digest``).
     """
 
     nodes: np.ndarray = field(repr=False)
@@ -122,6 +132,8 @@ class SpectralDensity:
     seed: int = 0
     dtype: torch.dtype = torch.float64
     seconds: float = 0.0
+    method: str = "slq"
+    samples_digest: str = ""
 
     @property
     def runs(self) -> int:
@@ -161,6 +173,10 @@ class SpectralDensity:
     def __str__(self) -> str:
         what = f"{self.curvature} of {self.block}" if self.block is not None else self.curvature
         tops = ", ".join(f"{v:.4g}" for v in self.top)
+        if self.method == "exact":
+            return (f"eigenvalue density of the {what} (n = {self.n:,}): mean {self.mean:.6g} (trace "
+                    f"{self.trace:.6g}), top [{tops}] (exact: every eigenvalue of the whole matrix, sigma "
+                    f"{self.sigma:.3g})")
         return (f"eigenvalue density of the {what} (n = {self.n:,}): mean {self.mean:.6g} ± {self.stderr:.2g} "
                 f"(trace {self.trace:.6g}), top [{tops}] ({self.runs} runs x {self.steps} Lanczos steps, "
                 f"sigma {self.sigma:.3g})")
@@ -360,6 +376,21 @@ def slq_density(matvec: Callable[[torch.Tensor], torch.Tensor], dim: int, *, run
                            seconds=time.perf_counter() - t0)
 
 
+def exact_density(op: PointOperator, *, grid: np.ndarray | int | None = None, sigma: float | None = None,
+                  block: str | None = None, names: Sequence[str] = (), bar: ProgressMeter | None = None
+                  ) -> SpectralDensity:
+    """The density of the whole matrix's eigenvalues (:func:`landscape.curvature._dense.dense_matrix`, ``eigh``),
+    smoothed as SLQ's nodes are: one run whose nodes are the ``n`` eigenvalues, each of weight ``1/n``."""
+    t0 = time.perf_counter()
+    values = np.linalg.eigvalsh(dense_matrix(op, progress=bar))  # ascending, as a run's nodes
+    nodes, weights = values[None, :], np.full((1, values.size), 1.0 / values.size)
+    t, density, sig, mass = smooth(nodes, weights, grid, sigma)
+    return SpectralDensity(nodes=nodes, weights=weights, grid=t, density=density, sigma=sig, mass=mass, n=op.dim,
+                           mean=float(values.mean()), stderr=0.0, deflated=np.zeros(1, dtype=int), block=block,
+                           names=list(names), curvature=op.curvature, start="exact", seed=0, dtype=op.dtype,
+                           seconds=time.perf_counter() - t0, method="exact")
+
+
 # ---------------------------------------------------------------- the public function
 def _is_globs(v: Any) -> bool:
     return isinstance(v, str) or (isinstance(v, (list, tuple)) and len(v) > 0 and all(isinstance(g, str) for g in v))
@@ -397,22 +428,24 @@ def _check_grid(grid: Any, caller: str) -> None:
 
 @overload
 def spectral_density(network: nn.Module, loss_fn: Any = ..., data: Any = ..., *, task: Any = ...,
-                     num_samples: int | None = ..., runs: int = ..., steps: int = ..., seed: int = ...,
+                     num_samples: int | Literal["auto"] | None = ..., runs: int = ..., steps: int = ...,
+                     seed: int = ...,
                      curvature: Curvature = ..., product: Product = ..., include: Include = ...,
                      ignore: Literal["biasbn"] | None = ...,
                      eval_mode: bool = ..., dtype: torch.dtype | str = ..., device: str | torch.device | None = ...,
                      grid: Any = ..., sigma: float | None = ..., start: Literal["rademacher", "normal"] = ...,
-                     progress: bool | None = ...) -> SpectralDensity: ...
+                     progress: bool | None = ..., method: Method = ...) -> SpectralDensity: ...
 
 
 @overload
 def spectral_density(network: nn.Module, loss_fn: Any = ..., data: Any = ..., *, task: Any = ...,
-                     num_samples: int | None = ..., runs: int = ..., steps: int = ..., seed: int = ...,
+                     num_samples: int | Literal["auto"] | None = ..., runs: int = ..., steps: int = ...,
+                     seed: int = ...,
                      curvature: Curvature = ..., product: Product = ..., include: Blocks,
                      ignore: Literal["biasbn"] | None = ...,
                      eval_mode: bool = ..., dtype: torch.dtype | str = ..., device: str | torch.device | None = ...,
                      grid: Any = ..., sigma: float | None = ..., start: Literal["rademacher", "normal"] = ...,
-                     progress: bool | None = ...) -> dict[str, SpectralDensity]: ...
+                     progress: bool | None = ..., method: Method = ...) -> dict[str, SpectralDensity]: ...
 
 
 def spectral_density(
@@ -421,7 +454,7 @@ def spectral_density(
     data: Any = None,
     *,
     task: Any = None,
-    num_samples: int | None = 2048,
+    num_samples: int | Literal["auto"] | None = "auto",
     runs: int = 10,
     steps: int = 80,
     seed: int = 0,
@@ -436,6 +469,7 @@ def spectral_density(
     sigma: float | None = None,
     start: Literal["rademacher", "normal"] = "rademacher",
     progress: bool | None = None,
+    method: Method = "auto",
 ) -> SpectralDensity | dict[str, SpectralDensity]:
     """The eigenvalue density of the loss's Hessian (or GGN, or Fisher) by stochastic Lanczos quadrature (SLQ).
 
@@ -485,6 +519,12 @@ def spectral_density(
         The start vectors' entries (Rademacher: each run's mean is a Hutchinson probe).
     progress : bool or None, default=None
         As in :func:`hessian_eigs`, over every product.
+    method : {"auto", "slq", "exact"}, default="auto"
+        "exact": every eigenvalue of the block's whole matrix (``n`` products, taken together
+        where they can be; :mod:`landscape.curvature._dense`), smoothed as SLQ's nodes, each
+        of weight ``1/n`` (``runs``, ``steps`` and ``start`` unused). "auto": exact for a block
+        of at most ``runs * steps`` values (no more products than SLQ's, and no sampling
+        error), else SLQ.
 
     Returns
     -------
@@ -492,8 +532,8 @@ def spectral_density(
         One :class:`SpectralDensity` (``include`` None, a glob or a list of globs), or one
         per block in the order given (a dict or a list of lists): ``nodes`` and
         ``weights`` per run, ``grid`` and ``density``, ``mean`` (``tr / n``) and its
-        ``stderr``, ``trace``, ``n``, ``top``. The blocks' ``n`` add up to the whole when
-        they partition the parameters.
+        ``stderr``, ``trace``, ``n``, ``top``, ``method`` and ``samples_digest``. The blocks'
+        ``n`` add up to the whole when they partition the parameters.
 
     Notes
     -----
@@ -508,7 +548,7 @@ def spectral_density(
     >>> net = torch.nn.Linear(3, 1)
     >>> x, y = torch.eye(3), torch.zeros(3, 1)
     >>> d = spectral_density(net, torch.nn.MSELoss(), (x, y), runs=2, steps=4, num_samples=None,
-    ...                      dtype=torch.float64, progress=False)
+    ...                      dtype=torch.float64, progress=False, method="slq")
     >>> round(d.trace, 6), round(float(d.top[0]), 6)  # H = 2/3 [x 1]^T [x 1]: trace 4, top 8/3
     (4.0, 2.666667)
     """
@@ -524,31 +564,54 @@ def spectral_density(
                 hint="None takes PyHessian's, sqrt(1e-5 * max(1, spread of the eigenvalues)).")
     check_param("start", start, [Options(STARTS)], caller=caller)
     check_param("progress", progress, [None, "boolean"], caller=caller)
+    check_param("method", method, [Options(DENSITY_METHODS)], caller=caller,
+                hint="'auto' is exact for blocks of at most runs * steps values (SLQ's products), else SLQ.")
     keyed, blocks = _blocks(include)
+    # each block's parameters and size: a glob that matches nothing, or more steps than a block's values, is
+    # refused here, before the data is read
+    check_inputs(caller, network, loss_fn, data, task, num_samples, ignore, eval_mode, device)
+    _blocks_of(unwrap_module(network), blocks, ignore, method, runs, steps, caller)
     op, samples = _operator(caller, network, loss_fn, data, task, num_samples, ignore, eval_mode, dtype, device, seed,
                             curvature, product)
-    # each block's parameters: a glob that matches nothing is refused here, before any product
-    chosen = [(key, op.names if globs is None else moved_names(op.net, ignore, globs)[0]) for key, globs in blocks]
-    for key, names in chosen:
-        size = sum(dict(op.net.named_parameters())[k].numel() for k in names)
-        if steps > size:
-            raise InvalidParameterError(
-                f"The 'steps' parameter of {caller} must be at most the number of values in the block "
-                f"({size}{'' if key is None else f' in {key!r}'}). Got {steps} instead. HINT: a run of that many "
-                "steps already gives the block's exact eigenvalues.")
-    bar = ProgressMeter("SLQ", len(chosen) * runs * steps, unit="products", enabled=progress is not False,
-                        bar=progress or None, leave=False)
+    chosen, sizes = _blocks_of(op.net, blocks, ignore, method, runs, steps, caller)
+    exact = {key: use_exact(method, sizes[key], exact_limit("density", runs=runs, steps=steps)) for key, _ in chosen}
+    total = sum(sizes[key] if exact[key] else runs * steps for key, _ in chosen)
+    bar = ProgressMeter("SLQ", total, unit="products", enabled=progress is not False, bar=progress or None,
+                        leave=False)
     out: dict[str, SpectralDensity] = {}
     try:
         for key, names in chosen:
             block_op = op if key is None else _block_operator(op, samples, names, caller)
-            out[str(key)] = slq_density(block_op.matvec, block_op.dim, runs=runs, steps=steps, seed=seed,
-                                        start=start, dtype=block_op.dtype, device=block_op.device, grid=grid,
-                                        sigma=sigma, block=key, names=names, curvature=curvature, bar=bar)
+            if exact[key]:
+                found = exact_density(block_op, grid=grid, sigma=sigma, block=key, names=names, bar=bar)
+            else:
+                found = slq_density(block_op.matvec, block_op.dim, runs=runs, steps=steps, seed=seed, start=start,
+                                    dtype=block_op.dtype, device=block_op.device, grid=grid, sigma=sigma, block=key,
+                                    names=names, curvature=curvature, bar=bar)
+            found.samples_digest = samples.digest()
+            out[str(key)] = found
             del block_op  # one block's cached graphs at a time
     finally:
         bar.close()
     return out if keyed else next(iter(out.values()))
+
+
+def _blocks_of(net: nn.Module, blocks: list[tuple[str | None, list[str] | None]], ignore: Any, method: str,
+               runs: int, steps: int, caller: str) -> tuple[list[tuple[str | None, list[str]]], dict[Any, int]]:
+    """Each block's parameters and number of values; a block SLQ would take more steps than it has values
+    refused."""
+    every = moved_names(net, ignore)[0]
+    chosen = [(key, every if globs is None else moved_names(net, ignore, globs)[0]) for key, globs in blocks]
+    params = dict(net.named_parameters())
+    sizes = {key: sum(params[k].numel() for k in names) for key, names in chosen}
+    for key, _ in chosen:
+        size = sizes[key]
+        if not use_exact(method, size, exact_limit("density", runs=runs, steps=steps)) and steps > size:
+            raise InvalidParameterError(
+                f"The 'steps' parameter of {caller} must be at most the number of values in the block "
+                f"({size}{'' if key is None else f' in {key!r}'}). Got {steps} instead. HINT: a run of that many "
+                "steps already gives the block's exact eigenvalues.")
+    return chosen, sizes
 
 
 def _block_operator(op: PointOperator, samples: Samples, names: list[str], caller: str) -> PointOperator:

@@ -33,7 +33,7 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.func import functional_call, grad, jvp, vjp
+from torch.func import functional_call, grad, jvp, vjp, vmap
 
 try:
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -205,6 +205,11 @@ class PointOperator:
         """``out += wt * A_i v`` for batch ``i``."""
         raise NotImplementedError
 
+    def matmat(self, vs: torch.Tensor) -> torch.Tensor:
+        """The products with the rows of ``vs`` (``(c, dim)``), as rows: ``c`` products (one at a
+        time here; the reverse-mode Hessian takes them together)."""
+        return torch.stack([self.matvec(v) for v in vs])
+
     def loss(self) -> float:
         """The mean loss at the point (a check of the set-up)."""
         point = self.point_dict()
@@ -263,6 +268,33 @@ class HessianOperator(PointOperator):
         self.product = product
         self.cache = cache and product == "reverse"
         self._fns: list[Any] = [None] * len(self.batches)
+
+    def matmat(self, vs: torch.Tensor) -> torch.Tensor:
+        """The products with the rows of ``vs`` (``(c, dim)``), as rows: with the reverse product's
+        kept graphs, the ``c`` backward passes through each batch's graph vectorized (``torch.func.vmap``:
+        one pass over ``c`` tangents, ``c`` times a product's temporaries); else one at a time (and
+        where vmap has no rule for an operation of the network)."""
+        if not self.cache or getattr(self, "_no_vmap", False):
+            return super().matmat(vs)
+        if any(fn is None for fn in self._fns):  # the graphs, kept by a first product
+            first = self.matvec(vs[0])
+            rest = self.matmat(vs[1:]) if len(vs) > 1 else vs[:0].to(self.device, self.dtype)
+            return torch.cat([first[None], rest])
+        vs = vs.to(self.device, self.dtype)
+        tangents = {k: t.reshape(len(vs), *s) for k, t, s in zip(self.names, torch.split(vs, self.sizes, dim=1),
+                                                                  self.shapes)}
+        out = torch.zeros((len(vs), self.dim), dtype=self.dtype, device=self.device)
+        try:
+            with math_attention():
+                for fn, wt in zip(self._fns, self.weights):
+                    hv = vmap(fn)(tangents)[0]
+                    out.add_(torch.cat([hv[k].reshape(len(vs), -1) for k in self.names], dim=1), alpha=wt)
+        except RuntimeError as exc:  # an operation without a batching rule: the products one by one
+            _log.info("Curvature products: vmap over the kept graphs failed (%s); one product at a time.", exc)
+            self._no_vmap = True
+            return super().matmat(vs)
+        self.products += len(vs)
+        return out
 
     def _grad(self, batch: Any) -> Callable[[dict[str, torch.Tensor]], Any]:
         def g(p: dict[str, torch.Tensor]) -> Any:

@@ -35,7 +35,7 @@ from torch import nn
 
 from collector.common import Interval, InvalidParameterError, Options, check_param, unwrap_module
 from landscape.curvature._api import check_inputs, hessian_eigs, hessian_trace
-from landscape.engine import Samples, collect
+from landscape.engine import AUTO_SAMPLES, Samples, check_loss, collect
 from landscape.geometry import moved_names
 from landscape.tasks import map_tensors
 
@@ -254,6 +254,7 @@ def _adaptive_setup(caller: str, network: Any, loss_fn: Any, data: Any, task: An
     for k in names:
         net.get_parameter(k).requires_grad_(True)
     samples = collect(data, num_samples, task_, caller=caller)
+    check_loss(net, task_, samples, caller=caller, eval_mode=eval_mode, loss_fn_given=task is None)
     return net, task_, samples, names, dt, dev
 
 
@@ -318,7 +319,7 @@ def sharpness(
     iterations: int = 20,
     restarts: int = 1,
     draws: int = 100,
-    num_samples: int | None = 2048,
+    num_samples: int | Literal["auto"] | None = "auto",
     seed: int = 0,
     curvature: Literal["hessian", "ggn", "fisher"] = "hessian",
     dtype: torch.dtype | str | None = None,
@@ -470,10 +471,14 @@ def _spectral(kind: str, network: Any, loss_fn: Any, data: Any, *, task: Any, nu
     return Sharpness(value=value, kind=kind, rho=None, details=details)
 
 
-def _count(data: Any, num_samples: int | None) -> int | None:
-    """The number of samples used (None: the whole dataset, counted when it says its length)."""
+def _count(data: Any, num_samples: int | str | None) -> int | None:
+    """The number of samples used (None: the whole dataset, counted when it says its length; "auto": at
+    most ``AUTO_SAMPLES`` of it)."""
+    if num_samples == "auto":
+        whole = _count(data, None)
+        return None if whole is None else min(whole, AUTO_SAMPLES)
     if num_samples is not None:
-        return num_samples
+        return int(num_samples)
     if isinstance(data, (tuple, list)) and len(data) == 2 and isinstance(data[0], torch.Tensor):
         return int(data[0].shape[0])
     dataset = getattr(data, "dataset", data)

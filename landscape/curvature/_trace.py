@@ -38,7 +38,8 @@ from landscape.engine import ProgressMeter
 
 __all__ = ["Trace", "hutchinson", "hutch_plus_plus", "t_quantile", "TRACE_METHODS"]
 
-TRACE_METHODS = ("hutchinson", "hutch++")
+#: ``hessian_trace``'s methods ("auto": exact for few parameters, else Hutch++).
+TRACE_METHODS = ("auto", "exact", "hutch++", "hutchinson")
 
 
 def t_quantile(p: float, df: int) -> float:
@@ -77,11 +78,16 @@ class Trace:
         The interval reached the requested relative width before ``max_probes``.
     values : ndarray
         Every probe's ``z^T H z`` (Hutch++: of the rest, ``g^T (I - QQ^T) H (I - QQ^T) g``).
-    method : {"hutchinson", "hutch++"}
+    method : {"hutchinson", "hutch++", "exact"}
+        "exact": the diagonal of the whole matrix (``probes`` = its products; the interval
+        has width 0 and ``values`` is empty).
     low_rank : float
         Hutch++: ``tr(Q^T H Q)`` of the sketch's basis ``Q``, exact given ``Q``; 0 for Hutchinson.
     sketch : int
         Hutch++: the columns of ``Q``; 0 for Hutchinson.
+    samples_digest : str
+        SHA-256 of the samples the loss averaged over (``landscape.engine.Samples.digest``), set by
+        ``hessian_trace``.
     """
 
     estimate: float
@@ -95,8 +101,11 @@ class Trace:
     method: str = "hutchinson"
     low_rank: float = 0.0
     sketch: int = 0
+    samples_digest: str = ""
 
     def __str__(self) -> str:
+        if self.method == "exact":
+            return f"tr(H) = {self.estimate:.6g} (exact: the whole matrix, {self.probes} products)"
         head = f"tr(H) = {self.estimate:.6g} ± {self.half_width:.3g} ({100 * self.confidence:g} % interval, "
         if self.method == "hutch++":
             return head + (f"Hutch++: a rank-{self.sketch} sketch ({2 * self.sketch} products) and "

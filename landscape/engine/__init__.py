@@ -1,7 +1,9 @@
 """The evaluation engine: the loss (and metrics) at many points of a plane, on one device.
 
 What the other subpackages use: :class:`Engine` and its :class:`EngineSpec`, the samples
-(:class:`Samples`, :func:`collect`), the evaluation plan (:class:`Plan`, :func:`choose_plan`)
+(:class:`Samples`, :func:`collect`; the one rule on a DataLoader's order, :func:`check_order`; their
+SHA-256, :func:`samples_digest`) and the check of the task's loss on them before any point
+(:func:`check_loss`), the evaluation plan (:class:`Plan`, :func:`choose_plan`)
 and the ways a group of points runs (``BATCHINGS``), how the directions are kept
 (``MEMORY_SETTINGS``, :func:`choose_memory`) and a point's tensors formed (:func:`point_value`;
 all at once, :func:`point_values`), the engine's copy of a network's modules (:func:`network_at`),
@@ -15,7 +17,9 @@ probes). Tasks live in :mod:`landscape.tasks`.
 
 from landscape.engine._activations import activation_elements
 from landscape.engine._batching import BATCHINGS
-from landscape.engine._data import Samples, TooFewSamples, collate, collect
+from landscape.engine._check import CHECK_BATCH, check_loss
+from landscape.engine._data import AUTO_SAMPLES, Samples, TooFewSamples, check_order, collate, collect
+from landscape.engine._digest import hash_tensor, samples_digest, tensor_digest
 from landscape.engine._engine import (
     CLAMPED,
     MEMORY_FORMATS,
@@ -41,4 +45,7 @@ __all__ = ["Engine", "EngineSpec", "Progress", "Plan", "choose_plan", "plan_key"
            "Samples", "collect", "collate", "tune_malloc", "release_room", "kept_bytes", "MEMORY_SETTINGS",
            "choose_memory", "point_value", "point_values", "network_at", "keeps_placement", "ShardedEngine",
            "is_sharded", "CLAMPED", "TooFewSamples", "ProgressMeter", "PROGRESS_LOGGER", "WayRefused",
-           "reestimate_bn_statistics"]
+           "reestimate_bn_statistics",
+
+           "hash_tensor", "tensor_digest", "samples_digest", "check_loss", "CHECK_BATCH", "check_order",
+           "AUTO_SAMPLES"]

@@ -11,20 +11,25 @@ different shapes (dynamic padding of token ids, say) are kept as they come.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import BatchSampler, DataLoader, Dataset, DistributedSampler, IterableDataset, SequentialSampler
 
 from collector.common import InvalidParameterError
+from landscape.engine._digest import samples_digest
 from landscape.tasks import Supervised, batch_size, map_tensors, slice_batch, tensors_in, to_device
 
-__all__ = ["Samples", "collect", "collate", "TooFewSamples"]
+__all__ = ["Samples", "collect", "collate", "TooFewSamples", "check_order", "AUTO_SAMPLES"]
 
 #: Samples per batch when a map-style Dataset is given (wrapped in a DataLoader).
 DATASET_BATCH = 256
+#: What ``num_samples="auto"`` takes at most (MindSpore's default, and the collector's).
+AUTO_SAMPLES = 2048
+_log = logging.getLogger("landscape")
 
 
 def _signature(obj: Any, n: int) -> Any:
@@ -59,6 +64,7 @@ class Samples:
     sizes: list[int]
     merged: bool = False
     _whole: Any = field(default=None, repr=False)
+    _digest: str | None = field(default=None, repr=False, compare=False)
 
     @property
     def n(self) -> int:
@@ -70,6 +76,14 @@ class Samples:
         if self._whole is not None:
             return tensors_in(self._whole)
         return [t for b in self.batches for t in tensors_in(b)]
+
+    def digest(self) -> str:
+        """The SHA-256 (hex) of the samples as the task receives them, in order: every tensor's dtype,
+        shape and bytes (:func:`landscape.engine._digest.samples_digest` defines the layout). Computed
+        once; what a result records as ``samples_digest``."""
+        if self._digest is None:
+            self._digest = samples_digest(self)
+        return self._digest
 
     @property
     def nbytes(self) -> int:
@@ -260,7 +274,42 @@ def _dataset_size(data: Any) -> int | None:
     return None
 
 
-def collect(data: Any, num_samples: int | None, task: Any = None, *, caller: str) -> Samples:
+def _sampler(data: DataLoader) -> Any:
+    """What orders a DataLoader's samples: its batch sampler's sampler, or a batch sampler of the user's."""
+    batches = getattr(data, "batch_sampler", None)
+    if batches is None:  # batch_size=None: the sampler yields the samples one by one
+        return data.sampler
+    return batches.sampler if type(batches) is BatchSampler else batches
+
+
+def _sequential(sampler: Any) -> bool:
+    """Whether a sampler gives the same order at every pass: sequential, an iterable dataset's own
+    order, or a DistributedSampler without shuffling. Any other (random, weighted, a user's own)
+    is not known to."""
+    if isinstance(sampler, SequentialSampler):
+        return True
+    return isinstance(sampler, DistributedSampler) and not sampler.shuffle
+
+
+def check_order(data: Any, caller: str) -> None:
+    """Refuse a DataLoader whose order may change from pass to pass (the rule every entry point
+    follows): the first ``num_samples`` would be other samples at every call, and a result could
+    not say which. The fix keeps the samples one fixed set."""
+    if not isinstance(data, DataLoader) or isinstance(data.dataset, IterableDataset):
+        return  # an iterable dataset's order is its own
+    sampler = _sampler(data)
+    if _sequential(sampler):
+        return
+    data_name = ("The dataset callback_fn returned (its third item)" if _via_callback_fn(caller)
+                 else f"The 'data' parameter of {caller}")
+    raise InvalidParameterError(
+        f"{data_name} is a DataLoader whose order is not known to stay the same from pass to pass (its sampler is "
+        f"a {type(sampler).__name__}): each call would average other samples. HINT: pass a DataLoader with "
+        "shuffle=False (and no random sampler), over a torch.utils.data.Subset of fixed indices to use chosen "
+        "samples.")
+
+
+def collect(data: Any, num_samples: int | Literal["auto"] | None, task: Any = None, *, caller: str) -> Samples:
     """The first ``num_samples`` samples of ``data`` (all of them with None), on the host.
 
     Parameters
@@ -269,8 +318,10 @@ def collect(data: Any, num_samples: int | None, task: Any = None, *, caller: str
         An ``(inputs, labels)`` pair of tensors is one batch; a Dataset is read through a
         ``DataLoader(batch_size=256)`` in order. Batches may be any structure (see
         :mod:`landscape.tasks`).
-    num_samples : int or None
-        Exactly this many samples are used for every point; ``None`` takes all.
+    num_samples : int, "auto" or None
+        Exactly this many samples are used for every point; ``None`` takes all; ``"auto"``
+        the first :data:`AUTO_SAMPLES` (2048), or all of a smaller dataset (the log says so;
+        the result records the number used).
     task : task, optional
         Its ``batch_size(batch)``, when it has one, counts a batch's samples.
     caller : str
@@ -284,10 +335,21 @@ def collect(data: Any, num_samples: int | None, task: Any = None, *, caller: str
     TypeError
         ``data`` is none of the accepted forms, or a batch holds no tensor.
     InvalidParameterError
+        ``data`` is a DataLoader whose order may change from pass to pass (a shuffling or
+        other random sampler, or a sampler not known to be sequential: :func:`check_order`).
+    InvalidParameterError
         A :class:`Supervised` task (the task of a plain ``loss_fn``) cannot take the first
         batch apart into inputs and targets (a dict of token ids): the message says to pass
         a task.
     """
+    if num_samples == "auto":
+        try:
+            return collect(data, AUTO_SAMPLES, task, caller=caller)
+        except TooFewSamples as exc:
+            have = exc.have
+        _log.info("num_samples='auto': the dataset holds %d samples (fewer than %d): all %d are used", have,
+                  AUTO_SAMPLES, have)
+        return collect(data, have, task, caller=caller)
     if (isinstance(data, (tuple, list)) and len(data) == 2 and all(isinstance(t, torch.Tensor) for t in data)):
         inputs, labels = data
         if inputs.dim() == 0 or labels.dim() == 0 or inputs.shape[0] != labels.shape[0]:
@@ -301,6 +363,7 @@ def collect(data: Any, num_samples: int | None, task: Any = None, *, caller: str
         pair = (inputs[:k].detach().cpu(), labels[:k].detach().cpu())
         _check_task_fits(pair, task, caller)
         return Samples([pair], [k], merged=True, _whole=pair)
+    check_order(data, caller)
     if isinstance(data, Dataset) and not isinstance(data, Iterable):
         data = DataLoader(data, batch_size=DATASET_BATCH, shuffle=False)
     size = _dataset_size(data)

@@ -636,8 +636,7 @@ def _not_a_loss(loss: Any) -> TypeError:
     got = f"a tensor of shape {tuple(loss.shape)}" if isinstance(loss, torch.Tensor) else \
         f"{type(loss).__name__} {loss!r:.60}"
     return TypeError(f"The task must return a batch's loss as a tensor of one element (its mean over the batch's "
-                     f"samples). Got {got} instead. HINT: reduce it (.mean()), or give loss_fn, whose 'none' "
-                     "reduction is averaged (landscape.tasks.Supervised).")
+                     f"samples). Got {got} instead. HINT: reduce it as training did (.mean()).")
 
 
 def _as_float(value: Any) -> float:

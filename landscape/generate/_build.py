@@ -311,7 +311,7 @@ def _define(problem: Problem, job: LandscapeJob, names: list[str], ex: Executor,
     check_keys(network, centre, what=f"the centre of {label}")
     md: dict[str, Any] = {"unit": job.unit, "step_per_epoch": job.step_per_epoch,
                           "normalization": geo.normalization, "ignore": _patterns_text(geo.ignore),
-                          "num_samples": samples.n, "landscape_size": int(geo.size),
+                          "num_samples": samples.n, "samples_digest": samples.digest(), "landscape_size": int(geo.size),
                           "eval_mode": bool(problem.eval_mode), "moved_parameters": names}
     if geo.biasbn != "normalize":
         md["biasbn"] = geo.biasbn

@@ -34,7 +34,7 @@ from landscape.generate._build import run_jobs
 from landscape.generate._jobs import LandscapeJob
 from landscape.generate._options import check_runs, check_runs_view
 from landscape.generate._prepare import check_options, prepare_problem
-from landscape.geometry import Geometry, RunStart, run_start
+from landscape.geometry import PCA_METHODS, Geometry, RunStart, run_start
 from landscape.io import Fingerprints, Store
 from landscape.result import Landscape
 
@@ -59,7 +59,8 @@ def compare_runs(runs: Sequence[str | os.PathLike] | Mapping[str, str | os.PathL
                  output: str | os.PathLike, *, directions: Literal["pca", "random"] = "pca", centre: str | None = None,
                  size: int = 40, num_samples: int | None = None, normalization: str | None = None, seed: int = 0,
                  eval_mode: bool = True, device_ids: list[int] | None = None, distributed: bool | None = None,
-                 restart: bool = False, plan: Any = "auto") -> Landscape:
+                 restart: bool = False, plan: Any = "auto",
+                 pca_method: Literal["uncentred", "li", "mindspore"] = "uncentred") -> Landscape:
     """Draw several runs on one plane and write it to ``output`` (summary events and landscapes.h5).
 
     Read more in the user guide: [Several runs on one plane](../generating.md#several-runs-on-one-plane).
@@ -81,15 +82,27 @@ def compare_runs(runs: Sequence[str | os.PathLike] | Mapping[str, str | os.PathL
         runs saved without them, the first run's first saved checkpoint), the mean of all
         their checkpoints, or a run's last checkpoint (None: the first run's end).
         ``metadata["centre_description"]`` says which.
-    size, num_samples, normalization, seed, eval_mode, device_ids, distributed, restart, plan
+    normalization : {"none", "layer", "filter", "dfilter", "dlayer", "weight"}, optional
+        How the directions are scaled to the centre's weights. None: "none" for the PCA (the
+        PCA plane itself: a per-tensor scaling such as "layer" turns the plane, which then
+        holds less of the runs' movement than the PCA says), "layer" for a random plane.
+    pca_method : {"uncentred", "li", "mindspore"}, default="uncentred"
+        The PCA (docs/generating.md, "PCA methods"): "uncentred", the plane through the
+        centre that holds the largest share of the runs' movement; "li", ordinary PCA
+        (centred across the checkpoints); "mindspore", MindSpore's.
+    size, num_samples, seed, eval_mode, device_ids, distributed, restart, plan
         As for ``compute_landscape`` and ``SummaryLandscape`` (``num_samples`` None: the first
         run's ``num_samples``).
 
     Returns
     -------
     Landscape
-        With one path per run in ``paths``, their distances from the plane in
-        ``metadata["path_distance"]`` and, for PCA, the explained variance.
+        With one path per run in ``paths`` (their checkpoints numbered by their step or epoch),
+        and in ``metadata``: ``movement_in_plane`` (the share of every checkpoint's squared
+        distance from the centre the drawn plane holds), ``path_distance`` (each checkpoint's
+        distance from the plane relative to its distance from the centre), for PCA
+        ``explained_variance_ratio`` (the PCA's, before normalization), and
+        ``samples_digest``.
 
     Examples
     --------
@@ -122,7 +135,10 @@ def compare_runs(runs: Sequence[str | os.PathLike] | Mapping[str, str | os.PathL
     check_param("size", size, [Interval(int, *LANDSCAPE_SIZES)], caller=_CALLER)
     check_param("num_samples", num_samples, [None, Interval(int, 1, None)], caller=_CALLER)
     check_param("restart", restart, ["boolean"], caller=_CALLER)
-    check_options(normalization=normalization or "layer", ignore=None, include=None, biasbn="normalize",
+    check_param("pca_method", pca_method, [Options(PCA_METHODS)], caller=_CALLER)
+    if normalization is None:  # the PCA plane itself (a per-tensor scaling turns it); MindSpore's for random
+        normalization = "none" if directions == "pca" else "layer"
+    check_options(normalization=normalization, ignore=None, include=None, biasbn="normalize",
                          seed=seed, eval_mode=eval_mode, device_ids=device_ids, distributed=distributed, plan=plan,
                          x=None, y=None, caller=_CALLER)
     dirs = _run_names(runs)
@@ -156,9 +172,10 @@ def compare_runs(runs: Sequence[str | os.PathLike] | Mapping[str, str | os.PathL
                               eval_mode=eval_mode, plan=plan, ignore=None, include=None, caller=_CALLER,
                               where=" (callback_fn)")
     start = _start(initial, metadata, run_paths, network) if centre == "start" else None
-    geo = Geometry(kind=directions, size=size, normalization=normalization or "layer",
-                   seed=seed, runs=run_paths, centre_on=centre, run_start=start)
-    job = LandscapeJob(geo, tag=f"{directions}_{'+'.join(run_paths)}", unit=first.unit,
+    geo = Geometry(kind=directions, size=size, normalization=normalization, seed=seed, runs=run_paths,
+                   centre_on=centre, run_start=start, pca_method=pca_method)
+    numbers = [n for name in run_paths for n in sorted(metadata[name].files)]  # each path's steps or epochs
+    job = LandscapeJob(geo, tag=f"{directions}_{'+'.join(run_paths)}", unit=first.unit, intervals=numbers,
                        step_per_epoch=first.step_per_epoch)
     out_dir = os.fspath(output)
     with executor(device_ids, distributed, _CALLER) as ex, contextlib.ExitStack() as held:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, cast
 
@@ -21,7 +22,7 @@ from landscape.generate._options import (
     resolve_view,
 )
 from landscape.generate._prepare import check_options, prepare_problem
-from landscape.geometry import GRID_SIZES, Geometry, Kind
+from landscape.geometry import GRID_SIZES, PCA_METHODS, Geometry, Kind
 from landscape.result import Landscape
 
 __all__ = ["compute_landscape"]
@@ -53,7 +54,7 @@ def compute_landscape(
     eval_mode: bool = True,
     device_ids: list[int] | None = None,
     metrics: Mapping[str, Any] | None = None,
-    pca_method: Literal["mindspore", "li"] = "mindspore",
+    pca_method: Literal["mindspore", "li", "uncentred"] | None = None,
     tag: str | None = None,
     distributed: bool | None = None,
     plan: Literal["auto", "tune"] | Mapping[str, Any] = "auto",
@@ -71,8 +72,9 @@ def compute_landscape(
         The architecture (never modified: the engine works on a copy of its modules over its
         own tensors, which are only read).
     loss_fn : callable, optional
-        ``loss_fn(outputs, labels)`` for ``(inputs, labels)`` batches; 'mean', 'sum' or
-        'none' reductions all give the mean. Give this or ``task``.
+        ``loss_fn(outputs, labels)`` for ``(inputs, labels)`` batches, one number per batch
+        ('mean' or 'sum' reduction; a per-sample 'none' is refused, as are outputs and
+        targets an element-wise loss would broadcast). Give this or ``task``.
     data : DataLoader, iterable of batches, map-style Dataset or (inputs, labels) tensors
         The first ``num_samples`` samples are taken once and used for every point.
         Batches may be any structure the task understands (dicts of token ids, tuples
@@ -93,12 +95,13 @@ def compute_landscape(
     checkpoints : list of state dicts or paths, or dict of run name to such lists, default=None
         The trajectory (the last is the centre); without it the centre is ``network``.
         A dict draws several runs on one plane: with ``directions="pca"`` the plane is the
-        PCA of all their checkpoints together around ``centre`` (a shared plane; the
-        explained variance in ``metadata``), with a random, given, Hessian, target or
-        three-model plane they are projected on it. Each run is a path in
-        ``Landscape.paths``, and ``metadata["path_distance"]`` gives each checkpoint's
-        distance from the plane relative to its distance from the centre (a path far off
-        the plane misleads).
+        PCA of all their checkpoints together around ``centre`` (a shared plane; see
+        ``pca_method``), with a random, given, Hessian, target or three-model plane they are
+        projected on it. Each run is a path in ``Landscape.paths``;
+        ``metadata["path_distance"]`` gives each checkpoint's distance from the plane
+        relative to its distance from the centre (a path far off the plane misleads), and
+        ``metadata["movement_in_plane"]`` the share of all their squared distances from the
+        centre the drawn plane holds.
         Every one is checked before any work: a file against the SHA-256 that the
         ``train_metadata.json`` of its folder records (SummaryCollector's checkpoints), or
         else the CRC-32 of each record of its archive; then loaded
@@ -106,8 +109,9 @@ def compute_landscape(
         failure raises ``collector.CheckpointError`` naming ``checkpoints[i]`` and the file.
     centre : {"start", "mean"} or str, optional
         Where a plane of several runs (``checkpoints`` a dict, without ``between``) is
-        centred: their common first checkpoint, the mean of all their checkpoints, or a
-        run's name (its last checkpoint); None: the first run's end.
+        centred: the first run's first checkpoint (the runs' start when they share it), the
+        mean of all their checkpoints, or a run's name (its last checkpoint); None: the
+        first run's end.
     between : (A, B) or (A, B, C), optional
         Models (state dicts, checkpoint paths or nn.Modules of ``network``'s architecture),
         checked before any work as ``checkpoints`` are.
@@ -150,7 +154,8 @@ def compute_landscape(
     normalization : {"layer", "filter", "dfilter", "dlayer", "weight", "none"}, optional
         How random, PCA and given directions are scaled to the centre's weights (see
         the README): "layer" (MindSpore's) by default for random and PCA directions,
-        "none" for given ones. Given directions are normalized as asked. Axes between
+        "none" for given ones and for the PCA plane of several runs (a per-tensor scaling
+        turns a plane: the plane drawn would not be the PCA's). Given directions are normalized as asked. Axes between
         models are used as they are (only None or "none").
     biasbn : {"normalize", "li"}, default="normalize"
         Directions of tensors with at most one dimension (biases, norm layers):
@@ -173,7 +178,18 @@ def compute_landscape(
         ``m.metric_inputs = "batch"`` (any task), or point metrics such as
         ``landscape.curvature.EigenRatio()`` (the Hessian's ``|lambda_min/lambda_max|``
         at every point); by name, or a list of names such as ``["accuracy"]``.
-    pca_method : {"mindspore", "li"}, default="mindspore"
+    pca_method : {"mindspore", "li", "uncentred"}, optional
+        The PCA of ``directions="pca"`` (docs/generating.md, "PCA methods"): "mindspore",
+        MindSpore's (each checkpoint's difference from the centre centred by its own mean
+        over the parameters before the SVD: MindSpore's landscapes, whose axes differ from
+        ordinary PCA's); "li", ordinary PCA (centred across the checkpoints, Li et al.'s);
+        "uncentred", the SVD of the differences from the centre themselves: the plane
+        through the centre that holds the largest share of the checkpoints' movement. None:
+        "mindspore" for one trajectory, "uncentred" for several runs (``checkpoints`` a
+        dict), whose default ``normalization`` is then "none", so that the plane drawn is
+        that plane. ``metadata["movement_in_plane"]`` and ``["path_distance"]`` say what the
+        drawn plane holds; ``["explained_variance_ratio"]`` is the PCA's, before
+        normalization.
     tag : str, default=None
     distributed : bool or None, default=None
         Share the points between the processes of a ``torch.distributed`` group (one
@@ -263,7 +279,12 @@ def compute_landscape(
         size = GRID_SIZES.get(view.dims, LANDSCAPE_DEFAULTS["landscape_size"])
     check_param("num_samples", num_samples, [Interval(int, 1, None), Options(("auto",)), None], caller=_CALLER,
                 hint='"auto" takes at most 2048, None the whole dataset.')
-    check_param("pca_method", pca_method, [Options(("mindspore", "li"))], caller=_CALLER)
+    check_param("pca_method", pca_method, [None, Options(PCA_METHODS)], caller=_CALLER,
+                hint="None: 'mindspore' for one trajectory, 'uncentred' for several runs.")
+    if pca_method is None:
+        pca_method = "uncentred" if runs is not None else "mindspore"
+    if runs is not None and view.kind == "pca" and normalization is None:  # the PCA plane itself, not turned
+        view = dataclasses.replace(view, normalization="none")
     check_param("tag", tag, [None, str], caller=_CALLER)
     check_bn_statistics(bn_statistics, _CALLER)
     opts = check_options(normalization=view.normalization, ignore=ignore, include=include, biasbn=biasbn, seed=seed,

@@ -271,8 +271,10 @@ def check_runs_view(runs: Mapping[str, list], centre: Any, view_kind: str, secon
             f"{'an interpolation' if view_kind == 'interpolation' else 'directions=(target, pca)'}.")
     centres = ("start", "mean", *runs)
     check_param("centre", centre, [None, Options(centres)], caller=caller,
-                hint="'start' (the runs' first checkpoint), 'mean' (of all their checkpoints) or a run's name (its "
-                     "last checkpoint); None: the first run's end.")
+                hint=("'start' (the runs' saved initial weights; for runs saved without them, the first run's "
+                      "first checkpoint)" if caller == "compare_runs" else "'start' (the first run's first "
+                      "checkpoint: the runs' start when they share it)") + ", 'mean' (of all their checkpoints) or "
+                     "a run's name (its last checkpoint); None: the first run's end.")
 
 
 @dataclass(frozen=True)

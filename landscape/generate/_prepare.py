@@ -18,7 +18,7 @@ from torch import nn
 from collector.common import InvalidParameterError, check_param, unwrap_module
 from collector.train import check_metrics as check_metric_forms
 from collector.train import get_metric
-from landscape.engine import Samples, TooFewSamples, collect
+from landscape.engine import Samples, TooFewSamples, check_loss, collect, is_sharded
 from landscape.execution import check_devices
 from landscape.generate._jobs import Problem
 from landscape.generate._options import (
@@ -83,8 +83,10 @@ def prepare_problem(network: nn.Module, data: Any, *, loss_fn: Any = None, task:
                     memory: str = "auto") -> Problem:
     """The problem every landscape of the call evaluates, checked before any point: the network
     (DDP, DataParallel and torch.compile unwrapped), the task from ``loss_fn`` or ``task``, the
-    metrics, the moved tensors' selection, then the samples (read once; see :func:`take_samples`).
-    ``where`` says where the user gave them (" (callback_fn)") for messages."""
+    metrics, the moved tensors' selection, then the samples (read once; see :func:`take_samples`),
+    and the task's loss on them at the network's weights (:func:`landscape.engine.check_loss`: bad
+    data refused before any point, file or folder). ``where`` says where the user gave them
+    (" (callback_fn)") for messages."""
     if not isinstance(network, nn.Module):
         raise InvalidParameterError(f"The 'network' parameter of {caller}{where} must be an nn.Module. Got "
                                     f"{type(network).__name__} instead.")
@@ -96,10 +98,11 @@ def prepare_problem(network: nn.Module, data: Any, *, loss_fn: Any = None, task:
     check_selection(network, ignore, include, caller)
     if isinstance(num_samples, SampleCount):
         samples = take_samples(data, task_, num_samples, caller=caller, where=where)
-    elif num_samples == "auto":
-        samples = _auto_samples(data, task_, caller=caller)
-    else:
+    else:  # "auto": the first AUTO_SAMPLES, or all of a smaller dataset (landscape.engine.collect)
         samples = collect(data, num_samples, task_, caller=caller)
+    if not is_sharded(network):  # a sharded network's forward needs every rank: its engine's first group tells
+        check_loss(network, task_, samples, caller=f"{caller}{where}", eval_mode=eval_mode,
+                   loss_fn_given=task is None)
     return Problem(network, task_, samples, metrics=metric_map, eval_mode=eval_mode, plan=plan, memory=memory)
 
 
@@ -120,22 +123,6 @@ def take_samples(data: Any, task: Any, count: SampleCount, *, caller: str, where
                  "landscapes use all %d (num_samples=%d in their metadata). HINT: %s (--num-samples N at the command "
                  "line) chooses the number.", count.recorded_in, count.n, where, have, have, have,
                  count.way.format(n="N"))
-    return collect(data, have, task, caller=caller)
-
-
-#: What ``num_samples="auto"`` takes at most (MindSpore's default, and the collector's).
-AUTO_SAMPLES = 2048
-
-
-def _auto_samples(data: Any, task: Any, *, caller: str) -> Samples:
-    """``num_samples="auto"``: the first :data:`AUTO_SAMPLES` samples, or all of a smaller dataset
-    (said in the log; the landscape's metadata records the number used)."""
-    try:
-        return collect(data, AUTO_SAMPLES, task, caller=caller)
-    except TooFewSamples as exc:
-        have = exc.have
-    _log.info("num_samples='auto': the dataset holds %d samples (fewer than %d): all %d are used", have,
-              AUTO_SAMPLES, have)
     return collect(data, have, task, caller=caller)
 
 

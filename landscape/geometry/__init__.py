@@ -16,6 +16,7 @@ from landscape.geometry._directions import (
     random_directions,
     shared_draws,
 )
+from landscape.geometry._pca import PCA_METHODS
 from landscape.geometry._runs import RunStart, run_start
 from landscape.geometry._spec import (
     BN_STATISTICS,
@@ -43,4 +44,4 @@ __all__ = ["Geometry", "Kind", "KINDS", "AxisRange", "BN_STATISTICS", "NORMALIZA
            "ViewGeometry", "ViewInputs", "HessianFn", "view_geometry", "centre_state", "model_state", "DECOMPOSITION",
            "moved_names", "flat_float", "check_keys", "random_directions", "SeededDirections", "DRAW", "DRAWS",
            "keeps_placement", "RunStart", "run_start", "shared_draws",
-           "SHARED_ELEMENTS", "MAX_DIMS", "GRID_KINDS", "GRID_SIZES"]
+           "SHARED_ELEMENTS", "MAX_DIMS", "GRID_KINDS", "GRID_SIZES", "PCA_METHODS"]

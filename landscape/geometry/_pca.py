@@ -1,14 +1,24 @@
 """PCA of a training trajectory (private), holding one float32 copy of the differences.
 
-``method="mindspore"`` (default) is MindSpore's PCA on ``M^T``: centre each column of
-``M^T`` (each checkpoint difference) over the D coordinates, SVD, sign fix (largest
-magnitude entry of each column of U positive), directions ``u1*s1`` and ``u2*s2``.
-``method="li"`` is Li et al.'s: centre across checkpoints, top right singular vectors of M.
+The rows are the differences ``d_k = theta_k - theta_centre`` of the checkpoints from the
+centre (the last one). Three methods:
+
+* ``"mindspore"``: MindSpore's PCA on ``M^T``: centre each column of ``M^T`` (each
+  checkpoint difference) over the D coordinates, SVD, sign fix (largest magnitude entry of
+  each column of U positive), directions ``u1*s1`` and ``u2*s2``;
+* ``"li"``: Li et al.'s: centre across checkpoints, top right singular vectors of M;
+* ``"uncentred"``: no centring, top right singular vectors of M: the plane through the
+  centre that holds the largest share of ``sum_k |d_k|^2`` (Eckart-Young), which its
+  explained variance ratios then are.
 
 The SVD of the small side is exact: ``"full"`` (a float64 LAPACK SVD, small problems) or
 ``"gram"`` (eigendecomposition of the (n-1)x(n-1) Gram matrix accumulated in float64 over
 column blocks, then the D-long scores by one pass over M), and ``"lowrank"``
 (``torch.svd_lowrank``, randomized) on request.
+
+What the drawn plane (the directions after normalization) holds is measured on it
+(:func:`plane_share`): each checkpoint's distance from the plane relative to its distance
+from the centre, and the share of all the checkpoints' ``|d_k|^2`` in the plane.
 """
 
 from __future__ import annotations
@@ -22,7 +32,9 @@ import torch
 
 from landscape.geometry._directions import normalize_directions
 
-__all__: list[str] = []
+__all__ = ["PCA_METHODS", "plane_share"]
+#: The PCA methods (see the module docstring).
+PCA_METHODS = ("mindspore", "li", "uncentred")
 _log = logging.getLogger("landscape")
 _BLOCK = 1 << 20  # columns per float64 block
 _FULL_LIMIT = 2_000_000  # elements of M below which the full SVD is used
@@ -92,6 +104,20 @@ def _split(flat: torch.Tensor, shapes: Sequence[torch.Size]) -> list[torch.Tenso
     return out
 
 
+def plane_share(norms2: np.ndarray, rhs: np.ndarray, gram: np.ndarray, coords: np.ndarray
+                ) -> tuple[np.ndarray, float]:
+    """Each difference's distance from the plane relative to its length, and the share of their
+    squared lengths in the plane: ``|d - a v - b w|^2 = |d|^2 - 2 (a, b).r + (a, b) G (a, b)`` for
+    its least-squares ``(a, b)``, ``r = [v.d, w.d]`` and the Gram matrix ``G`` of ``v, w`` (rows of
+    ``norms2``, ``rhs`` and ``coords`` per difference; a difference of length 0 is 0 off the plane)."""
+    rest = norms2 - 2.0 * np.einsum("ki,ki->k", coords, rhs) + np.einsum("ki,ij,kj->k", coords, gram, coords)
+    rest = np.clip(rest, 0.0, norms2)
+    safe = np.where(norms2 > 0, norms2, 1.0)
+    distance = np.where(norms2 > 0, np.sqrt(rest / safe), 0.0)
+    total = float(norms2.sum())
+    return distance, (1.0 - float(rest.sum()) / total) if total > 0 else 1.0
+
+
 def pca_trajectory(load: Callable[[int], list[torch.Tensor]], n: int, *, method: str = "mindspore",
                    solver: str = "auto", normalization: str = "layer") -> dict[str, Any]:
     """PCA directions of a trajectory of ``n`` checkpoints and the checkpoints' coordinates.
@@ -109,27 +135,32 @@ def pca_trajectory(load: Callable[[int], list[torch.Tensor]], n: int, *, method:
     -------
     dict
         ``v``, ``w`` (lists of tensors), ``coords`` (array of shape (n, 2), the last row 0),
-        ``explained_variance_ratio`` (array) and ``singular_values``.
+        ``explained_variance_ratio`` (array) and ``singular_values`` (of the PCA, before
+        normalization), ``distance`` (each checkpoint's distance from the drawn plane relative
+        to its distance from the centre, the last 0) and ``share`` (of the checkpoints'
+        squared distances from the centre, in the drawn plane): :func:`plane_share`.
     """
     final = load(n - 1)
     shapes = [t.shape for t in final]
     flat_f = torch.cat([t.reshape(-1) for t in final])
     dim = flat_f.numel()
     m = torch.empty((n - 1, dim), dtype=torch.float32)
+    norms2 = np.zeros(n)
     for k in range(n - 1):
         torch.cat([t.reshape(-1) for t in load(k)], out=m[k])
         m[k] -= flat_f
+        norms2[k] = _row_dots(m[k:k + 1], m[k])[0]
+    shift, colmean = np.zeros(n - 1), torch.zeros(dim, dtype=torch.float64)
     if method == "mindspore":
         shift = np.array([float(m[k].sum(dtype=torch.float64)) / dim for k in range(n - 1)])
         for k in range(n - 1):
             m[k] -= float(shift[k])
     elif method == "li":
-        colmean = torch.zeros(dim, dtype=torch.float64)
         for k in range(n - 1):
             colmean += m[k]
         colmean /= n - 1
         m -= colmean.to(torch.float32)
-    else:
+    elif method != "uncentred":
         raise ValueError(f"unknown PCA method {method!r}")
     sc, s, ratio = _top2(m, solver)
     dirs = []
@@ -146,7 +177,7 @@ def pca_trajectory(load: Callable[[int], list[torch.Tensor]], n: int, *, method:
     if method == "mindspore":
         bv += shift * float(flat_v.sum(dtype=torch.float64))
         bw += shift * float(flat_w.sum(dtype=torch.float64))
-    else:
+    elif method == "li":
         bv += float(colmean @ flat_v.double())
         bw += float(colmean @ flat_w.double())
     vv, ww = float(flat_v.double() @ flat_v.double()), float(flat_w.double() @ flat_w.double())
@@ -154,7 +185,10 @@ def pca_trajectory(load: Callable[[int], list[torch.Tensor]], n: int, *, method:
     gram = np.array([[vv, vw], [vw, ww]])
     coords = np.zeros((n, 2))
     coords[:-1] = np.linalg.lstsq(gram, np.stack([bv, bw]), rcond=None)[0].T
+    rhs = np.zeros((n, 2))
+    rhs[:-1] = np.stack([bv, bw], axis=1)
+    distance, share = plane_share(norms2, rhs, gram, coords)
     del m
     _log.debug("PCA of %d checkpoints, %d coordinates, explained variance %s", n, dim, ratio[:2])
     return {"v": v, "w": w, "coords": coords, "explained_variance_ratio": np.asarray(ratio),
-            "singular_values": np.asarray(s)}
+            "singular_values": np.asarray(s), "distance": distance, "share": share}

@@ -10,7 +10,9 @@ names which (``centre_description``, :func:`centre_description`).
 A checkpoint ``θ`` is drawn at the least-squares coordinates ``(a, b)`` of ``θ - centre``
 on the plane's directions ``v, w`` (the moved tensors only), and its distance from the
 plane, ``‖θ - centre - a v - b w‖``, is reported relative to ``‖θ - centre‖``: a path far
-off the plane misleads, so the figure and the metadata say so.
+off the plane misleads, so the figure and the metadata say so. The share of the runs'
+movement the plane holds is ``1 - Σ‖θ - centre - a v - b w‖² / Σ‖θ - centre‖²`` over every
+checkpoint of every run: what the drawn plane (after normalization) holds, whatever it is.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from typing import Any
 
 import numpy as np
 import torch
+
+from landscape.geometry._pca import plane_share
 
 __all__ = ["CENTRES", "RunStart", "run_start", "centre_description", "run_items", "mean_state", "project"]
 
@@ -130,22 +134,22 @@ def _dot(a: Sequence[torch.Tensor], b: Sequence[torch.Tensor]) -> float:
 
 
 def project(v: Sequence[torch.Tensor], w: Sequence[torch.Tensor], centre: Sequence[torch.Tensor],
-            flats: Sequence[Callable[[], Sequence[torch.Tensor]]]) -> tuple[np.ndarray, np.ndarray]:
+            flats: Sequence[Callable[[], Sequence[torch.Tensor]]]) -> tuple[np.ndarray, np.ndarray, float]:
     """Least-squares coordinates (array (n, 2)) of each ``flats[i]() - centre`` on ``v, w`` (a
-    line: ``w`` empty, ``b = 0``) and its relative distance from the plane (0 at the centre)."""
+    line: ``w`` empty, ``b = 0``), its relative distance from the plane (0 at the centre), and the
+    share of the differences' squared lengths the plane holds
+    (:func:`landscape.geometry._pca.plane_share`)."""
     line = len(w) == 0
     vv = _dot(v, v)
     g = np.array([[vv, 0.0], [0.0, 1.0]]) if line else np.array([[vv, _dot(v, w)], [_dot(w, v), _dot(w, w)]])
     coords = np.zeros((len(flats), 2))
-    distance = np.zeros(len(flats))
+    rhs = np.zeros((len(flats), 2))
+    norms2 = np.zeros(len(flats))
     for i, load in enumerate(flats):
         d = [(t.double() - c.double()) for t, c in zip(load(), centre)]
-        rhs = np.array([_dot(v, d), 0.0 if line else _dot(w, d)])
-        a, b = np.linalg.lstsq(g, rhs, rcond=None)[0]
+        rhs[i] = (_dot(v, d), 0.0 if line else _dot(w, d))
+        a, b = np.linalg.lstsq(g, rhs[i], rcond=None)[0]
         coords[i] = (a, 0.0 if line else b)
-        # |d - a v - b w|^2 = |d|^2 - 2 (a v.d + b w.d) + (a, b) G (a, b)
-        dd = _dot(d, d)
-        ab = np.array([a, 0.0 if line else b])
-        rest = max(dd - 2.0 * float(ab @ rhs) + float(ab @ g @ ab), 0.0)
-        distance[i] = float(np.sqrt(rest / dd)) if dd > 0 else 0.0
-    return coords, distance
+        norms2[i] = _dot(d, d)
+    distance, share = plane_share(norms2, rhs, g, coords)
+    return coords, distance, share

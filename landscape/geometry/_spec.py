@@ -57,7 +57,8 @@ class Geometry:
         Direction dicts for ``kind="given"`` (one for a line).
     centre : dict, optional
         The centre when there is no trajectory (default: the network's own state).
-    pca_method : {"mindspore", "li"}
+    pca_method : {"mindspore", "li", "uncentred"}
+        See :mod:`landscape.geometry._pca`.
     pca_solver : {"auto", "full", "gram", "lowrank"}
     dims : int
         A line (``x`` only), a plane, or an n-D grid (3 to :data:`MAX_DIMS` directions of

@@ -1,21 +1,35 @@
 """PCA of a trajectory whose checkpoints are read a block at a time (private).
 
-The same PCA as :func:`landscape.geometry._pca.pca_trajectory` (MindSpore's centring or Li
-et al.'s; the same sign fix, singular values, explained variance and path coordinates),
-without holding the ``n - 1`` differences ``d_k = theta_k - theta_centre``: memory is one
-block of them, the ``(n-1) x (n-1)`` Gram matrix and the two directions.
+The same PCA as :func:`landscape.geometry._pca.pca_trajectory` (MindSpore's centring of
+each difference over the D coordinates, Li et al.'s across checkpoints, or none; the same
+sign fix, singular values, explained variance ratios, path coordinates and distances from
+the drawn plane), without holding
+the ``n - 1`` differences ``d_k = theta_k - theta_centre``: memory is one block of them,
+the ``(n-1) x (n-1)`` Gram matrix and the two directions themselves.
 
 Two passes over the checkpoints (three with ``normalization="weight"``), each a block of rows
 of a few tensors at a time (:class:`collector.trajectory.CheckpointReader`):
 
-1. the Gram matrix ``G0 = [d_i . d_j]`` and the sums ``s_k = sum(d_k)`` in float64 (exact for
-   float32, float16 and bfloat16 checkpoints), centred afterwards (MindSpore's
-   ``G0 - s s^T / D``, Li et al.'s ``C G0 C``);
-2. the directions as combinations of the differences, from the eigenvectors of ``G``,
-   rounded to float32 as they are formed, normalized against the centre and sign-fixed
-   (the largest-magnitude entry of the raw direction positive). The same pass keeps each
-   row's dot products with the differences, from which the path's right-hand sides follow,
-   since a normalization other than ``weight`` scales each row by one number;
+1. the Gram matrix ``G0 = [d_i . d_j]`` and the sums ``s_k = sum(d_k)``, in float64 from
+   differences formed in float64 (exact for float32, float16 and bfloat16 checkpoints).
+   Centring is then applied to ``G0`` itself: MindSpore's ``G = G0 - s s^T / D``, Li et
+   al.'s ``G = C G0 C`` with ``C = I - 11^T / (n-1)``, none for ``"uncentred"`` (``G = G0``;
+   ``|d_k|^2`` is its diagonal either way). In float64 this loses at most
+   ``1e-16 x (mean^2 / variance)`` relatively, far below the float32 rounding of the
+   in-memory path's centring;
+2. the directions as combinations of checkpoints: with ``G = V diag(lambda) V^T``, the
+   singular values are ``sqrt(lambda)`` and the i-th direction is
+   ``sum_k a_ik d_k + c_i``: MindSpore's ``a_i = V_i``, ``c_i = -(V_i . s) / D`` (the
+   score ``u_i s_i``); Li et al.'s ``a_i = C V_i / sqrt(lambda_i)``, ``c_i = 0`` (the
+   unit right singular vector), the uncentred ``a_i = V_i / sqrt(lambda_i)``, ``c_i = 0``.
+   Rounded to float32 as they are formed, each tensor is normalized against the centre,
+   and the sign makes the largest-magnitude entry of the raw direction positive (every
+   normalization is odd, so the flip is applied last).
+   The same pass keeps each row's dot products with the differences, ``raw[r] . d_k[r]``
+   (``rows x (n-1) x 2`` values): a normalization other than ``weight`` multiplies each
+   row (or the whole tensor) by one number ``sigma_r``, so the path's right-hand sides
+   ``[v . d_k, w . d_k]`` are ``sum_r sigma_r raw[r] . d_k[r]``, ``sigma_r`` read off the
+   normalized row by float64 least squares (exact up to the float32 rounding of ``v``);
 3. with ``weight`` (or when those row products would exceed ``ROW_PRODUCT_BYTES``), a third
    pass forms the right-hand sides from the normalized directions.
 
@@ -36,7 +50,7 @@ from torch import nn
 
 from collector.trajectory import CheckpointReader, load_checkpoint
 from landscape.geometry._directions import normalize_directions
-from landscape.geometry._pca import pca_trajectory
+from landscape.geometry._pca import pca_trajectory, plane_share
 from landscape.geometry._state import flat_float
 
 __all__ = ["trajectory_pca", "streamed_pca", "BLOCK_BYTES", "ROW_PRODUCT_BYTES"]
@@ -120,6 +134,9 @@ def _combinations(g0: np.ndarray, sums: np.ndarray, dim: int, method: str, k: in
     elif method == "li":
         centring = np.eye(m) - 1.0 / m
         g = centring @ g0 @ centring
+    elif method == "uncentred":
+        centring = np.eye(m)
+        g = g0
     else:
         raise ValueError(f"unknown PCA method {method!r}")
     lam, vec = np.linalg.eigh((g + g.T) / 2)
@@ -190,14 +207,21 @@ def _row_scales(normalized: torch.Tensor, raw: torch.Tensor) -> torch.Tensor:
     return torch.where(den > 0, num / torch.where(den > 0, den, 1.0), 0.0)
 
 
-def _solve(b: torch.Tensor, *dirs: list[torch.Tensor]) -> np.ndarray:
+def _solve(b: torch.Tensor, dirs: Sequence[list[torch.Tensor]], norms2: np.ndarray
+           ) -> tuple[np.ndarray, np.ndarray, float]:
     """Path coordinates from ``b[k] = [v . d_k, w . d_k, ...]``: the normal equations of the directions
-    ``dirs``; the centre's row 0."""
-    dots = [[sum(float(torch.dot(x.reshape(-1).double(), y.reshape(-1).double())) for x, y in zip(p, q))
-             for q in dirs] for p in dirs]
+    ``dirs``, the centre's row 0; with the distances from the plane of the first two and its share
+    (:func:`landscape.geometry._pca.plane_share`)."""
+    dots = np.array([[sum(float(torch.dot(x.reshape(-1).double(), y.reshape(-1).double())) for x, y in zip(p, q))
+                      for q in dirs] for p in dirs])
     coords = np.zeros((b.shape[0] + 1, len(dirs)))
-    coords[:-1] = np.linalg.lstsq(np.array(dots), b.numpy().T, rcond=None)[0].T
-    return coords
+    coords[:-1] = np.linalg.lstsq(dots, b.numpy().T, rcond=None)[0].T
+    plane = np.zeros((b.shape[0] + 1, 2))
+    plane[:-1] = np.linalg.lstsq(dots[:2, :2], b[:, :2].numpy().T, rcond=None)[0].T
+    rhs = np.zeros_like(plane)
+    rhs[:-1] = b[:, :2].numpy()
+    distance, share = plane_share(np.append(norms2, 0.0), rhs, dots[:2, :2], plane)
+    return coords, distance, share
 
 
 def _coordinates(diffs: _Differences, blocks: list[Block], dirs: Sequence[list[torch.Tensor]], m: int
@@ -223,7 +247,7 @@ def streamed_pca(readers: Sequence[CheckpointReader], names: Sequence[str], cent
         The moved tensors, in order.
     centre : sequence of Tensor
         The centre's tensors ``names`` (the trajectory's last checkpoint), on the CPU.
-    method : {"mindspore", "li"}
+    method : {"mindspore", "li", "uncentred"}
     normalization : str
         See :func:`landscape.geometry._directions.normalize_directions`.
     block_bytes : int, optional
@@ -237,7 +261,8 @@ def streamed_pca(readers: Sequence[CheckpointReader], names: Sequence[str], cent
     -------
     dict
         As :func:`landscape.geometry._pca.pca_trajectory`: ``v``, ``w``, ``coords``,
-        ``explained_variance_ratio``, ``singular_values``; and ``more``.
+        ``explained_variance_ratio``, ``singular_values``, ``distance``, ``share`` (of the plane of
+        the first two); and ``more``.
     """
     m = len(readers)
     shapes = [t.shape for t in centre]
@@ -262,11 +287,12 @@ def streamed_pca(readers: Sequence[CheckpointReader], names: Sequence[str], cent
             b[:, i] = -b[:, i]
     if dots is None:
         b = _coordinates(diffs, blocks, dirs, m)
-    coords = _solve(b, *dirs)
+    coords, distance, share = _solve(b, dirs, np.diag(g0).copy())
     _log.debug("streamed PCA of %d checkpoints, %d coordinates in %d blocks (%d passes), explained variance %s",
                m + 1, dim, len(blocks), 2 if partial else 3, ratio[:2])
     return {"v": dirs[0], "w": dirs[1], "more": dirs[2:], "coords": coords,
-            "explained_variance_ratio": np.asarray(ratio), "singular_values": np.asarray(s)}
+            "explained_variance_ratio": np.asarray(ratio), "singular_values": np.asarray(s),
+            "distance": distance, "share": share}
 
 
 def trajectory_pca(trajectory: Sequence[Any], names: Sequence[str], centre: Sequence[torch.Tensor], *,

@@ -243,7 +243,9 @@ def _pca(vi: ViewInputs) -> _Layout:
     path_xy[-1] = 0.0
     extents = [grid_axes(path_xy[:, [j, j]], geo.size)[0] for j in range(k)]  # each component's, 0.2 margins
     md = dict(pca_method=geo.pca_method, explained_variance_ratio=res["explained_variance_ratio"][:k],
-              singular_values=res["singular_values"][:k], normalization=geo.normalization)
+              singular_values=res["singular_values"][:k], normalization=geo.normalization,
+              movement_in_plane=float(res["share"]),
+              path_distance=[round(float(d), 6) for d in res["distance"]])
     lay = _Layout(res["v"], res["w"], md, (extents[0][0], extents[0][-1], geo.size),
                   (extents[1][0], extents[1][-1], geo.size), path_xy=path_xy)
     if k > 2:  # an n-D grid: the path is not evaluated (a plane's points), its coordinates are recorded
@@ -283,11 +285,12 @@ def _with_runs(vi: ViewInputs, lay: _Layout) -> _Layout:
     items = run_items(geo.runs)
     # random directions are a recipe: drawn whole here, only while the runs are projected
     v, w = lay.recipe.drawn(ref) if lay.recipe is not None else (lay.v, lay.w)
-    coords, distance = project(v, w, ref, [functools.partial(_run_flat, vi, it) for it in items])
+    coords, distance, share = project(v, w, ref, [functools.partial(_run_flat, vi, it) for it in items])
     del v, w
     lay.path_xy = coords
     counts = {name: len(ckpts) for name, ckpts in geo.runs.items()}
     lay.md["runs"] = counts
+    lay.md["movement_in_plane"] = float(share)  # of every checkpoint's squared distance from the centre
     lay.md["centre_description"] = centre_description(geo.centre_on, list(geo.runs), geo.run_start)
     lay.md["path_distance"], o = {}, 0
     for name, c in counts.items():  # relative distance of each checkpoint from the plane

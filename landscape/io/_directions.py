@@ -304,9 +304,10 @@ def _centre(info: Mapping[str, Any], names: list[str], centre: Any, tag: str) ->
             return _stand_ins(shapes)  # the draw reads only the shapes
         raise InvalidParameterError(
             f"The 'centre' parameter of {caller} is required for the random directions of {tag!r}: they are "
-            f"normalized ({recipe['normalization']!r}) against the centre's weights, which landscapes.h5 does not "
-            "hold. Got None instead. HINT: pass the state dict, network or checkpoint the landscape is centred on "
-            "(for landscape gen's Random landscape, the last checkpoint of the last interval).")
+            f"normalized ({recipe['normalization']!r}) against the centre's weights, which a landscape does not "
+            "keep (in memory or in landscapes.h5: its directions are their recipe). Got None instead. HINT: pass "
+            "the state dict, network or checkpoint the landscape is centred on (the network given to "
+            "compute_landscape; for landscape gen's Random landscape, the last checkpoint of the last interval).")
     if isinstance(centre, nn.Module):
         state = {k: t.detach().cpu() for k, t in centre.state_dict().items()}
     else:

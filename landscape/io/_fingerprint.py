@@ -3,7 +3,8 @@
 A rerun resumes a landscape of ``landscapes.h5`` only when its fingerprint is the one the
 store holds; a difference is refused, naming it (:func:`landscape.io._store.differences`). Files are named by
 their SHA-256, the network by its architecture (class, module tree, every state entry's
-name, shape and dtype), the data by the SHA-256 of the samples' bytes.
+name, shape and dtype), the data by the SHA-256 of the samples (``Samples.digest()``, the layout
+of landscape/engine/_digest.py).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import torch
 from torch import nn
 
 from collector.trajectory import file_digest as trajectory_file_digest
+from landscape.engine import hash_tensor, tensor_digest
 from landscape.geometry import Geometry
 from landscape.tasks import Supervised
 
@@ -26,24 +28,6 @@ __all__ = ["file_digest", "tensor_digest", "hash_tensor", "model_digest", "task_
 
 def file_digest(path: str) -> str:
     return trajectory_file_digest(path).sha256
-
-
-def hash_tensor(h: Any, t: torch.Tensor) -> None:
-    """Add a tensor's dtype, shape and bytes to the hash ``h`` (read in place: no copy of the data);
-    :func:`tensor_digest` of tensors is these updates in order, so a digest can be made one tensor
-    at a time."""
-    t = t.detach().cpu().contiguous()
-    h.update(f"{t.dtype}{tuple(t.shape)}".encode())
-    if t.numel():
-        h.update(t.reshape(-1).view(torch.uint8).numpy().data)  # the bytes in place, no copy
-
-
-def tensor_digest(*tensors: torch.Tensor) -> str:
-    """SHA-256 of the tensors' dtypes, shapes and bytes (read in place: no copy of the data)."""
-    h = hashlib.sha256()
-    for t in tensors:
-        hash_tensor(h, t)
-    return h.hexdigest()
 
 
 def model_digest(network: nn.Module) -> str:
@@ -90,7 +74,7 @@ class Fingerprints:
         self.common: dict[str, Any] = {
             "num_samples": samples.n, "eval_mode": eval_mode, "model": model_digest(network),
             "loss_fn": task_name(task), "metrics": sorted(str(k) for k in metrics),
-            "data": tensor_digest(*samples.tensors())}
+            "data": samples.digest()}
         points = {str(k): repr(m) for k, m in metrics.items() if getattr(m, "metric_inputs", None) == "point"}
         if points:  # their settings (an EigenRatio's tolerance) define the surface; absent otherwise, as before
             self.common["point_metrics"] = points

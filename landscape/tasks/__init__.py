@@ -29,11 +29,14 @@ Any function works; a metric of the same shape (``metric(model, batch)``) says s
 """
 
 from landscape.tasks._task import (
+    ELEMENTWISE_LOSSES,
     HuggingFace,
+    NotOneNumber,
     Supervised,
     Task,
     as_task,
     batch_size,
+    broadcast_mismatch,
     classification,
     map_tensors,
     mean_loss,
@@ -46,4 +49,5 @@ from landscape.tasks._task import (
 # The public home of tasks (users import them from here); as_task, mean_loss and map_tensors are
 # what the engine and curvature take from it.
 __all__ = ["Task", "Supervised", "HuggingFace", "classification", "regression", "to_device", "batch_size",
-           "slice_batch", "as_task", "mean_loss", "map_tensors", "tensors_in"]
+           "slice_batch", "as_task", "mean_loss", "map_tensors", "tensors_in", "NotOneNumber", "ELEMENTWISE_LOSSES",
+           "broadcast_mismatch"]

@@ -25,10 +25,12 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 __all__ = ["Task", "Supervised", "HuggingFace", "classification", "regression", "as_task", "to_device",
-           "batch_size", "slice_batch", "mean_loss", "map_tensors", "tensors_in"]
+           "batch_size", "slice_batch", "mean_loss", "map_tensors", "tensors_in", "NotOneNumber",
+           "ELEMENTWISE_LOSSES", "broadcast_mismatch"]
 
 
 @runtime_checkable
@@ -42,13 +44,38 @@ class Task(Protocol):
     def __call__(self, model: Any, batch: Any) -> torch.Tensor: ...
 
 
+class NotOneNumber(ValueError):
+    """A loss that is not one number per batch (a per-sample loss, say): refused, with the fix.
+
+    Attributes
+    ----------
+    shape : tuple of int
+        What the loss was.
+    rule : str
+        The rule and the fix, in words.
+    """
+
+    def __init__(self, loss_fn: Any, shape: tuple[int, ...], n: int) -> None:
+        self.shape, self.rule = shape, (
+            "a landscape's loss is one number per batch (a tensor of one element), the mean over its samples. "
+            "HINT: use its 'mean' reduction (e.g. MSELoss() rather than MSELoss(reduction='none')), or pass a "
+            "task(model, batch) that reduces it as training did.")
+        super().__init__(f"The loss_fn {loss_fn!r} returned a tensor of shape {shape} for a batch of {n} samples; "
+                         + self.rule)
+
+
 def mean_loss(value: torch.Tensor, n: int, loss_fn: Any) -> torch.Tensor:
-    """The mean over samples of a loss, whatever its reduction ('mean', 'sum' or 'none').
+    """The mean over samples of a batch's loss, as a 0-d tensor.
+
+    A 'mean' reduction's value is returned as it is, a 'sum' reduction's divided by ``n``. A
+    value of more than one element ('none') is refused: its reduction is the user's (class
+    weights, ignored labels and padding make it another mean than the average of the
+    elements), so it is not guessed.
 
     Parameters
     ----------
     value : tensor
-        What ``loss_fn`` returned for a batch: a 0-d tensor, or one value per sample.
+        What ``loss_fn`` returned for a batch: one number (0-d or one element).
     n : int
         The batch's samples.
     loss_fn : callable
@@ -58,12 +85,53 @@ def mean_loss(value: torch.Tensor, n: int, loss_fn: Any) -> torch.Tensor:
     -------
     tensor
         0-d, the mean over the batch's samples.
+
+    Raises
+    ------
+    NotOneNumber
+        ``value`` has more than one element.
     """
-    if value.dim() == 0:
-        if getattr(loss_fn, "reduction", None) == "sum":
-            return value / n
-        return value
-    return value.float().mean()
+    if value.numel() != 1:
+        raise NotOneNumber(loss_fn, tuple(value.shape), n)
+    value = value.reshape(()) if value.dim() else value
+    if getattr(loss_fn, "reduction", None) == "sum":
+        return value / n
+    return value
+
+
+#: Loss modules that compare outputs and targets element by element: torch broadcasts two shapes that
+#: differ ((N, 1) against (N,) gives (N, N)), so the shapes must be equal.
+ELEMENTWISE_LOSSES: tuple[type, ...] = (nn.MSELoss, nn.L1Loss, nn.SmoothL1Loss, nn.HuberLoss, nn.BCELoss,
+                                        nn.BCEWithLogitsLoss, nn.SoftMarginLoss, nn.PoissonNLLLoss, nn.KLDivLoss)
+_ELEMENTWISE_FUNCTIONS = (F.mse_loss, F.l1_loss, F.smooth_l1_loss, F.huber_loss, F.binary_cross_entropy,
+                          F.binary_cross_entropy_with_logits, F.soft_margin_loss, F.poisson_nll_loss, F.kl_div)
+
+
+def broadcast_mismatch(loss_fn: Any, outputs: Any, targets: Any) -> str | None:
+    """Why ``loss_fn(outputs, targets)`` would broadcast two shapes (words for a refusal), or None.
+
+    Only for the element-wise losses (:data:`ELEMENTWISE_LOSSES` and their functional forms):
+    their outputs and targets must have one shape. Class-index targets of a cross-entropy or
+    NLL loss ((N, C) against (N,)) are what those losses take, and are not checked.
+    """
+    if not (isinstance(loss_fn, ELEMENTWISE_LOSSES) or loss_fn in _ELEMENTWISE_FUNCTIONS):
+        return None
+    if not (isinstance(outputs, torch.Tensor) and isinstance(targets, torch.Tensor)):
+        return None
+    if outputs.shape == targets.shape:
+        return None
+    try:
+        both = tuple(torch.broadcast_shapes(outputs.shape, targets.shape))
+        what = f"broadcasts them to {both}, comparing every output with every target it meets"
+    except RuntimeError:
+        what = "cannot pair them"
+    name = type(loss_fn).__name__ if isinstance(loss_fn, nn.Module) else getattr(loss_fn, "__name__", "loss_fn")
+    fix = ("reshape the targets to the outputs' shape (y.reshape(-1, 1) for one output per sample), or take the "
+           "output's last dimension away: Supervised(loss_fn, output=lambda out: out.squeeze(-1))"
+           if outputs.dim() == targets.dim() + 1 and outputs.shape[-1] == 1 else
+           "give targets of the outputs' shape, or a task(model, batch) that matches them as training did")
+    return (f"the model's outputs have shape {tuple(outputs.shape)} and the targets {tuple(targets.shape)}: {name} "
+            f"{what}. HINT: {fix}.")
 
 
 def _first_tensor(obj: Any) -> torch.Tensor | None:
@@ -228,8 +296,9 @@ class Supervised:
     Parameters
     ----------
     loss_fn : callable
-        ``loss_fn(outputs, targets)``; 'mean', 'sum' and 'none' reductions all give the
-        mean over samples.
+        ``loss_fn(outputs, targets)``, one number per batch: its 'mean' reduction, or 'sum'
+        (divided by the batch's samples). A per-sample loss ('none') is refused: its
+        reduction is yours (class weights, ignored labels), so pass a task that does it.
     inputs : int, str or callable, default=0
         Where the model's input is in the batch (``batch[inputs]``, or ``inputs(batch)``).
         A tuple or list there is passed as several positional arguments, a dict as

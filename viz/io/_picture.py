@@ -176,7 +176,9 @@ def centre_name(ls: Landscape) -> str:
       weights"``, ...) when the generation wrote it, else ``"shared centre: the runs' start"``,
       ``"... the runs' mean"`` or ``"... run sgd's end"``;
     - the network's own weights, evaluated exactly (``metadata["centre"]``, or a PCA path's
-      end, or a convergence point at the origin): ``"trained weights"``;
+      end, or a convergence point at the origin): ``"trained weights"``, or, for a run's
+      landscape (``metadata["checkpoint_steps"]``), the checkpoint it is centred on:
+      ``"weights at epoch 5"`` (an interval's last checkpoint, not necessarily the run's);
     - else MindSpore's convergence point, a grid point beside the centre:
       ``"convergence point (nearest grid point)"``.
 
@@ -198,6 +200,9 @@ def centre_name(ls: Landscape) -> str:
         return f"shared centre: run {run}'s end" if run is not None else "shared centre"
     exact = _exact_centre(ls) is not None or (ls.path is not None and np.size(ls.path.x) and _is_pca(ls))
     if exact or tuple(float(v) for v in ls.convergence_point[:2]) == (0.0, 0.0):
+        steps = md.get("checkpoint_steps")
+        if steps:  # a run's landscape: its interval's last checkpoint, which need not be the run's last
+            return f"weights at {md.get('unit') or 'step'} {list(np.ravel(steps))[-1]}"
         return "trained weights"
     return "convergence point (nearest grid point)"
 

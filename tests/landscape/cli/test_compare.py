@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -49,7 +50,7 @@ def test_two_runs_on_their_shared_plane_through_the_command(tmp_path):
     runs = [_run(tmp_path / "first", 0), _run(tmp_path / "second", 1)]
     res = _compare(runs, tmp_path / "cmp", "--centre", "start")
     assert res.returncode == 0, res.stderr[-2000:]
-    assert "explained variance" in res.stdout and "first: 5 checkpoints" in res.stdout
+    assert "PCA explained variance (before normalization)" in res.stdout and "first (epochs 0-4):" in res.stdout
     (ls,) = read_h5(tmp_path / "cmp" / "landscapes.h5").values()
     assert list(ls.paths) == ["first", "second"]
     assert ls.paths["first"].x[0] == ls.paths["second"].x[0] == 0.0  # the common start is the centre
@@ -67,6 +68,41 @@ def test_two_runs_on_their_shared_plane_through_the_command(tmp_path):
     # another centre is another landscape: refused until --restart
     res = _compare(runs, tmp_path / "cmp", "--centre", "mean")
     assert res.returncode != 0 and "centre_on" in res.stderr
+
+
+def test_the_printed_share_of_movement_is_the_stored_planes(tmp_path):
+    """At the defaults the printed share of the runs' movement in the plane, each checkpoint's distance off it
+    and the largest, named, are what the plane stored in landscapes.h5 holds: the checkpoint files projected
+    on its directions here, in float64 with numpy."""
+    runs = [_run(tmp_path / "first", 0), _run(tmp_path / "second", 1)]
+    res = _compare(runs, tmp_path / "cmp")
+    assert res.returncode == 0, res.stderr[-2000:]
+    (ls,) = read_h5(tmp_path / "cmp" / "landscapes.h5").values()
+    v, w = ls.directions()
+    names = list(v)
+    q, _ = np.linalg.qr(np.stack([np.concatenate([d[k].double().numpy().ravel() for k in names]) for d in (v, w)],
+                                 axis=1))
+
+    def flat(path):
+        sd = torch.load(path, weights_only=True)
+        return np.concatenate([sd[k].double().numpy().ravel() for k in names])
+
+    files = {run.name: [run / "ckpt_dir" / f"TinyMLP_{i}_epoch.pt" for i in range(5)] for run in runs}
+    centre = flat(files["first"][-1])  # the default centre: the first run's end
+    d = np.stack([flat(f) - centre for run in files.values() for f in run])
+    share = ((d @ q) ** 2).sum() / (d ** 2).sum()
+    printed = re.search(r"in the drawn plane: ([0-9.]+) % of the runs' movement", res.stdout)
+    assert printed is not None, res.stdout
+    assert float(printed.group(1)) / 100 == pytest.approx(share, abs=1e-6)
+    assert ls.metadata["movement_in_plane"] == pytest.approx(share, abs=1e-6)
+    assert (ls.metadata["pca_method"], ls.metadata["normalization"]) == ("uncentred", "none")
+    norms = np.linalg.norm(d, axis=1)
+    off = np.linalg.norm(d - (d @ q) @ q.T, axis=1) / np.where(norms > 0, norms, 1.0)
+    np.testing.assert_allclose(ls.metadata["path_distance"]["first"] + ls.metadata["path_distance"]["second"], off,
+                               atol=1e-5)
+    k = int(np.argmax(off))
+    assert f"largest: {100 * off[k]:.1f} % (run {['first', 'second'][k // 5]}, epoch {k % 5})" in res.stdout
+    assert "at most" not in res.stdout
 
 
 def test_compare_runs_refuses_before_any_work(tmp_path):

@@ -10,6 +10,7 @@ import pytest
 import torch
 from torch import nn
 
+from collector.common import InvalidParameterError
 from landscape.curvature import SpectralDensity, spectral_density
 from landscape.curvature._density import slq_density
 from tests.landscape.curvature.test_curvature import _data, _dense, _loss_of_flat, _net
@@ -231,8 +232,10 @@ class Counted(nn.Module):
 @pytest.mark.parametrize("kwargs, fragment", [
     (dict(runs=0), "'runs' parameter of spectral_density must be an int in the range [1, inf)"),
     (dict(steps=0), "'steps' parameter"),
-    (dict(steps=70), "'steps' parameter of spectral_density must be at most the number of values in the block (69)"),
-    (dict(steps=30, include="fc2"), "at most the number of values in the block (25 in 'fc2')"),
+    (dict(steps=70, method="slq"), "'steps' parameter of spectral_density must be at most the number of values in "
+                                   "the block (69)"),
+    (dict(steps=30, include="fc2", method="slq"), "at most the number of values in the block (25 in 'fc2')"),
+    (dict(method="dense"), "'method' parameter of spectral_density must be one of 'auto', 'slq', 'exact'"),
     (dict(curvature="ggm"), "'curvature' parameter of spectral_density must be one of 'hessian', 'ggn', 'fisher'"),
     (dict(curvature="fisher", product="forward"), "'product' parameter of spectral_density must be None or one of "
                                                   "'reverse'"),
@@ -266,11 +269,13 @@ def test_bad_inputs_are_refused_before_any_product(kwargs, fragment):
 
 
 def test_a_loss_that_is_not_finite_is_said():
+    """Refused before any product, the data found finite: the weights give it."""
     torch.manual_seed(0)
     net = Counted()
     with torch.no_grad():
         net.fc2.weight[0, 0] = float("nan")
-    with pytest.raises(FloatingPointError, match="the product of run 0, step 0 is not finite"):
+    with pytest.raises(InvalidParameterError, match="spectral_density at the network's weights is NaN on samples "
+                                                    "0-99: the inputs and the targets there are finite"):
         spectral_density(net, nn.CrossEntropyLoss(), _data(), num_samples=None, runs=2, steps=5, progress=False)
 
 

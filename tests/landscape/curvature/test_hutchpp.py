@@ -86,13 +86,17 @@ def test_hessian_trace_hutch_plus_plus_on_a_network_against_the_dense_hessian():
     assert tr.sketch == 20 // 3 and tr.probes == 2 * tr.sketch + len(tr.values) and 20 <= tr.probes <= 1000
     assert tr.converged and tr.half_width <= 0.05 * abs(tr.estimate)
     assert "Hutch++: a rank-6 sketch (12 products)" in str(tr)
-    # the default is still Hutchinson's
-    plain = hessian_trace(net, nn.CrossEntropyLoss(), (xs, ys), num_samples=None, rel_tol=0.05, progress=False)
+    # the default is Hutch++ (645 values: more than its fewest products, 32); Hutchinson's on request
+    default = hessian_trace(net, nn.CrossEntropyLoss(), (xs, ys), num_samples=None, rel_tol=0.05, progress=False)
+    assert default.method == "hutch++" and default.estimate == tr.estimate
+    plain = hessian_trace(net, nn.CrossEntropyLoss(), (xs, ys), num_samples=None, rel_tol=0.05, progress=False,
+                          method="hutchinson")
     assert plain.method == "hutchinson" and plain.sketch == 0 and plain.probes == len(plain.values)
 
 
 @pytest.mark.parametrize("kwargs, fragment", [
-    (dict(method="hutch+"), "'method' parameter of hessian_trace must be one of 'hutchinson', 'hutch++'"),
+    (dict(method="hutch+"), "'method' parameter of hessian_trace must be one of 'auto', 'exact', 'hutch++', "
+                            "'hutchinson'"),
     (dict(method="hutch++", min_probes=2, max_probes=3),
      "'max_probes' parameter of hessian_trace must be at least 2 * (min_probes // 3) + 2 = 4 with method='hutch++'"),
 ])

@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 import landscape
+from collector.common import InvalidParameterError
 from landscape.engine import _planner as _evaluate
 from landscape.geometry._directions import random_directions
 from landscape.geometry._state import moved_names
@@ -50,11 +51,15 @@ def test_given_directions_and_reductions(trained, data):
     w = {n: 0.1 * torch.randn(traj[-1][n].shape, generator=g) for n in names}
     net.load_state_dict(traj[-1])
     res = {}
-    for red in ("mean", "sum", "none"):
+    for red in ("mean", "sum"):
         res[red] = landscape.compute_landscape(net, nn.CrossEntropyLoss(reduction=red), (x, y),
                                                directions=(v, w), size=4, num_samples=50).z
     np.testing.assert_allclose(res["sum"], res["mean"], rtol=1e-5)
-    np.testing.assert_allclose(res["none"], res["mean"], rtol=1e-5)
+    # a per-sample loss is refused before any point: its reduction is the user's (weights, ignored labels)
+    with pytest.raises(InvalidParameterError, match=r"returned a tensor of shape \(50,\) for a batch of 50 samples"
+                                                    r".*HINT: use its 'mean' reduction"):
+        landscape.compute_landscape(net, nn.CrossEntropyLoss(reduction="none"), (x, y), directions=(v, w), size=4,
+                                    num_samples=50)
     ls = landscape.compute_landscape(net, nn.CrossEntropyLoss(), (x, y), directions=(v, w), size=4,
                                      num_samples=50)
     _check_all(ls, TinyMLP(), traj[-1], names, v, w, [(x, y)], 50)
@@ -69,9 +74,12 @@ def test_metrics_surface_and_nan(trained, data):
     assert ls.surfaces["accuracy"].shape == (3, 3)
     assert np.all((ls.surfaces["accuracy"] >= 0) & (ls.surfaces["accuracy"] <= 1))
 
-    def nan_loss(out, lab):
+    with torch.no_grad():
+        centre = float(net.eval()(x[:40])[:, 0].sum())
+
+    def nan_loss(out, lab):  # NaN on one side of the centre, finite at it (a NaN there is refused before any point)
         val = nn.functional.cross_entropy(out, lab)
-        return val * torch.where(out[:, 0].sum() > 0, torch.tensor(float("nan")), torch.tensor(1.0))
+        return val * torch.where(out[:, 0].sum() > centre, torch.tensor(float("nan")), torch.tensor(1.0))
 
     ls = landscape.compute_landscape(net, nan_loss, (x, y), size=6, num_samples=40, seed=1)
     assert np.isnan(ls.z).any() and np.isfinite(ls.z).any()

@@ -249,16 +249,16 @@ def test_bad_task_arguments_are_refused_before_work():
 
 @pytest.mark.parametrize("size", [3, 20])  # one point per call, and the batched way's first-group check
 def test_a_task_that_does_not_return_one_number_is_said(size):
-    """A task returning per-sample losses (or no tensor) is named in the error with what it returned and
-    how to reduce it; one of shape (1,) is a loss like a 0-d one."""
+    """A task returning per-sample losses (or no tensor) is refused before any point, named in the error
+    with what it returned and how to reduce it; one of shape (1,) is a loss like a 0-d one."""
     torch.manual_seed(0)
     net = nn.Sequential(nn.Linear(3, 8), nn.ReLU(), nn.Linear(8, 2))
     data = (torch.randn(16, 3), torch.randint(0, 2, (16,)))
     per_sample = lambda m, b: F.cross_entropy(m(b[0]), b[1], reduction="none")  # noqa: E731
-    with pytest.raises(RuntimeError, match=r"task must return a batch's loss as a tensor of one element.*"
-                                           r"shape \(16,\).*HINT: reduce it"):
+    with pytest.raises(InvalidParameterError, match=r"task .* must return a batch's loss as a tensor of one element"
+                                                    r".*shape \(16,\).*HINT: reduce it"):
         compute_landscape(net, data=data, task=per_sample, size=size, num_samples=16)
-    with pytest.raises(RuntimeError, match=r"task must return.*Got float 0\.5"):
+    with pytest.raises(InvalidParameterError, match=r"task .* must return.*Got float 0\.5"):
         compute_landscape(net, data=data, task=lambda m, b: 0.5, size=size, num_samples=16)
     mean = compute_landscape(net, data=data, task=lambda m, b: F.cross_entropy(m(b[0]), b[1]), size=size,
                              num_samples=16)

@@ -67,7 +67,8 @@ def _loss(net, sd, x, y):
 def test_shared_plane_projects_each_path_by_least_squares_and_reports_its_variance(runs):
     start, ckpts, (x, y) = runs
     ls = landscape.compute_landscape(start, nn.CrossEntropyLoss(), (x, y), directions="pca", checkpoints=ckpts,
-                                     centre="start", normalization="none", size=5, num_samples=N)
+                                     centre="start", normalization="none", size=5, num_samples=N,
+                                     pca_method="mindspore")
     names = [k for k, _ in start.named_parameters()]
     centre = _flat(ckpts["sgd"][0], names)
     diffs = [_flat(sd, names) - centre for run in ckpts.values() for sd in run[1:]]  # the starts are the centre
@@ -88,6 +89,31 @@ def test_shared_plane_projects_each_path_by_least_squares_and_reports_its_varian
         assert ls.paths[name].intervals == [1, 2, 3, 4, 5]
     assert ls.paths["sgd"].x[0] == ls.paths["adam"].x[0] == 0.0  # the common start is the centre
     assert np.isfinite(ls.z).all()
+
+
+def test_the_default_plane_is_the_uncentred_pca_and_holds_what_it_says(runs):
+    """At the defaults the plane is the PCA plane itself (the SVD of the differences from the centre, not
+    rescaled): the share of the runs' movement it holds, computed here from the checkpoints and the
+    directions, is the metadata's and the PCA's explained variance; each checkpoint's distance too."""
+    start, ckpts, (x, y) = runs
+    ls = landscape.compute_landscape(start, nn.CrossEntropyLoss(), (x, y), directions="pca", checkpoints=ckpts,
+                                     centre="sgd", size=3, num_samples=64)
+    assert (ls.metadata["pca_method"], ls.metadata["normalization"]) == ("uncentred", "none")
+    names = [k for k, _ in start.named_parameters()]
+    v, w = ls.directions()
+    plane = np.stack([np.concatenate([d[k].double().numpy().ravel() for k in names]) for d in (v, w)], axis=1)
+    q, _ = np.linalg.qr(plane)
+    centre = _flat(ckpts["sgd"][-1], names)
+    d = np.stack([_flat(sd, names) - centre for run in ckpts.values() for sd in run])
+    inside = ((d @ q) ** 2).sum()
+    assert ls.metadata["movement_in_plane"] == pytest.approx(inside / (d ** 2).sum(), abs=1e-6)
+    # the plane that holds the most: the top two right singular vectors of the differences
+    s = np.linalg.svd(d, compute_uv=False)
+    assert ls.metadata["movement_in_plane"] == pytest.approx((s[:2] ** 2).sum() / (s ** 2).sum(), abs=1e-6)
+    np.testing.assert_allclose(ls.metadata["explained_variance_ratio"], s[:2] ** 2 / (s ** 2).sum(), atol=1e-6)
+    norms = np.linalg.norm(d, axis=1)
+    off = np.linalg.norm(d - (d @ q) @ q.T, axis=1) / np.where(norms > 0, norms, 1.0)
+    np.testing.assert_allclose(np.concatenate([ls.metadata["path_distance"][n] for n in ckpts]), off, atol=2e-5)
 
 
 @pytest.mark.parametrize("centre", ["sgd", "adam"])

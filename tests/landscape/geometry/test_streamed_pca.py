@@ -43,8 +43,8 @@ def _numpy_pca(traj, names, method):
     if method == "mindspore":
         u, s, _ = np.linalg.svd(m.T - m.T.mean(axis=0, keepdims=True), full_matrices=False)
         raw = [u[:, k] * s[k] for k in range(2)]
-    else:
-        _, s, vt = np.linalg.svd(m - m.mean(axis=0, keepdims=True), full_matrices=False)
+    else:  # Li et al.'s centred across checkpoints, or not centred at all
+        _, s, vt = np.linalg.svd(m - m.mean(axis=0, keepdims=True) if method == "li" else m, full_matrices=False)
         raw = [vt[k] for k in range(2)]
     dirs = []
     for d in raw:
@@ -92,7 +92,7 @@ def _streamed(net, items, centre, monkeypatch, method="mindspore", normalization
 
 
 @pytest.mark.parametrize("third_pass", [False, True], ids=["two-passes", "three-passes"])
-@pytest.mark.parametrize("method", ["mindspore", "li"])
+@pytest.mark.parametrize("method", ["mindspore", "li", "uncentred"])
 def test_streamed_pca_equals_a_numpy_svd_and_the_in_memory_pca(method, third_pass, monkeypatch):
     torch.manual_seed(0)
     net = Shapes()
@@ -114,6 +114,19 @@ def test_streamed_pca_equals_a_numpy_svd_and_the_in_memory_pca(method, third_pas
                                    atol=1e-6 * np.abs(_flat(memory[key])).max())
     np.testing.assert_allclose(res["coords"], memory["coords"], rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(res["explained_variance_ratio"], memory["explained_variance_ratio"], rtol=1e-6, atol=1e-12)
+    # what the drawn (normalized) plane holds: each checkpoint's distance from it, relative to its distance
+    # from the centre, and the share of their squared distances in it, by numpy on the numpy directions
+    d = np.stack([_flat(flat_float(sd, names)) for sd in traj]) - _flat(flat_float(traj[-1], names))
+    q, _ = np.linalg.qr(np.stack([v_ref, w_ref], axis=1))
+    norms = np.linalg.norm(d, axis=1)
+    off = np.linalg.norm(d - (d @ q) @ q.T, axis=1) / np.where(norms > 0, norms, 1.0)
+    share = ((d @ q) ** 2).sum() / (d ** 2).sum()
+    for got in (res, memory):
+        np.testing.assert_allclose(got["distance"], off, atol=1e-5)
+        assert got["share"] == pytest.approx(share, abs=1e-6)
+    if method == "uncentred":  # the plane that holds the most: its explained variance is its share (layer-normalized
+        # here, the plane turns: the share is below it)
+        assert share <= ratio_ref[:2].sum() + 1e-9
 
 
 @pytest.mark.parametrize("normalization", ["filter", "weight", "dlayer", "none"])

@@ -60,12 +60,14 @@ def test_the_demo_report_and_png_agree_with_the_file(demo_run, tmp_path):
     with h5py.File(demo_run / "landscapes.h5") as fh:  # the centre as the generation stored it
         cx, cy, cz = (float(v) for v in fh["landscape_[10]"].attrs["centre"])
         grid_point = tuple(float(v) for v in fh["landscape_[10]/convergence_point"][()])
+        attrs = fh["landscape_[10]"].attrs
+        name = f"weights at {attrs['unit']} {list(attrs['checkpoint_steps'])[-1]}"  # the checkpoint it is centred on
     assert grid_point[:2] != (cx, cy)  # the demo's even grid: MindSpore's point is beside the centre
     view = report_data(viz.report(demo_run, tmp_path / "r.html"))["runs"][0]["landscapes"][2]["views"]["loss"]
-    (flat,) = traces(view["contour"], f"trained weights (loss {cz:.4g})")
+    (flat,) = traces(view["contour"], f"{name} (loss {cz:.4g})")
     assert (flat["x"], flat["y"]) == ([cx], [cy])
-    assert f"Centre: trained weights at x {cx:.5g}, y {cy:.5g}, loss {cz:.5g}." in view["info"]
-    assert png_star(ls) == ([cx, cy], f"trained weights (loss {cz:.4g})")
+    assert f"Centre: {name} at x {cx:.5g}, y {cy:.5g}, loss {cz:.5g}." in view["info"]
+    assert png_star(ls) == ([cx, cy], f"{name} (loss {cz:.4g})")
 
 
 @pytest.mark.parametrize(("metadata", "name"), [

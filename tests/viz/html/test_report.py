@@ -50,7 +50,9 @@ def test_demo_report_holds_the_runs_values(demo_report, demo_run):
                 (path3d,) = traces(view["surface"], "training path")
                 np.testing.assert_array_equal(path3d["z"], group["path/z"][()])
             cx, cy, cz = group.attrs["centre"]  # the centre evaluated exactly, not a grid point beside it
-            (star,) = traces(view["contour"], f"trained weights (loss {cz:.4g})")
+            # named by the checkpoint it is (an interval's last, not necessarily the run's)
+            name = f"weights at {group.attrs['unit']} {list(group.attrs['checkpoint_steps'])[-1]}"
+            (star,) = traces(view["contour"], f"{name} (loss {cz:.4g})")
             assert (star["x"], star["y"]) == ([cx], [cy])
             assert "All 36 values finite." in view["info"]
     steps, values = SummaryReader(demo_run).scalars()["loss/auto"]
