@@ -26,13 +26,14 @@ from torch import nn
 
 from collector.common import InstanceOf, Interval, InvalidParameterError, Options, check_param, unwrap_module
 from collector.train import get_metric
-from landscape.connect._align import Alignment, align, check_pair, check_spec, samples_of, task_of
+from landscape.connect._align import Alignment, align, check_pair, check_spec, replayable, samples_of, task_of
 from landscape.generate import check_selection, compute_landscape
 from landscape.geometry import BN_STATISTICS
 from landscape.result import Landscape
 from landscape.tasks import Supervised
 
-__all__ = ["Barrier", "barrier", "barrier_height", "resolve_alignment", "check_align", "DEFINITIONS", "ALIGN"]
+__all__ = ["Barrier", "barrier", "barrier_height", "resolve_alignment", "check_align", "check_test_data", "DEFINITIONS",
+           "ALIGN"]
 
 DEFINITIONS = ("mean", "linear")
 ALIGN = ("none", "weights", "activations")
@@ -226,6 +227,19 @@ def _classification(task: Any, data: Any, caller: str) -> bool:
     return isinstance(targets, torch.Tensor) and not targets.is_floating_point() and targets.dim() == 1
 
 
+def check_test_data(test_data: Any, task: Any, caller: str) -> None:
+    """Refuse ``test_data`` of no accepted form before any work (its first sample read)."""
+    try:
+        samples_of(test_data, 1, task, caller)
+    except InvalidParameterError:
+        raise
+    except (TypeError, ValueError) as exc:
+        raise InvalidParameterError(
+            f"The 'test_data' parameter of {caller} must be None or data of a form 'data' takes: a DataLoader, an "
+            f"iterable of batches, a Dataset or an (inputs, labels) pair of tensors. Got {type(test_data).__name__} "
+            f"instead ({exc}).") from None
+
+
 def _state(model: nn.Module) -> dict[str, torch.Tensor]:
     return {k: t.detach() for k, t in model.state_dict().items()}
 
@@ -317,6 +331,10 @@ def barrier(model_a: nn.Module, model_b: nn.Module, loss_fn: Any = None, data: A
     t = task_of(loss_fn, task, caller)
     if t is None:
         raise InvalidParameterError(f"{caller}: give a loss_fn(outputs, labels) or a task(model, batch) -> loss.")
+    if test_data is not None:
+        test_data = replayable(test_data, num_samples, t, caller)
+        check_test_data(test_data, t, caller)
+    data = replayable(data, num_samples, t, caller)
     alignment = resolve_alignment(align, a, b, data, t, seed, num_samples, caller)
     state_b = _state(b) if alignment is None else alignment.apply_state(_state(b))
     classify = _classification(t, data, caller)

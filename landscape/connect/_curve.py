@@ -36,7 +36,7 @@ from torch.func import functional_call
 from collector.common import InstanceOf, Interval, InvalidParameterError, Options, check_param, unwrap_module
 from collector.train import Accuracy
 from collector.trajectory import load_checkpoint, save_file
-from landscape.connect._align import Alignment, check_pair, samples_of, task_of
+from landscape.connect._align import Alignment, check_pair, replayable, samples_of, task_of
 from landscape.connect._barrier import Barrier, check_align, resolve_alignment
 from landscape.engine import Samples, network_at, reestimate_bn_statistics
 from landscape.generate import compute_landscape
@@ -288,11 +288,12 @@ class Curve:
         ts = np.linspace(0.0, 1.0, points)
         path = [self.state_at(float(t)) for t in ts]
         ends = [{**self.buffers, **p} for p in (self.ends[0], self.ends[1], self.bends[0])]
-        samples = self.samples if data is None else samples_of(data, None, self.task, "Curve.plane")
-        assert samples is not None
-        whole, _ = _whole(samples)
-        ls = compute_landscape(self.network, task=self.task, data=[whole] if data is None else data,
-                               between=tuple(ends), checkpoints={"curve": path}, size=size, **kwargs)
+        if data is None:  # the training samples, as one batch
+            assert self.samples is not None
+            data = [_whole(self.samples)[0]]
+        data = replayable(data, None, self.task, "Curve.plane")
+        ls = compute_landscape(self.network, task=self.task, data=data, between=tuple(ends),
+                               checkpoints={"curve": path}, size=size, **kwargs)
         ls.metadata["curve"] = self.kind
         return ls
 
@@ -371,6 +372,7 @@ def fit_curve(model_a: nn.Module, model_b: nn.Module, loss_fn: Any = None, data:
     t_ = task_of(loss_fn, task, caller)
     if t_ is None:
         raise InvalidParameterError(f"{caller}: give a loss_fn(outputs, labels) or a task(model, batch) -> loss.")
+    data = replayable(data, None, t_, caller)
     samples = samples_of(data, None, t_, caller)
     alignment = resolve_alignment(align, a, b, data, t_, seed, None, caller)
     names = _params(a)

@@ -55,6 +55,37 @@ def test_grid_without_the_midpoint_is_refused():
         barrier(a, copy.deepcopy(a), CE, exploding(), include="fc9")
 
 
+def test_data_read_once_gives_what_a_list_gives():
+    """A generator of batches is read once: the probe and the alignment take nothing from the line."""
+    from landscape.examples import digits_tensors
+
+    x, y = digits_tensors()
+    torch.manual_seed(0)
+    a, b = MLP(hidden=16), MLP(hidden=16)
+    batches = [(x[i:i + 64], y[i:i + 64]) for i in range(0, 256, 64)]
+    for align in (None, "weights"):
+        listed = barrier(a, b, CE, batches, points=3, align=align, test_data=batches[:2])
+        once = barrier(a, b, CE, iter(batches), points=3, align=align, test_data=iter(batches[:2]))
+        assert once.landscape.metadata["num_samples"] == 256
+        assert once.test_landscape.metadata["num_samples"] == 128
+        np.testing.assert_array_equal(once.loss, listed.loss)
+        np.testing.assert_array_equal(once.test_loss, listed.test_loss)
+    # the midpoint's loss by a plain forward over all 256 samples
+    assert listed.loss[1] == pytest.approx(_plain_loss(a, listed.alignment.apply(b), 0.5, x[:256], y[:256]),
+                                           rel=1e-5)
+
+
+def test_bad_test_data_refused_before_the_line():
+    a = MLP(hidden=4)
+
+    def exploding():
+        raise AssertionError("data read before test_data was checked")
+        yield  # pragma: no cover
+
+    with pytest.raises(InvalidParameterError, match="'test_data' parameter of barrier.*Got str"):
+        barrier(a, copy.deepcopy(a), CE, exploding(), test_data="test.csv")
+
+
 @pytest.fixture(scope="module")
 def pairs():
     return [(train_digits(s, lambda: MLP(128), 4), train_digits(s + 1, lambda: MLP(128), 4)) for s in (1, 3)]
