@@ -158,8 +158,8 @@ class Curve:
     """
 
     kind: str
-    bends: list[dict[str, torch.Tensor]]
-    ends: tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]
+    bends: list[dict[str, torch.Tensor]] = field(repr=False)
+    ends: tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]] = field(repr=False)
     epochs: int
     history: list[float]
     alignment: Alignment | None = None
@@ -364,6 +364,15 @@ def fit_curve(model_a: nn.Module, model_b: nn.Module, loss_fn: Any = None, data:
     check_param("batch_size", batch_size, [Interval(int, 1, None)], caller=caller)
     check_param("seed", seed, [Interval(int, 0, None)], caller=caller)
     check_param("checkpoint", checkpoint, [None, InstanceOf(str, os.PathLike)], caller=caller)
+    for name, value in (("lr", lr), ("weight_decay", weight_decay)):
+        if not math.isfinite(value):
+            raise InvalidParameterError(f"The '{name}' parameter of {caller} must be finite. Got {value!r} instead. "
+                                        "HINT: an infinite step or penalty makes every bend NaN.")
+    folder = os.path.dirname(os.fspath(checkpoint)) if checkpoint is not None else ""
+    if folder and not os.path.isdir(folder):
+        raise InvalidParameterError(f"The 'checkpoint' parameter of {caller} must be a file in a folder that exists. "
+                                    f"Got {checkpoint!r} (no folder {folder!r}) instead. HINT: create the folder "
+                                    "first.")
     a, b = unwrap_module(model_a), unwrap_module(model_b)
     check_align(align, a, caller)
     if data is None:
