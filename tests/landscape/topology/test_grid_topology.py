@@ -211,6 +211,9 @@ def test_barriers_along_a_line():
     ({"threshold": "0.1"}, "threshold"),
     ({"axes": [np.arange(3)]}, "axes"),
     ({"centre": (9, 9)}, "centre"),
+    ({"centre": (1.5, 2)}, "centre"),
+    ({"centre": "ab"}, "centre"),
+    ({"centre": 1}, "centre"),
 ])
 def test_bad_parameters_refused(kwargs, name):
     with pytest.raises(InvalidParameterError, match=f"'{name}'"):
@@ -234,6 +237,8 @@ def test_basin_and_barrier_inputs_refused():
         topo.basin(1.0, at=(2, 0))
     with pytest.raises(InvalidParameterError, match="'values'"):
         barriers(np.zeros((3, 3)))
+    with pytest.raises(InvalidParameterError, match="'threshold' parameter of barriers"):
+        barriers([1.0, 0.0, 1.0], threshold=-1.0)
 
 
 def test_landscape_topology_of_a_plane_and_a_line():
