@@ -280,7 +280,8 @@ def barrier(model_a: nn.Module, model_b: nn.Module, loss_fn: Any = None, data: A
         (REPAIR's reset; without it a barrier is mostly an artefact), interpolated with the
         weights ("clamped", "affine"), or A's ("a"); see ``compute_landscape``.
     test_data : optional
-        The same on held-out data (``Barrier.test_loss``, ``test_error``).
+        The same on held-out data (``Barrier.test_loss``, ``test_error``): a line of its own,
+        whose batch-norm statistics ("recompute") are estimated on ``test_data``.
     include, ignore : str or list of str, optional
         Interpolate only these parameters (globs, as in ``compute_landscape``) and hold the
         rest at A's: a layer's barrier, or the adapters'.
