@@ -32,8 +32,8 @@ from landscape.geometry import BN_STATISTICS
 from landscape.result import Landscape
 from landscape.tasks import Supervised
 
-__all__ = ["Barrier", "barrier", "barrier_height", "resolve_alignment", "check_align", "check_test_data", "DEFINITIONS",
-           "ALIGN"]
+__all__ = ["Barrier", "barrier", "barrier_height", "resolve_alignment", "check_align", "check_test_data", "classifies",
+           "DEFINITIONS", "ALIGN"]
 
 DEFINITIONS = ("mean", "linear")
 ALIGN = ("none", "weights", "activations")
@@ -218,11 +218,10 @@ class Barrier:
                    None, str(md.get("bn_statistics", landscape.metadata.get("bn_statistics", "recompute"))))
 
 
-def _classification(task: Any, data: Any, caller: str) -> bool:
-    """Whether the error is defined: a supervised task whose targets are class indices."""
+def classifies(task: Any, batch: Any) -> bool:
+    """Whether the error is defined: a supervised task whose targets (in ``batch``) are class indices."""
     if not isinstance(task, Supervised):
         return False
-    batch = samples_of(data, 1, task, caller).batches[0]
     _, targets = task.split(batch)
     return isinstance(targets, torch.Tensor) and not targets.is_floating_point() and targets.dim() == 1
 
@@ -338,7 +337,7 @@ def barrier(model_a: nn.Module, model_b: nn.Module, loss_fn: Any = None, data: A
     data = replayable(data, num_samples, t, caller)
     alignment = resolve_alignment(align, a, b, data, t, seed, num_samples, caller)
     state_b = _state(b) if alignment is None else alignment.apply_state(_state(b))
-    classify = _classification(t, data, caller)
+    classify = isinstance(t, Supervised) and classifies(t, samples_of(data, 1, t, caller).batches[0])
     has_bn = any(isinstance(m, nn.modules.batchnorm._BatchNorm) and m.track_running_stats for m in a.modules())
     record: dict[str, Any] = {"definitions": list(DEFINITIONS), "points": int(points),
                               "bn_statistics": bn_statistics if has_bn else "none",

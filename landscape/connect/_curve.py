@@ -37,11 +37,11 @@ from collector.common import InstanceOf, Interval, InvalidParameterError, Option
 from collector.train import Accuracy
 from collector.trajectory import load_checkpoint, save_file
 from landscape.connect._align import Alignment, check_pair, replayable, samples_of, task_of
-from landscape.connect._barrier import Barrier, check_align, resolve_alignment
+from landscape.connect._barrier import Barrier, check_align, classifies, resolve_alignment
 from landscape.engine import Samples, network_at, reestimate_bn_statistics
 from landscape.generate import compute_landscape
 from landscape.result import Landscape
-from landscape.tasks import Supervised, map_tensors, tensors_in
+from landscape.tasks import map_tensors, tensors_in
 
 __all__ = ["Curve", "fit_curve", "KINDS"]
 
@@ -231,7 +231,7 @@ class Curve:
         train = self.samples if data is None else samples_of(data, None, self.task, caller)
         test = None if test_data is None else samples_of(test_data, None, self.task, caller)
         assert train is not None
-        classify = _classifies(self.task, train)
+        classify = classifies(self.task, train.batches[0])
         ts = np.linspace(0.0, 1.0, points)
         values: dict[str, list[float]] = {"loss": [], "error": [], "test_loss": [], "test_error": []}
         for t in ts:
@@ -296,13 +296,6 @@ class Curve:
                                checkpoints={"curve": path}, size=size, **kwargs)
         ls.metadata["curve"] = self.kind
         return ls
-
-
-def _classifies(task: Any, samples: Samples) -> bool:
-    if not isinstance(task, Supervised):
-        return False
-    _, targets = task.split(samples.batches[0])
-    return isinstance(targets, torch.Tensor) and not targets.is_floating_point() and targets.dim() == 1
 
 
 def fit_curve(model_a: nn.Module, model_b: nn.Module, loss_fn: Any = None, data: Any = None, *, task: Any = None,
