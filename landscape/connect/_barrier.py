@@ -145,6 +145,9 @@ class Barrier:
                split: Literal["train", "test"] = "train") -> float:
         """The barrier's height (:func:`barrier_height`) of ``metric`` on ``split``'s data.
 
+        The error at a point whose loss is not finite is taken as NaN too (its outputs' argmax is
+        no prediction), so such a point makes both heights NaN.
+
         Raises
         ------
         InvalidParameterError
@@ -158,6 +161,9 @@ class Barrier:
             why = "no test_data was given" if split == "test" and self.test_loss is None else \
                 "the task is not a classification (no error)"
             raise InvalidParameterError(f"Barrier.height: no {metric} on the {split} data: {why}.")
+        loss = self.loss if split == "train" else self.test_loss
+        if metric == "error" and loss is not None:
+            values = np.where(np.isfinite(loss), values, np.nan)
         return barrier_height(self.alphas, values, definition)
 
     def heights(self) -> dict[str, float]:

@@ -36,6 +36,15 @@ def test_alpha_outside_zero_one_never_counts():
     assert barrier_height([-0.5, 0, 0.5, 1], [float("nan"), 0.2, 1.0, 0.4]) == pytest.approx(0.7, abs=1e-12)
 
 
+def test_a_non_finite_loss_makes_the_error_barrier_nan_too():
+    got = Barrier(np.array([0.0, 0.5, 1.0]), np.array([0.1, np.nan, 0.2]), np.array([0.0, 0.9, 0.0]))
+    assert np.isnan(got.height("mean", "loss")) and np.isnan(got.height("linear", "error"))
+    assert "1 of 3 points non-finite" in got.summary() and "error nan" in got.summary()
+    outside = Barrier(np.array([-0.5, 0.0, 0.5, 1.0]), np.array([np.nan, 0.1, 0.3, 0.2]),
+                      np.array([0.9, 0.0, 0.1, 0.0]))  # alpha outside [0, 1] still never counts
+    assert outside.height("mean", "error") == pytest.approx(0.1)
+
+
 def test_grid_without_the_midpoint_is_refused():
     with pytest.raises(InvalidParameterError, match=r"lacks \[0.5\]"):
         barrier_height(np.linspace(0, 1, 4), [0.1, 0.2, 0.3, 0.4])
