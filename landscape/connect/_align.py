@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -25,7 +25,7 @@ from landscape.connect._spec import PermutationSpec, layout_size, permutation_sp
 from landscape.engine import Samples, TooFewSamples, collect
 from landscape.tasks import as_task, slice_batch
 
-__all__ = ["Alignment", "align", "check_pair", "samples_of", "task_of", "check_spec", "CHECK_SAMPLES"]
+__all__ = ["Alignment", "align", "check_pair", "samples_of", "replayable", "task_of", "check_spec", "CHECK_SAMPLES"]
 
 #: Samples of the first batch the function check and the trace run on.
 CHECK_SAMPLES = 32
@@ -45,6 +45,16 @@ def samples_of(data: Any, n: int | None, task: Any, caller: str) -> Samples:
         return collect(data, n, task, caller=caller)
     except TooFewSamples as exc:
         return collect(data, exc.have, task, caller=caller)
+
+
+def replayable(data: Any, n: int | None, task: Any, caller: str) -> Any:
+    """``data``, or its first ``n`` samples (None: all) as a list of batches when it can be read only
+    once (an iterator, such as a generator): a barrier or a curve reads its data more than once
+    (a probe of one batch, the alignment, the line), and each read of an iterator would start where
+    the last one stopped."""
+    if isinstance(data, Iterator):
+        return collect(data, n, task, caller=caller).batches
+    return data
 
 
 def _state(model: nn.Module) -> dict[str, torch.Tensor]:

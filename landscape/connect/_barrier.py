@@ -26,13 +26,14 @@ from torch import nn
 
 from collector.common import InstanceOf, Interval, InvalidParameterError, Options, check_param, unwrap_module
 from collector.train import get_metric
-from landscape.connect._align import Alignment, align, check_pair, check_spec, samples_of, task_of
+from landscape.connect._align import Alignment, align, check_pair, check_spec, replayable, samples_of, task_of
 from landscape.generate import check_selection, compute_landscape
 from landscape.geometry import BN_STATISTICS
 from landscape.result import Landscape
 from landscape.tasks import Supervised
 
-__all__ = ["Barrier", "barrier", "barrier_height", "resolve_alignment", "check_align", "DEFINITIONS", "ALIGN"]
+__all__ = ["Barrier", "barrier", "barrier_height", "resolve_alignment", "check_align", "check_test_data", "classifies",
+           "DEFINITIONS", "ALIGN"]
 
 DEFINITIONS = ("mean", "linear")
 ALIGN = ("none", "weights", "activations")
@@ -144,6 +145,9 @@ class Barrier:
                split: Literal["train", "test"] = "train") -> float:
         """The barrier's height (:func:`barrier_height`) of ``metric`` on ``split``'s data.
 
+        The error at a point whose loss is not finite is taken as NaN too (its outputs' argmax is
+        no prediction), so such a point makes both heights NaN.
+
         Raises
         ------
         InvalidParameterError
@@ -157,6 +161,9 @@ class Barrier:
             why = "no test_data was given" if split == "test" and self.test_loss is None else \
                 "the task is not a classification (no error)"
             raise InvalidParameterError(f"Barrier.height: no {metric} on the {split} data: {why}.")
+        loss = self.loss if split == "train" else self.test_loss
+        if metric == "error" and loss is not None:
+            values = np.where(np.isfinite(loss), values, np.nan)
         return barrier_height(self.alphas, values, definition)
 
     def heights(self) -> dict[str, float]:
@@ -217,13 +224,25 @@ class Barrier:
                    None, str(md.get("bn_statistics", landscape.metadata.get("bn_statistics", "recompute"))))
 
 
-def _classification(task: Any, data: Any, caller: str) -> bool:
-    """Whether the error is defined: a supervised task whose targets are class indices."""
+def classifies(task: Any, batch: Any) -> bool:
+    """Whether the error is defined: a supervised task whose targets (in ``batch``) are class indices."""
     if not isinstance(task, Supervised):
         return False
-    batch = samples_of(data, 1, task, caller).batches[0]
     _, targets = task.split(batch)
     return isinstance(targets, torch.Tensor) and not targets.is_floating_point() and targets.dim() == 1
+
+
+def check_test_data(test_data: Any, task: Any, caller: str) -> None:
+    """Refuse ``test_data`` of no accepted form before any work (its first sample read)."""
+    try:
+        samples_of(test_data, 1, task, caller)
+    except InvalidParameterError:
+        raise
+    except (TypeError, ValueError) as exc:
+        raise InvalidParameterError(
+            f"The 'test_data' parameter of {caller} must be None or data of a form 'data' takes: a DataLoader, an "
+            f"iterable of batches, a Dataset or an (inputs, labels) pair of tensors. Got {type(test_data).__name__} "
+            f"instead ({exc}).") from None
 
 
 def _state(model: nn.Module) -> dict[str, torch.Tensor]:
@@ -266,7 +285,8 @@ def barrier(model_a: nn.Module, model_b: nn.Module, loss_fn: Any = None, data: A
         (REPAIR's reset; without it a barrier is mostly an artefact), interpolated with the
         weights ("clamped", "affine"), or A's ("a"); see ``compute_landscape``.
     test_data : optional
-        The same on held-out data (``Barrier.test_loss``, ``test_error``).
+        The same on held-out data (``Barrier.test_loss``, ``test_error``): a line of its own,
+        whose batch-norm statistics ("recompute") are estimated on ``test_data``.
     include, ignore : str or list of str, optional
         Interpolate only these parameters (globs, as in ``compute_landscape``) and hold the
         rest at A's: a layer's barrier, or the adapters'.
@@ -317,9 +337,13 @@ def barrier(model_a: nn.Module, model_b: nn.Module, loss_fn: Any = None, data: A
     t = task_of(loss_fn, task, caller)
     if t is None:
         raise InvalidParameterError(f"{caller}: give a loss_fn(outputs, labels) or a task(model, batch) -> loss.")
+    if test_data is not None:
+        test_data = replayable(test_data, num_samples, t, caller)
+        check_test_data(test_data, t, caller)
+    data = replayable(data, num_samples, t, caller)
     alignment = resolve_alignment(align, a, b, data, t, seed, num_samples, caller)
     state_b = _state(b) if alignment is None else alignment.apply_state(_state(b))
-    classify = _classification(t, data, caller)
+    classify = isinstance(t, Supervised) and classifies(t, samples_of(data, 1, t, caller).batches[0])
     has_bn = any(isinstance(m, nn.modules.batchnorm._BatchNorm) and m.track_running_stats for m in a.modules())
     record: dict[str, Any] = {"definitions": list(DEFINITIONS), "points": int(points),
                               "bn_statistics": bn_statistics if has_bn else "none",

@@ -59,13 +59,18 @@ def _no_dropout(net: nn.Module) -> nn.Module:
 
 
 def _relative(a: torch.Tensor, b: torch.Tensor) -> float:
+    """The largest difference of the finite entries relative to the largest of ``a``'s; infinite when the
+    non-finite entries (NaN, inf) are not the same ones with the same values (an input that makes some
+    outputs NaN must not hide the rest)."""
     if a.shape != b.shape:
         return float("inf")
     a64, b64 = a.detach().double(), b.detach().double()
+    fa, fb = torch.isfinite(a64), torch.isfinite(b64)
+    if not torch.equal(fa, fb) or not torch.equal(a64[~fa].nan_to_num(0.0), b64[~fb].nan_to_num(0.0)):
+        return float("inf")
+    a64, b64 = a64[fa], b64[fb]
     scale = float(a64.abs().max()) if a64.numel() else 0.0
     diff = float((a64 - b64).abs().max()) if a64.numel() else 0.0
-    if diff != diff:  # NaN where the original is not: a difference
-        return float("inf") if bool(torch.isfinite(a64).all()) else 0.0
     return diff / scale if scale > 0 else diff
 
 

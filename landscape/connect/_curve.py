@@ -36,12 +36,12 @@ from torch.func import functional_call
 from collector.common import InstanceOf, Interval, InvalidParameterError, Options, check_param, unwrap_module
 from collector.train import Accuracy
 from collector.trajectory import load_checkpoint, save_file
-from landscape.connect._align import Alignment, check_pair, samples_of, task_of
-from landscape.connect._barrier import Barrier, check_align, resolve_alignment
+from landscape.connect._align import Alignment, check_pair, replayable, samples_of, task_of
+from landscape.connect._barrier import Barrier, check_align, classifies, resolve_alignment
 from landscape.engine import Samples, network_at, reestimate_bn_statistics
 from landscape.generate import compute_landscape
 from landscape.result import Landscape
-from landscape.tasks import Supervised, map_tensors, tensors_in
+from landscape.tasks import map_tensors, tensors_in
 
 __all__ = ["Curve", "fit_curve", "KINDS"]
 
@@ -158,8 +158,8 @@ class Curve:
     """
 
     kind: str
-    bends: list[dict[str, torch.Tensor]]
-    ends: tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]
+    bends: list[dict[str, torch.Tensor]] = field(repr=False)
+    ends: tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]] = field(repr=False)
     epochs: int
     history: list[float]
     alignment: Alignment | None = None
@@ -231,7 +231,7 @@ class Curve:
         train = self.samples if data is None else samples_of(data, None, self.task, caller)
         test = None if test_data is None else samples_of(test_data, None, self.task, caller)
         assert train is not None
-        classify = _classifies(self.task, train)
+        classify = classifies(self.task, train.batches[0])
         ts = np.linspace(0.0, 1.0, points)
         values: dict[str, list[float]] = {"loss": [], "error": [], "test_loss": [], "test_error": []}
         for t in ts:
@@ -288,20 +288,14 @@ class Curve:
         ts = np.linspace(0.0, 1.0, points)
         path = [self.state_at(float(t)) for t in ts]
         ends = [{**self.buffers, **p} for p in (self.ends[0], self.ends[1], self.bends[0])]
-        samples = self.samples if data is None else samples_of(data, None, self.task, "Curve.plane")
-        assert samples is not None
-        whole, _ = _whole(samples)
-        ls = compute_landscape(self.network, task=self.task, data=[whole] if data is None else data,
-                               between=tuple(ends), checkpoints={"curve": path}, size=size, **kwargs)
+        if data is None:  # the training samples, as one batch
+            assert self.samples is not None
+            data = [_whole(self.samples)[0]]
+        data = replayable(data, None, self.task, "Curve.plane")
+        ls = compute_landscape(self.network, task=self.task, data=data, between=tuple(ends),
+                               checkpoints={"curve": path}, size=size, **kwargs)
         ls.metadata["curve"] = self.kind
         return ls
-
-
-def _classifies(task: Any, samples: Samples) -> bool:
-    if not isinstance(task, Supervised):
-        return False
-    _, targets = task.split(samples.batches[0])
-    return isinstance(targets, torch.Tensor) and not targets.is_floating_point() and targets.dim() == 1
 
 
 def fit_curve(model_a: nn.Module, model_b: nn.Module, loss_fn: Any = None, data: Any = None, *, task: Any = None,
@@ -363,6 +357,15 @@ def fit_curve(model_a: nn.Module, model_b: nn.Module, loss_fn: Any = None, data:
     check_param("batch_size", batch_size, [Interval(int, 1, None)], caller=caller)
     check_param("seed", seed, [Interval(int, 0, None)], caller=caller)
     check_param("checkpoint", checkpoint, [None, InstanceOf(str, os.PathLike)], caller=caller)
+    for name, value in (("lr", lr), ("weight_decay", weight_decay)):
+        if not math.isfinite(value):
+            raise InvalidParameterError(f"The '{name}' parameter of {caller} must be finite. Got {value!r} instead. "
+                                        "HINT: an infinite step or penalty makes every bend NaN.")
+    folder = os.path.dirname(os.fspath(checkpoint)) if checkpoint is not None else ""
+    if folder and not os.path.isdir(folder):
+        raise InvalidParameterError(f"The 'checkpoint' parameter of {caller} must be a file in a folder that exists. "
+                                    f"Got {checkpoint!r} (no folder {folder!r}) instead. HINT: create the folder "
+                                    "first.")
     a, b = unwrap_module(model_a), unwrap_module(model_b)
     check_align(align, a, caller)
     if data is None:
@@ -371,6 +374,7 @@ def fit_curve(model_a: nn.Module, model_b: nn.Module, loss_fn: Any = None, data:
     t_ = task_of(loss_fn, task, caller)
     if t_ is None:
         raise InvalidParameterError(f"{caller}: give a loss_fn(outputs, labels) or a task(model, batch) -> loss.")
+    data = replayable(data, None, t_, caller)
     samples = samples_of(data, None, t_, caller)
     alignment = resolve_alignment(align, a, b, data, t_, seed, None, caller)
     names = _params(a)

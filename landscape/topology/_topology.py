@@ -342,13 +342,7 @@ class Topology:
                     hint="a loss difference above the minimum, e.g. 0.1.")
         if not math.isfinite(height):
             raise InvalidParameterError(f"The 'height' parameter of {caller} must be finite. Got {height!r} instead.")
-        where = tuple(self.centre) if at is None else tuple(at)
-        ok = len(where) == len(self.shape) and all(
-            isinstance(i, (int, np.integer)) and not isinstance(i, bool) and 0 <= i < n
-            for i, n in zip(where, self.shape))
-        if not ok:
-            raise InvalidParameterError(f"The 'at' parameter of {caller} must be a grid index of {len(self.shape)} "
-                                        f"ints within {self.shape}. Got {at!r} instead.")
+        where = tuple(self.centre) if at is None else _check_index("at", at, self.shape, caller)
         sw = self._sweep
         p = int(np.ravel_multi_index(where, self.shape))
         if not sw.finite[p]:
@@ -463,6 +457,17 @@ def _merge_tree(sw: Sweep, kept: np.ndarray, minima: np.ndarray, shape: tuple[in
     return MergeTree(pos, sw.values[flat], np.asarray(kinds, dtype=str), np.asarray(parent, dtype=np.int64))
 
 
+def _check_index(name: str, value: Any, shape: tuple[int, ...], caller: str) -> tuple[int, ...]:
+    """A grid index: one int per axis, each within the grid."""
+    where = tuple(value) if isinstance(value, (list, tuple, np.ndarray)) else ()
+    if not (len(where) == len(shape) and all(isinstance(i, (int, np.integer)) and not isinstance(i, bool)
+                                             and 0 <= i < n for i, n in zip(where, shape))):
+        raise InvalidParameterError(f"The '{name}' parameter of {caller} must be a grid index of {len(shape)} ints "
+                                    f"within {shape}. Got {value!r} instead. HINT: array order, e.g. "
+                                    f"{tuple(n // 2 for n in shape)} for the middle.")
+    return tuple(int(i) for i in where)
+
+
 def _check_axes(axes: Any, shape: tuple[int, ...], caller: str) -> tuple[np.ndarray, ...] | None:
     if axes is None:
         return None
@@ -537,13 +542,7 @@ def grid_topology(values: Any, *, connectivity: str = "axis", threshold: float =
             "has no neighbours; squeeze axes of length 1.")
     shape = tuple(int(s) for s in grid.shape)
     coords = _check_axes(axes, shape, _CALLER)
-    if centre is None:
-        middle = tuple(n // 2 for n in shape)
-    else:
-        middle = tuple(int(i) for i in centre)
-        if len(middle) != len(shape) or not all(0 <= i < n for i, n in zip(middle, shape)):
-            raise InvalidParameterError(f"The 'centre' parameter of {_CALLER} must be a grid index within {shape}. "
-                                        f"Got {centre!r} instead.")
+    middle = tuple(n // 2 for n in shape) if centre is None else _check_index("centre", centre, shape, _CALLER)
     sw = sweep(grid, connectivity)
     f, rank = sw.values, sw.rank
     ev = sw.events
@@ -596,6 +595,8 @@ def barriers(values: Any, *, threshold: float = 0.0) -> list[Barrier]:
     >>> [(b.saddle[0], round(b.height, 3)) for b in barriers([0.0, 1.0, 0.2, 0.5, 0.1])]
     [(1, 0.9), (3, 0.3)]
     """
+    check_param("threshold", threshold, [Interval(float, 0, None)], caller="barriers",
+                hint="a barrier's height (a loss difference) >= 0; 0 keeps every barrier.")
     arr = np.asarray(values, dtype=np.float64) if isinstance(values, (np.ndarray, list, tuple)) else values
     if not isinstance(arr, np.ndarray) or arr.ndim != 1:
         raise InvalidParameterError(f"The 'values' parameter of barriers must be a 1-D array of numbers (a line). "

@@ -26,7 +26,7 @@ def mlp():
 def resnet():
     x, y = digits_tensors(image=True)
     torch.manual_seed(0)
-    net = DigitsResNet(8, channels=8)
+    net = DigitsResNet(20, channels=8)
     opt = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
     train_epoch(net, opt, x[:512], y[:512], torch.Generator().manual_seed(0))
     return net.eval(), (x[:256], y[:256])
@@ -65,6 +65,7 @@ def test_planted_permutation_of_trained_mlp_is_recovered(mlp, method):
 @pytest.mark.parametrize("method", ["weights", "activations"])
 def test_planted_permutation_of_resnet20_with_batch_norm_is_recovered(resnet, method):
     model, data = resnet
+    assert len(model.blocks) == 9  # ResNet-20: three stages of three blocks
     b, found = _planted(model, data, method)
     aligned = found.apply(b)
     assert _same_bits(model, aligned) or _same_function(model, aligned, data[0])

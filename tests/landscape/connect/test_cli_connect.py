@@ -68,6 +68,7 @@ def test_connect_refuses_bad_input_and_writes_nothing(checkpoints, tmp_path, cap
     other = tmp_path / "other.pt"
     torch.save(MLP(8).state_dict(), other)
     assert main(["connect", str(path_a), str(other), "--task", TASK, "-o", str(out)]) != 0
-    assert "B" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "do not match B" in err and str(other) in err and "shape (8,) in the checkpoint and (16,)" in err
     assert main(["connect", str(path_a), str(tmp_path / "nothing"), "--task", TASK, "-o", str(out)]) == 2
     assert not out.exists()

@@ -90,6 +90,21 @@ def test_curve_drawn_on_the_plane_through_a_bend_and_b(pair):
         assert plane.path.z[k] == pytest.approx(plane.markers[label][2], rel=1e-5)
 
 
+def test_data_read_once_gives_what_a_list_gives(pair):
+    """A generator of batches: the alignment and the curve's samples are the same as from a list."""
+    xtr, ytr, _, _ = digits_split()
+    a, b = pair
+    batches = [(xtr[i:i + 64], ytr[i:i + 64]) for i in range(0, 192, 64)]
+    listed = fit_curve(a, b, CE, batches, epochs=1, align="weights")
+    once = fit_curve(a, b, CE, iter(batches), epochs=1, align="weights")
+    assert once.samples.n == 192 and once.alignment.digest == listed.alignment.digest
+    for k, v in listed.bends[0].items():
+        assert torch.equal(once.bends[0][k], v), k
+    assert "\n" not in repr(once) and "tensor" not in repr(once)  # the bends are not printed
+    plane = once.plane(iter(batches), size=3, points=3)
+    assert plane.metadata["num_samples"] == 192
+
+
 def test_batch_norm_statistics_estimated_at_every_t():
     xtr, ytr, _, _ = digits_split()
     make = lambda: DeepMLP(1, 16, norm="batch")  # noqa: E731
@@ -117,3 +132,17 @@ def test_bad_input_refused_before_any_work():
         fit_curve(a, MLP(hidden=8), CE, exploding())
     with pytest.raises(InvalidParameterError, match="'bends' parameter"):
         fit_curve(a, MLP(hidden=4), CE, exploding(), bends=0)
+    with pytest.raises(InvalidParameterError, match="'lr' parameter of fit_curve must be finite"):
+        fit_curve(a, MLP(hidden=4), CE, exploding(), lr=float("inf"))
+    with pytest.raises(InvalidParameterError, match="'weight_decay' parameter of fit_curve must be finite"):
+        fit_curve(a, MLP(hidden=4), CE, exploding(), weight_decay=float("inf"))
+
+
+def test_checkpoint_in_a_missing_folder_refused_before_any_work(tmp_path):
+    def exploding():
+        raise AssertionError("data read before the input was checked")
+        yield  # pragma: no cover
+
+    with pytest.raises(InvalidParameterError, match="'checkpoint' parameter of fit_curve.*no folder"):
+        fit_curve(MLP(hidden=4), MLP(hidden=4), CE, exploding(), checkpoint=tmp_path / "nope" / "curve.pt")
+    assert list(tmp_path.iterdir()) == []

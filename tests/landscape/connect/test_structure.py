@@ -175,6 +175,18 @@ def test_hand_written_spec_that_breaks_the_function_is_refused():
         pi.check(model, data)
 
 
+def test_outputs_made_nan_by_the_input_do_not_hide_a_wrong_spec():
+    torch.manual_seed(0)
+    model = MLP(hidden=8)
+    x = torch.rand(16, 64)
+    x[3, 5] = float("nan")  # sample 3's outputs are NaN in both networks; the other 15 still differ
+    bad = {"fc1.weight": ("P1", None), "fc2.weight": (None, "P1")}
+    with pytest.raises(FunctionChanged, match="eval mode"):
+        Alignment.random(model, spec=bad, seed=1).check(model, (x, torch.zeros(16, dtype=torch.long)))
+    good = Alignment.random(model, (x, torch.zeros(16, dtype=torch.long)), seed=1)  # traced, checked
+    assert good.checked["eval"] <= 1e-5
+
+
 def test_spec_that_does_not_fit_is_refused_before_any_work():
     model = MLP(hidden=8)
     data = (torch.rand(4, 64), torch.zeros(4, dtype=torch.long))

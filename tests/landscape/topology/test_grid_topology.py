@@ -173,6 +173,45 @@ def test_merge_tree_shape():
         sorted(map(tuple, topo.minima.positions.tolist()))
 
 
+def _leaves_below(tree) -> list[set[tuple[int, ...]]]:
+    """For each node of a merge tree, the positions of the leaves (minima) of its subtree."""
+    below: list[set[tuple[int, ...]]] = [set() for _ in range(len(tree))]
+    for node in np.argsort(tree.values, kind="stable"):  # children before parents (edges go upwards)
+        if tree.kinds[node] == "minimum":
+            below[node].add(tuple(tree.positions[node].tolist()))
+        if tree.parent[node] >= 0:
+            below[tree.parent[node]] |= below[node]
+    return below
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 3).flatmap(lambda nd: st.lists(st.integers(2, 6), min_size=nd, max_size=nd)),
+       st.integers(0, 2**32 - 1), st.sampled_from(["axis", "full"]), st.sampled_from([None, 3, 20]),
+       st.sampled_from([0.0, 0.1, 2.0]))
+def test_merge_tree_against_scipy_labelling(shape, seed, connectivity, levels, threshold):
+    """Every node's subtree holds exactly the minima (above the threshold) of the component of the
+    sublevel set at its value that holds it, by scipy's labelling (ties: the flat index comes first)."""
+    rng = np.random.default_rng(seed)
+    values = rng.random(shape) if levels is None else rng.integers(0, levels, size=shape).astype(np.float64)
+    values = values * (10.0 if levels is None else 1.0)
+    topo = grid_topology(values, connectivity=connectivity, threshold=threshold)
+    tree = topo.merge_tree
+    flat = values.reshape(-1)
+    rank = np.empty(flat.size, dtype=np.int64)
+    rank[np.lexsort((np.arange(flat.size), flat))] = np.arange(flat.size)
+    rank = rank.reshape(values.shape)
+    structure = ndimage.generate_binary_structure(values.ndim, 1 if connectivity == "axis" else values.ndim)
+    minima = {tuple(p) for p in topo.minima.positions.tolist()}
+    below = _leaves_below(tree)
+    children = np.bincount(tree.parent[tree.parent >= 0], minlength=len(tree))
+    for node in range(len(tree)):
+        at = tuple(tree.positions[node].tolist())
+        labels, _ = ndimage.label(rank <= rank[at], structure=structure)
+        assert below[node] == {m for m in minima if labels[m] == labels[at]}, (node, tree.kinds[node])
+        assert children[node] >= {"minimum": 0, "saddle": 2, "maximum": 1}[tree.kinds[node]]
+    assert int(np.sum(tree.parent < 0)) == len(topo.essential) == 1
+
+
 @pytest.mark.parametrize("connectivity", ["axis", "full"])
 def test_basin_equals_scipy_labelling(connectivity):
     values = two_wells()
@@ -211,6 +250,9 @@ def test_barriers_along_a_line():
     ({"threshold": "0.1"}, "threshold"),
     ({"axes": [np.arange(3)]}, "axes"),
     ({"centre": (9, 9)}, "centre"),
+    ({"centre": (1.5, 2)}, "centre"),
+    ({"centre": "ab"}, "centre"),
+    ({"centre": 1}, "centre"),
 ])
 def test_bad_parameters_refused(kwargs, name):
     with pytest.raises(InvalidParameterError, match=f"'{name}'"):
@@ -234,6 +276,8 @@ def test_basin_and_barrier_inputs_refused():
         topo.basin(1.0, at=(2, 0))
     with pytest.raises(InvalidParameterError, match="'values'"):
         barriers(np.zeros((3, 3)))
+    with pytest.raises(InvalidParameterError, match="'threshold' parameter of barriers"):
+        barriers([1.0, 0.0, 1.0], threshold=-1.0)
 
 
 def test_landscape_topology_of_a_plane_and_a_line():
