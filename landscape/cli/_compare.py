@@ -52,8 +52,7 @@ def plane_report(ls: Landscape) -> list[str]:
     lines.append(f"centre: {md.get('centre_description') or md.get('centre_on')}")
     share = md.get("movement_in_plane")
     if share is not None:
-        lines.append(f"in the drawn plane: {100 * share:.4f} % of the runs' movement (their checkpoints' squared "
-                     "distances from the centre)")
+        lines.append(f"in the drawn plane: {100 * share:.4f} % of the runs' movement (squared distances)")
     ev = md.get("explained_variance_ratio")
     if ev:
         lines.append(f"PCA explained variance (before normalization): {100 * ev[0]:.1f} % and {100 * ev[1]:.1f} %")

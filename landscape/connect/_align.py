@@ -227,12 +227,12 @@ class Alignment:
         return out
 
     def summary(self) -> str:
-        """One line: the method, groups, iterations, objective and the check."""
+        """Two lines: the method, groups, iterations and objective; the function check."""
         obj = f", objective {self.history[0]:.6g} -> {self.history[-1]:.6g}" if len(self.history) > 1 else ""
         chk = ("not checked" if self.checked is None else
-               f"checked on {self.checked['samples']} samples (eval {self.checked['eval']:.1e}, train "
-               f"{self.checked['train']:.1e})")
-        return (f"Alignment ({self.method}): {len(self.perms)} groups, {self.iterations} iterations{obj}, {chk}")
+               f"checked on {self.checked['samples']} samples: relative difference {self.checked['eval']:.1e} "
+               f"(eval), {self.checked['train']:.1e} (train)")
+        return f"Alignment ({self.method}): {len(self.perms)} groups, {self.iterations} iterations{obj}\n  {chk}"
 
     def __repr__(self) -> str:
         return self.summary()

@@ -184,22 +184,25 @@ class Barrier:
         return [ls for ls in (self.landscape, self.test_landscape) if ls is not None]
 
     def summary(self) -> str:
-        """One line: the loss barrier (both definitions), the error barrier, and what was aligned."""
+        """A few lines: what was measured, then the loss and error barriers under both definitions
+        ("mean" and "linear", :meth:`height`), train and test."""
         h = self.heights()
-        parts = [f"loss {h['loss_train_mean']:.4g} (mean) / {h['loss_train_linear']:.4g} (linear)"]
+        lines = [f"  loss {h['loss_train_mean']:.4g} (mean), {h['loss_train_linear']:.4g} (linear)"]
         if "error_train_mean" in h:
-            parts.append(f"error {100 * h['error_train_mean']:.2f} / {100 * h['error_train_linear']:.2f} points")
+            lines.append(f"  error {100 * h['error_train_mean']:.2f} (mean), {100 * h['error_train_linear']:.2f} "
+                         "(linear) points")
         if "loss_test_mean" in h:
-            parts.append(f"test loss {h['loss_test_mean']:.4g} / {h['loss_test_linear']:.4g}")
+            lines.append(f"  test loss {h['loss_test_mean']:.4g} (mean), {h['loss_test_linear']:.4g} (linear)")
         if "error_test_mean" in h:
-            parts.append(f"test error {100 * h['error_test_mean']:.2f} / {100 * h['error_test_linear']:.2f} points")
+            lines.append(f"  test error {100 * h['error_test_mean']:.2f} (mean), {100 * h['error_test_linear']:.2f} "
+                         "(linear) points")
         how = "naive" if self.alignment is None else f"aligned ({self.alignment.method})"
         if self.path != "line":
             how = f"along a {self.path} curve, {how}"
         bad = int(np.count_nonzero(~np.isfinite(self.loss)))
         tail = f", {bad} of {self.loss.size} points non-finite" if bad else ""
         bn = "" if self.bn_statistics == "none" else f", batch norm {self.bn_statistics}"
-        return f"barrier, {how}, {self.alphas.size} points{bn}: {', '.join(parts)}{tail}"
+        return "\n".join([f"barrier, {how}, {self.alphas.size} points{bn}{tail}:", *lines])
 
     def __repr__(self) -> str:
         return f"Barrier({self.summary()})"

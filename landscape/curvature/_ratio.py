@@ -188,9 +188,22 @@ def hessian_axes(network: nn.Module, task: Any, samples: Samples, names: Sequenc
                  tol: float | None = None, max_iter: int = DEFAULT_MAX_ITER, dtype: torch.dtype = torch.float32,
                  curvature: str = "hessian", product: str | None = None
                  ) -> tuple[list[list[torch.Tensor]], HessianEigen]:
-    """The top ``k`` unit eigenvectors (largest first), each as float32 tensors aligned with ``names``
-    (one Lanczos run, seeded by ``seed``), and the decomposition: :func:`hessian_directions` for the
-    axes of an n-D grid."""
+    """The top ``k`` unit eigenvectors (largest first) from one Lanczos run: the axes of an n-D grid.
+
+    Parameters
+    ----------
+    network, task, samples, names, seed, tol, max_iter, dtype, curvature, product
+        As for :func:`hessian_directions`.
+    k : int
+        How many eigenvectors (at most the number of moved values).
+
+    Returns
+    -------
+    vectors : list of list of tensor
+        ``k`` eigenvectors, each as float32 unit tensors aligned with ``names``.
+    eigen : HessianEigen
+        The eigen-decomposition they come from.
+    """
     op = make_operator(network, task, samples, names, curvature=curvature, product=product, dtype=dtype,
                        seed=seed, caller="hessian_directions")
     if op.dim < k:

@@ -295,15 +295,7 @@ def compute_landscape(
     if view.dims == 1 and opts.y is not None:
         raise InvalidParameterError(f"The 'y' parameter of {_CALLER} must be None for a line (dims=1). Got {y!r} "
                                     "instead.")
-    # each checkpoint and model intact and fitting the network, before the data or any point
-    if runs is not None:
-        for name, items in runs.items():
-            check_checkpoints(items, network, name=f"checkpoints[{name!r}]", caller=_CALLER)
-    elif checkpoints is not None:
-        check_checkpoints(checkpoints, network, name="checkpoints", caller=_CALLER)
-    if between is not None:
-        check_checkpoints([m.state_dict() if isinstance(m, nn.Module) else m for m in between], network,
-                          name="between", caller=_CALLER)
+    _check_models(network, checkpoints, runs, between)
     problem = prepare_problem(network, data, loss_fn=loss_fn, task=task, metrics=metrics, num_samples=num_samples,
                               eval_mode=eval_mode, plan=plan, ignore=ignore, include=include, caller=_CALLER,
                               memory=memory)
@@ -317,3 +309,16 @@ def compute_landscape(
                         runs=runs, centre_on=centre)
     with executor(device_ids, distributed, _CALLER, network=problem.network) as ex:
         return build_landscape(problem, LandscapeJob(geometry, tag=tag), ex)
+
+
+def _check_models(network: nn.Module, checkpoints: Any, runs: Mapping[str, Sequence[Any]] | None,
+                  between: Sequence[Any] | None) -> None:
+    """Each checkpoint and model intact and fitting the network, before the data or any point."""
+    if runs is not None:
+        for name, items in runs.items():
+            check_checkpoints(items, network, name=f"checkpoints[{name!r}]", caller=_CALLER)
+    elif checkpoints is not None:
+        check_checkpoints(checkpoints, network, name="checkpoints", caller=_CALLER)
+    if between is not None:
+        check_checkpoints([m.state_dict() if isinstance(m, nn.Module) else m for m in between], network,
+                          name="between", caller=_CALLER)

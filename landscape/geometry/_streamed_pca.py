@@ -1,41 +1,25 @@
 """PCA of a trajectory whose checkpoints are read a block at a time (private).
 
-The same PCA as :func:`landscape.geometry._pca.pca_trajectory` (MindSpore's centring of
-each difference over the D coordinates, Li et al.'s across checkpoints, or none; the same
-sign fix, singular values, explained variance ratios, path coordinates and distances from
-the drawn plane), without holding
-the ``n - 1`` differences ``d_k = theta_k - theta_centre``: memory is one block of them,
-the ``(n-1) x (n-1)`` Gram matrix and the two directions themselves.
+The same PCA as :func:`landscape.geometry._pca.pca_trajectory` (the same methods, sign fix,
+singular values, explained variance ratios, path coordinates and distances from the drawn
+plane), without holding the ``n - 1`` differences ``d_k = theta_k - theta_centre``.
 
 Two passes over the checkpoints (three with ``normalization="weight"``), each a block of rows
 of a few tensors at a time (:class:`collector.trajectory.CheckpointReader`):
 
-1. the Gram matrix ``G0 = [d_i . d_j]`` and the sums ``s_k = sum(d_k)``, in float64 from
-   differences formed in float64 (exact for float32, float16 and bfloat16 checkpoints).
-   Centring is then applied to ``G0`` itself: MindSpore's ``G = G0 - s s^T / D``, Li et
-   al.'s ``G = C G0 C`` with ``C = I - 11^T / (n-1)``, none for ``"uncentred"`` (``G = G0``;
-   ``|d_k|^2`` is its diagonal either way). In float64 this loses at most
-   ``1e-16 x (mean^2 / variance)`` relatively, far below the float32 rounding of the
-   in-memory path's centring;
-2. the directions as combinations of checkpoints: with ``G = V diag(lambda) V^T``, the
-   singular values are ``sqrt(lambda)`` and the i-th direction is
-   ``sum_k a_ik d_k + c_i``: MindSpore's ``a_i = V_i``, ``c_i = -(V_i . s) / D`` (the
-   score ``u_i s_i``); Li et al.'s ``a_i = C V_i / sqrt(lambda_i)``, ``c_i = 0`` (the
-   unit right singular vector), the uncentred ``a_i = V_i / sqrt(lambda_i)``, ``c_i = 0``.
-   Rounded to float32 as they are formed, each tensor is normalized against the centre,
-   and the sign makes the largest-magnitude entry of the raw direction positive (every
-   normalization is odd, so the flip is applied last).
-   The same pass keeps each row's dot products with the differences, ``raw[r] . d_k[r]``
-   (``rows x (n-1) x 2`` values): a normalization other than ``weight`` multiplies each
-   row (or the whole tensor) by one number ``sigma_r``, so the path's right-hand sides
-   ``[v . d_k, w . d_k]`` are ``sum_r sigma_r raw[r] . d_k[r]``, ``sigma_r`` read off the
-   normalized row by float64 least squares (exact up to the float32 rounding of ``v``);
+1. the Gram matrix ``G0 = [d_i . d_j]`` and the sums ``s_k = sum(d_k)`` in float64 (exact for
+   float32, float16 and bfloat16 checkpoints), then centred as the method says
+   (:func:`_combinations`);
+2. the directions as combinations of the differences, rounded to float32 as they are
+   formed, normalized against the centre and sign-fixed. The same pass keeps each row's dot
+   products with the differences: a normalization other than ``weight`` scales each row by
+   one number, so the path's right-hand sides follow from them (:func:`_row_scales`);
 3. with ``weight`` (or when those row products would exceed ``ROW_PRODUCT_BYTES``), a third
    pass forms the right-hand sides from the normalized directions.
 
-Memory beyond the two directions and the centre: one block of float64 rows
-(``BLOCK_BYTES``), a checkpoint's slices of it, the row products, and the float64
-temporaries of normalizing the largest tensor (about seven times its float32 size).
+Memory beyond the directions and the centre: one block of float64 rows (``BLOCK_BYTES``), a
+checkpoint's slices of it, the row products, and the float64 temporaries of normalizing the
+largest tensor (about seven times its float32 size).
 """
 
 from __future__ import annotations
@@ -127,7 +111,16 @@ def _gram(diffs: _Differences, blocks: list[Block], m: int) -> tuple[np.ndarray,
 def _combinations(g0: np.ndarray, sums: np.ndarray, dim: int, method: str, k: int = 2
                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``(a, c, s, ratio)``: direction i (of the top ``k``) is ``sum_k a[k, i] d_k + c[i]``; singular values;
-    all ratios."""
+    all ratios.
+
+    Centring is applied to ``G0`` itself: MindSpore's ``G = G0 - s s^T / D``, Li et al.'s
+    ``G = C G0 C`` with ``C = I - 11^T / (n-1)``, none for ``"uncentred"``. With
+    ``G = V diag(lambda) V^T`` the singular values are ``sqrt(lambda)``; MindSpore's
+    ``a_i = V_i``, ``c_i = -(V_i . s) / D`` (the score ``u_i s_i``); Li et al.'s
+    ``a_i = C V_i / sqrt(lambda_i)`` and the uncentred ``a_i = V_i / sqrt(lambda_i)``, ``c_i = 0``
+    (unit right singular vectors). In float64 the centring of ``G0`` loses at most
+    ``1e-16 x (mean^2 / variance)`` relatively.
+    """
     m = g0.shape[0]
     if method == "mindspore":
         g = g0 - np.outer(sums, sums) / dim

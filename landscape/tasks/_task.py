@@ -113,6 +113,18 @@ def broadcast_mismatch(loss_fn: Any, outputs: Any, targets: Any) -> str | None:
     Only for the element-wise losses (:data:`ELEMENTWISE_LOSSES` and their functional forms):
     their outputs and targets must have one shape. Class-index targets of a cross-entropy or
     NLL loss ((N, C) against (N,)) are what those losses take, and are not checked.
+
+    Parameters
+    ----------
+    loss_fn : callable
+        The loss module or function.
+    outputs, targets : object
+        The model's outputs and the batch's targets (tensors are checked, anything else is not).
+
+    Returns
+    -------
+    str or None
+        The cause and the fix, or None when the shapes are fine or not checked.
     """
     if not (isinstance(loss_fn, ELEMENTWISE_LOSSES) or loss_fn in _ELEMENTWISE_FUNCTIONS):
         return None
