@@ -7,12 +7,14 @@ ranges)`` and, timed from the object's creation (nglpy's graph and topopy's tree
 ``smad()``, ``smad(normalize=True)`` and ``smad(normalize=True, weighted=True)`` as PyPI's 1.3.1
 computes them (over the contour tree), the same over the sublevel merge tree (the repository's
 current ``smad``: ``get_contour_tree`` answered by ``get_sublevel_tree``), and the merge tree's
-leaves (minima). One JSON line per grid; a grid not done within ``--timeout`` seconds says so.
+leaves (minima). One JSON line per grid, with the versions of Landscaper and of what it computes with;
+a grid not done within ``--timeout`` seconds says so.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
 import signal
 import time
@@ -50,15 +52,17 @@ def main() -> None:
     args = parser.parse_args()
     data = np.load(args.grids)
     names = sorted({k.split("/")[0] for k in data.files})
+    version = importlib.metadata.version("landscaper")
+    uses = {name: importlib.metadata.version(name) for name in ("numpy", "networkx", "topopy", "nglpy")}
     signal.signal(signal.SIGALRM, _alarm)
     for name in names:
         loss = data[f"{name}/loss"]
         ranges = [data[f"{name}/ranges_{k}"] for k in range(loss.ndim)]
         signal.alarm(args.timeout)
         try:
-            row = {"grid": name, "points": int(loss.size), **_numbers(loss, ranges)}
+            row = {"grid": name, "points": int(loss.size), "version": version, "uses": uses, **_numbers(loss, ranges)}
         except _Late:
-            row = {"grid": name, "points": int(loss.size), "unfinished_after_s": args.timeout}
+            row = {"grid": name, "points": int(loss.size), "version": version, "uses": uses, "unfinished_after_s": args.timeout}
         finally:
             signal.alarm(0)
         print(json.dumps(row), flush=True)

@@ -6,7 +6,8 @@ Loads the pair ``bench_rebasin.py`` saved (state dicts ``a``, ``b`` and the inpu
 traced on), builds the model of ``KIND`` (``mlp``, ``resnet20``, ``gpt2``), runs
 ``PermutationCoordinateDescent(model_a, model_b, input).rebasin()`` (their weight matching over
 the graph torchview traces), saves B as they permuted it to ``OUT.pt`` and prints one JSON line:
-the seconds of the tracing (their constructor) and of the matching, or the error it raised.
+rebasin's version, the seconds of the tracing (their constructor) and of the matching, or the error
+it raised.
 The benchmark-only venv holds torch 2.13.0 (CPU), rebasin 0.0.47, torchview, graphviz and
 transformers; never a dependency of the project.
 """
@@ -14,6 +15,7 @@ transformers; never a dependency of the project.
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
 import sys
 import time
@@ -47,7 +49,7 @@ def main() -> None:
     inputs = saved["input"]
     if args.kind == "gpt2":
         inputs = inputs.long()
-    got: dict[str, object] = {"kind": args.kind}
+    got: dict[str, object] = {"kind": args.kind, "version": importlib.metadata.version("rebasin")}
     torch.manual_seed(0)  # their order of permutations (torch.randperm)
     try:
         started = time.perf_counter()

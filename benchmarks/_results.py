@@ -10,19 +10,25 @@ from every file, so that the two cannot disagree. A file holds::
       "peer": "loss-landscapes 3.0.6",          # what ours is compared with
       "ratio": "speed-up: their time / ours",   # what the ratio column means
       "command": "python benchmarks/...",       # the command that wrote it
-      "environment": {"cpu": ..., "cores": ..., "torch": ..., "python": ..., "date": ...},
+      "environment": {"cpu": ..., "cores": ..., "torch": ..., "python": ..., "date": ...,
+                      "note": "how the machine was, where it matters (optional)"},
       "rows": [{"what": "...", "ratio": 1.87, "low": 1.64, "high": 1.89, "runs": 3,
                 "headline": "short label for the README (optional)"}],
       "notes": "a sentence or two the page prints under the table (optional)",
+      "columns": ["seconds, ours / theirs"],    # more columns of the table (optional)
       "records": [...]                          # the benchmark's own JSON lines (optional)
     }
 
 A row gives either ``ratio`` (with ``low``/``high``, the range over ``runs`` runs) or
-``value`` and ``unit`` (an absolute figure, e.g. seconds).
+``value`` and ``unit`` (an absolute figure, e.g. seconds, or a count such as ``"28/30"``
+with the unit ``""``; ``low``/``high``/``runs`` may give its range too). Where no row gives
+a ratio, the table's column says "value" and ``ratio`` says what the values are. A row's
+``cells`` (``{"seconds, ours / theirs": "0.045 / 0.149"}``) fill the ``columns``, as text.
 """
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import json
 import os
@@ -79,19 +85,29 @@ def stats_row(what: str, stats: dict[str, float], runs: int, *, headline: str | 
     return row
 
 
+def options(parser: argparse.ArgumentParser, files: str) -> None:
+    """``--results`` (write ``files`` under benchmarks/results/) and ``--results-dir`` (another folder)."""
+    parser.add_argument("--results", action="store_true",
+                        help=f"write benchmarks/results/{files} (the Benchmarks page's tables)")
+    parser.add_argument("--results-dir", default=RESULTS,
+                        help="the folder --results writes in (default: benchmarks/results; a smoke run's: a temporary one)")
+
+
 def write(name: str, *, order: int, title: str, peer: str, ratio: str, rows: list[dict[str, Any]],
           records: list[Any] | None = None, notes: str | None = None, device: str = "cpu",
-          path: str | None = None) -> str:
-    """Write ``benchmarks/results/{name}.json`` (or ``path``); the path written."""
+          path: str | None = None, columns: list[str] | None = None, folder: str = RESULTS) -> str:
+    """Write ``{folder}/{name}.json`` (``folder``: benchmarks/results/ by default), or ``path``; the path written."""
     data: dict[str, Any] = {
         "order": order, "title": title, "peer": peer, "ratio": ratio,
         "command": "python " + " ".join([os.path.relpath(sys.argv[0]), *sys.argv[1:]]),
         "environment": environment(device), "rows": rows}
+    if columns:
+        data["columns"] = columns
     if notes:
         data["notes"] = notes
     if records is not None:
         data["records"] = records
-    path = path or os.path.join(RESULTS, f"{name}.json")
+    path = path or os.path.join(folder, f"{name}.json")
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path, "w") as f:
         json.dump(data, f, indent=1)

@@ -15,14 +15,19 @@ resident memory once both are loaded
 tensor's permuted copies, a group's cost matrix, and, for the check, one model size and
 one forward pass).
 
-    python benchmarks/bench_align_gpt2.py --threads 2
-    python benchmarks/bench_align_gpt2.py --pair seeds --max-iter 5 --threads 2
-    python benchmarks/bench_align_gpt2.py --layers 2 --embd 64 --heads 2     # a smoke run
+``--pair permuted,seeds`` runs both pairs; ``--results`` writes a row for each to
+``benchmarks/results/align_gpt2.json`` (``--results-dir`` elsewhere)::
+
+    python benchmarks/bench_align_gpt2.py --pair permuted,seeds --max-iter 10 --threads 2 --results
+    python benchmarks/bench_align_gpt2.py --layers 2 --embd 64 --heads 2 --pair permuted,seeds \\
+        --results --results-dir /tmp/smoke                                   # a smoke run
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import resource
 import subprocess
 import sys
@@ -33,6 +38,8 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _results import options, write  # noqa: E402
 
 from landscape import align  # noqa: E402
 from landscape.connect import Alignment  # noqa: E402
@@ -110,15 +117,49 @@ def _child(args: argparse.Namespace) -> None:
           f"{found.checked['train']:.1e}")
     print(f"peak resident memory {peak:.0f} MB: {peak - base:.0f} MB over the two models loaded "
           f"({(peak - base) / size_mb:.2f} model sizes)")
+    same = None
     if args.pair == "permuted":
         back = found.apply(b)
         same = all(torch.equal(t, back.state_dict()[k]) for k, t in a.state_dict().items())
         print(f"the planted permutation found back bit for bit: {same}")
+    with open(args.child_out, "w") as f:
+        json.dump({"pair": args.pair, "layers": args.layers, "embd": args.embd, "heads": args.heads,
+                   "batch": args.batch, "tokens": args.tokens, "parameters": n_params, "groups": len(sizes),
+                   "seconds": seconds, "iterations": found.iterations, "objective": [found.history[0],
+                                                                                    found.history[-1]],
+                   "checked": dict(found.checked), "resident_mb": base, "peak_mb": peak,
+                   "model_sizes": (peak - base) / size_mb, "found_back": same}, f)
+
+
+#: the pairs' names on the Benchmarks page
+PAIRS = {"permuted": "a planted permutation of itself", "seeds": "a second initialisation"}
+COLUMNS = ["iterations", "peak memory beyond the two models", "function check, eval / train",
+           "the planted permutation found back"]
+
+
+def write_results(args: argparse.Namespace, runs: list[dict]) -> None:
+    """``align_gpt2.json``: a row per pair."""
+    rows = []
+    for r in runs:
+        what = (f"GPT-2, {r['layers']} layer{'s' if r['layers'] > 1 else ''} of {r['embd']}, {r['heads']} heads "
+                f"({r['parameters'] / 1e6:.1f}M parameters), {PAIRS[r['pair']]}")
+        found = "—" if r["found_back"] is None else "bit for bit" if r["found_back"] else "no"
+        rows.append({"what": what, "value": round(r["seconds"], 1), "unit": "s", "cells": {
+            COLUMNS[0]: str(r["iterations"]), COLUMNS[1]: f"{r['model_sizes']:.2f} model sizes ({r['peak_mb'] - r['resident_mb']:,.0f} MB)",
+            COLUMNS[2]: f"{r['checked']['eval']:.0e} / {r['checked']['train']:.0e}", COLUMNS[3]: found}})
+    write("align_gpt2", order=76, title="Aligning GPT-2", peer=" and ".join(PAIRS[r["pair"]] for r in runs),
+          ratio="seconds of the whole `align` call (the structure traced, weight matching, the function check)",
+          rows=rows, columns=COLUMNS, records=runs, folder=args.results_dir,
+          notes=f"Hugging Face's `GPT2LMHeadModel`, random initialisation (no download), on {runs[0]['batch']} × "
+                f"{runs[0]['tokens']} random tokens, up to {args.max_iter} iterations, {torch.get_num_threads()} "
+                "threads, in a process that only loads the pair and aligns it. The peak is Linux's `VmHWM`, "
+                "reset once both models are loaded, in model sizes (one model's float32 parameters); the function "
+                "check is the largest output difference of B and B permuted, relative, in eval and train mode.")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--pair", choices=("permuted", "seeds"), default="permuted")
+    ap.add_argument("--pair", default="permuted", help="permuted, seeds or both (comma-separated)")
     ap.add_argument("--max-iter", type=int, default=100)
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--tokens", type=int, default=64)
@@ -127,19 +168,32 @@ def main() -> None:
     ap.add_argument("--heads", type=int, default=12)
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap.add_argument("--child-out", help=argparse.SUPPRESS)
+    options(ap, "align_gpt2.json")
     args = ap.parse_args()
+    pairs = args.pair.split(",")
+    if not set(pairs) <= set(PAIRS):
+        ap.error(f"--pair: {args.pair!r}; each of {', '.join(PAIRS)}")
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.child:
         _child(args)
         return
-    a, b, data = _models(args)
-    with tempfile.TemporaryDirectory() as tmp:
-        pair = Path(tmp) / "pair.pt"
-        torch.save({"a": a.state_dict(), "b": b.state_dict(), "ids": data[0]["input_ids"]}, pair)
-        del a, b
-        cmd = [sys.executable, __file__, "--child", str(pair), *sys.argv[1:]]
-        subprocess.run(cmd, check=True)
+    runs = []
+    for name in pairs:
+        args.pair = name
+        a, b, data = _models(args)
+        with tempfile.TemporaryDirectory() as tmp:
+            pair, out = Path(tmp) / "pair.pt", Path(tmp) / "run.json"
+            torch.save({"a": a.state_dict(), "b": b.state_dict(), "ids": data[0]["input_ids"]}, pair)
+            del a, b
+            cmd = [sys.executable, __file__, "--child", str(pair), "--child-out", str(out), "--pair", name,
+                   *(f"--{k.replace('_', '-')}={getattr(args, k)}" for k in
+                     ("max_iter", "batch", "tokens", "layers", "embd", "heads", "threads"))]
+            subprocess.run(cmd, check=True)
+            runs.append(json.loads(out.read_text()))
+    if args.results:
+        write_results(args, runs)
 
 
 if __name__ == "__main__":

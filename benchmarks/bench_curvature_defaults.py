@@ -28,12 +28,16 @@ What it measures, in one process, per network:
   ``EXACT_MAX`` rests on.
 
 A table in Markdown goes to stdout at the end (the one in docs/curvature.md). Times on a
-shared machine are slowed alike within one process: read the ratios.
+shared machine are slowed alike within one process: read the ratios. ``--results`` writes
+``benchmarks/results/curvature_defaults.json`` (the coverage) and ``curvature_exact.json`` (the
+exact path), ``--results-dir`` elsewhere.
 
 Run (about half an hour on a quiet 2-core machine at the defaults; ``--nets`` one at a time to split it)::
 
     python benchmarks/bench_curvature_defaults.py [--seeds 30] [--nets diabetes,digits-mlp,digits-cnn]
-        [--threads 2] [--dense-max 4096]
+        [--threads 2] [--dense-max 4096] [--results]
+    python benchmarks/bench_curvature_defaults.py --seeds 2 --nets diabetes \\
+        --results --results-dir /tmp/smoke                                   # a smoke run
 """
 
 from __future__ import annotations
@@ -41,6 +45,8 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -58,6 +64,9 @@ from landscape.engine import collect
 from landscape.examples import MLP, SmallCNN, digits_tensors, train_epoch
 from landscape.geometry import moved_names
 from landscape.tasks import Supervised
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _results import options, write  # noqa: E402
 
 DEFAULTS = dict(rel_tol=0.05, min_probes=20, max_probes=1000, confidence=0.95)
 
@@ -160,12 +169,60 @@ def dense_case(op: Any) -> dict[str, Any]:
     return out
 
 
+#: the networks' names on the Benchmarks page
+NAMES = {"diabetes": "diabetes MLP", "digits-mlp": "digits MLP", "digits-cnn": "digits SmallCNN"}
+
+
+def write_results(args: argparse.Namespace, rows: list[dict[str, Any]]) -> None:
+    """``curvature_defaults.json`` (the coverage) and, where a matrix was timed, ``curvature_exact.json``."""
+    columns = ["products (mean)", "median error", "seconds (mean)"]
+    table = []
+    for row in rows:
+        for method in ("hutchinson", "hutch++"):
+            r = row[method]
+            table.append({"what": f"{NAMES[row['net']]} ({row['parameters']:,} parameters, exact trace "
+                                  f"{row['exact_trace']:.5g}), {method}",
+                          "value": f"{r['hits']}/{r['seeds']} ({100 * r['coverage']:.0f} %)", "unit": "",
+                          "cells": {columns[0]: f"{r['products']:,.0f}", columns[1]: f"{100 * r['median_rel_error']:.2f} %",
+                                    columns[2]: f"{r['seconds']:.3g}"}})
+    write("curvature_defaults", order=71, title="Curvature defaults",
+          peer="the exact trace (the sum of `eᵢᵀHeᵢ` over every parameter)",
+          ratio=f"share of the seeds 0 to {args.seeds - 1} whose stated 95 % interval held it", rows=table,
+          columns=columns, records=rows, folder=args.results_dir,
+          notes="`hessian_trace`'s two estimators at its defaults (`rel_tol=0.05`, `min_probes=20`, "
+                "`max_probes=1000`, float32 products) on one operator per network, at its trained weights (the "
+                "script's docstring says how each was trained). The exact trace from float64 products up to "
+                f"{args.dense_max:,} parameters, from float32 ones summed in float64 above. Products, coverage and "
+                "errors do not depend on the machine; the seconds compare within a network.")
+    dense = [row for row in rows if "dense" in row]
+    if not dense:
+        return
+    table = []
+    for row in dense:
+        d, name = row["dense"], NAMES[row["net"]]
+        for what, key in (("the whole matrix (the exact path)", "exact"), ("Lanczos, top 3 (`hessian_eigs`)", "lanczos"),
+                          ("Hutch++ (`hessian_trace`)", "hutch++"),
+                          ("SLQ, 10 runs × 80 steps (`spectral_density`)", "slq")):
+            seconds = f"{d[key]['seconds_matrix']:.3g}, and {d[key]['seconds_eigh']:.3g} for `eigvalsh`" \
+                if key == "exact" else f"{d[key]['seconds']:.3g}"
+            table.append({"what": f"{name} ({row['parameters']:,} parameters): {what}",
+                          "value": f"{d[key]['products']:,}", "unit": "products", "cells": {"seconds": seconds}})
+    write("curvature_exact", order=72, title="Curvature: the exact path", peer="the iterative defaults",
+          ratio="Hessian-vector products each takes", rows=table, columns=["seconds"], records=dense,
+          folder=args.results_dir,
+          notes="The whole matrix (`P` products, then `eigvalsh` for the eigenvalues) against each iterative "
+                "method at its defaults, one after the other on the same operator, where the matrix has at most "
+                f"{args.dense_max:,} rows. The exact path is taken when its products are no more than the "
+                "method's fewest; the seconds compare within a network.")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=30)
     parser.add_argument("--nets", default=",".join(NETS))
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--dense-max", type=int, default=4096, help="the largest P whose matrix is timed")
+    options(parser, "curvature_defaults.json and curvature_exact.json")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -206,6 +263,8 @@ def main() -> None:
                   f"({d['slq']['products']}) |")
     if any(math.isnan(r[m]["coverage"]) for r in rows for m in ("hutchinson", "hutch++")):
         raise SystemExit("a coverage is NaN")
+    if args.results:
+        write_results(args, rows)
 
 
 if __name__ == "__main__":

@@ -16,8 +16,11 @@ Each side runs ``--repeats`` times, alternating, in processes of their own threa
 Entezari et al.'s ("linear") on the training data, 25 alphas, batch-norm statistics estimated
 again at every alpha.
 
-    python benchmarks/bench_rebasin.py --repeats 5 --threads 2
-    python benchmarks/bench_rebasin.py --models mlp --epochs 2 --repeats 1      # a smoke run
+``--results`` writes ``benchmarks/results/rebasin.json`` (``--results-dir`` elsewhere)::
+
+    python benchmarks/bench_rebasin.py --repeats 5 --threads 2 --results
+    python benchmarks/bench_rebasin.py --models mlp --epochs 2 --repeats 1 \\
+        --results --results-dir /tmp/smoke                                    # a smoke run
 
 The peer's venv: ``python3 -m venv /work/venvs/rebasin && /work/venvs/rebasin/bin/pip install
 torch==2.13.0 && /work/venvs/rebasin/bin/pip install rebasin==0.0.47 transformers`` (and the
@@ -44,6 +47,9 @@ from torch import nn
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from _results import options, ratio_row, write  # noqa: E402
+
 from benchmarks._rebasin_models import KINDS, build  # noqa: E402
 from landscape import align, barrier  # noqa: E402
 from landscape.examples import digits_tensors  # noqa: E402
@@ -51,6 +57,11 @@ from landscape.tasks import HuggingFace  # noqa: E402
 
 PEER = "/work/venvs/rebasin/bin/python"
 CE = nn.CrossEntropyLoss()
+#: the pairs' names on the Benchmarks page
+NAMES = {"mlp": "digits MLP (64-128-128-10), trained from seeds 1 and 2",
+         "resnet20": "the examples' ResNet-20, trained from seeds 1 and 2",
+         "gpt2": "tiny GPT-2 (2 layers, 64 wide), two initialisations"}
+COLUMNS = ["seconds, ours / rebasin", "barrier, ours / rebasin's (not aligned)", "B's function kept to, ours / rebasin's"]
 
 
 def _split(image: bool) -> tuple[torch.Tensor, torch.Tensor]:
@@ -146,8 +157,10 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--peer-memory-gb", type=float, default=6.0,
                     help="address space rebasin's process may take (it is stopped past it)")
+    options(ap, "rebasin.json")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
+    rows, records, version = [], [], ""
     for kind in args.models.split(","):
         (a, data), (b, _) = _train(kind, 1, args.epochs), _train(kind, 2, args.epochs)
         ours_s, theirs_s, theirs_trace = [], [], []
@@ -171,20 +184,48 @@ def main() -> None:
         assert ours is not None and theirs is not None
         naive = _heights(a, b, data, kind)
         aligned = _heights(a, b, data, kind, ours["alignment"])
+        version = str(theirs.get("version", version))
         print(f"{kind}: naive barrier {naive[0]:.4f} (mean) / {naive[1]:.4f} (linear)")
         print(f"  ours: {_range(ours_s)}, {ours['groups']} groups, {ours['iterations']} iterations, "
               f"barrier {aligned[0]:.4f} / {aligned[1]:.4f}, B's function kept to {ours['function']:.1e}")
+        record = {"model": kind, "ours_s": ours_s, "theirs_s": theirs_s, "theirs_trace_s": theirs_trace,
+                  "groups": ours["groups"], "iterations": ours["iterations"], "naive_barrier": naive,
+                  "ours_barrier": aligned, "ours_function": ours["function"]}
+        cells = {COLUMNS[0]: f"{statistics.median(ours_s):.3g} / —", COLUMNS[1]: f"{aligned[0]:.3g} / — ({naive[0]:.3g})",
+                 COLUMNS[2]: f"{ours['function']:.0e} / —"}
         if permuted is not None:
             theirs_h = _heights(a, permuted, data, kind)
             kept = _relative(_outputs(b, data), _outputs(permuted, data))
-            print(f"  rebasin 0.0.47: {_range(theirs_s)} (of which tracing {_range(theirs_trace)}), "
+            print(f"  rebasin {version}: {_range(theirs_s)} (of which tracing {_range(theirs_trace)}), "
                   f"{theirs.get('permutations')} permutations, barrier {theirs_h[0]:.4f} / {theirs_h[1]:.4f}, "
                   f"B's function kept to {kept:.1e}")
             if theirs_s:
                 print(f"  time ours / theirs: {statistics.median(ours_s) / statistics.median(theirs_s):.2f}")
+            record.update(theirs_barrier=theirs_h, theirs_function=kept, permutations=theirs.get("permutations"))
+            cells = {COLUMNS[0]: f"{statistics.median(ours_s):.3g} / {statistics.median(theirs_s):.3g}",
+                     COLUMNS[1]: f"{aligned[0]:.3g} / {theirs_h[0]:.3g} ({naive[0]:.3g})",
+                     COLUMNS[2]: f"{ours['function']:.0e} / {kept:.1g}"}
+            # the repeats alternate: each of ours against the peer's run after it
+            row = ratio_row(NAMES[kind], [t / o for o, t in zip(ours_s, theirs_s)])
         else:
-            print(f"  rebasin 0.0.47: failed ({args.peer_memory_gb:g} GB of address space allowed): "
+            failed = f"rebasin failed ({args.peer_memory_gb:g} GB of address space allowed)"
+            print(f"  rebasin {version}: failed ({args.peer_memory_gb:g} GB of address space allowed): "
                   f"{theirs.get('error')}")
+            record["theirs_error"] = theirs.get("error")
+            row = {"what": NAMES[kind], "value": failed, "unit": ""}
+        rows.append({**row, "cells": cells})
+        records.append(record)
+    if args.results:
+        write("rebasin", order=75, title="Weight matching against rebasin", peer=f"rebasin {version}".strip(),
+              ratio="speed-up: rebasin's time / ours", rows=rows, columns=COLUMNS,
+              records=records, folder=args.results_dir,
+              notes="`landscape.align(a, b, data=...)` end to end (the structure traced, weight matching, the "
+                    "function check) against rebasin's `PermutationCoordinateDescent(a, b, input).rebasin()` "
+                    "(torchview's trace and their weight matching) in its own virtual environment, alternating, "
+                    f"{args.threads} thread{'s' if args.threads > 1 else ''} each. The barrier is Git Re-Basin's "
+                    "(the mean definition) on the training data, 25 α (5 for GPT-2), batch-norm statistics estimated again at "
+                    "each; B's function: the largest output difference of B and B permuted, relative to B's "
+                    "largest output.")
 
 
 if __name__ == "__main__":

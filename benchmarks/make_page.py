@@ -64,11 +64,28 @@ def _cell(row: dict[str, Any]) -> str:
 
 
 def _spread(row: dict[str, Any]) -> str:
-    if "ratio" not in row:
+    if "low" not in row:
         return ""
     if row.get("runs", 1) < 2 or row["low"] == row["high"]:
         return f"({row.get('runs', 1)} run{'s' if row.get('runs', 1) > 1 else ''})"
+    if "ratio" not in row:
+        span = f"{row['low']}–{row['high']} {row['unit']}".strip()
+        return f"{span} ({row['runs']} runs)"
     return f"{number(row['low'])}–{number(row['high'])} ({row['runs']} runs)"
+
+
+def table(data: dict[str, Any]) -> str:
+    """A result file's table: what, the ratio (or value), its range where any row has one, the file's ``columns``."""
+    rows, extra = data["rows"], data.get("columns", [])
+    spread = any("low" in row for row in rows)
+    head = ["what", "ratio" if any("ratio" in row for row in rows) else "value", *(["range"] if spread else []),
+            *extra]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for row in rows:
+        cells = [row["what"], _cell(row), *([_spread(row)] if spread else []),
+                 *(str(row.get("cells", {}).get(c, "")) for c in extra)]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
 
 
 def wrapped(command: str, width: int = 79) -> str:
@@ -116,10 +133,9 @@ def page(results: list[dict[str, Any]]) -> str:
     out = [INTRO, "## Summary\n", "The README's headline table, from the sections below:\n", headline(results)]
     for data in results:
         out.append(f"## {data['title']}\n")
-        out.append(_fill(f"Against {data['peer']}; the ratio is the {data['ratio']}.") + "\n")
-        out.append("| what | ratio | range |\n|---|---|---|")
-        out.extend(f"| {row['what']} | {_cell(row)} | {_spread(row)} |" for row in data["rows"])
-        out.append("")
+        kind = "ratio" if any("ratio" in row for row in data["rows"]) else "value"
+        out.append(_fill(f"Against {data['peer']}; the {kind} is the {data['ratio']}.") + "\n")
+        out.append(table(data))
         if data.get("notes"):
             out.append(_fill(data["notes"].strip()) + "\n")
         out.append(_fill(_environment(data.get("environment", {}))) + "\n")
