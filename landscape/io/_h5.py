@@ -10,7 +10,7 @@ name is the layout's own); ``convergence_point`` and the group ``path``;
 as the JSON attribute ``markers``; the metadata as attributes (JSON text for strings in
 lists and dicts; among them ``samples_digest``, the SHA-256 of the samples used, in the layout of
 ``landscape/engine/_digest.py``, and for a plane with paths ``movement_in_plane`` and
-``path_distance``). docs/summary-format.md describes every dataset.
+``path_distance``). docs/summary-format.md (its landscapes.h5 section) describes every dataset.
 
 ``landscapes.h5`` also holds each landscape's group ``directions`` (:class:`DirectionsRecord`,
 :func:`write_directions`), the root attribute ``run`` (:data:`RUN_ATTR`,
