@@ -40,19 +40,24 @@ def test_gen_refuses_bad_data_and_writes_nothing(kind, tmp_path):
     assert _files(run) == before and not (tmp_path / "out").exists()
 
 
-def test_compare_and_curvature_refuse_nan_data_and_write_nothing(tmp_path):
+@pytest.mark.parametrize("kind", bad.CASES)
+def test_compare_refuses_bad_data_and_writes_nothing(kind, tmp_path):
     runs = [bad.write_run(tmp_path / "a"), bad.write_run(tmp_path / "b", seed=1)]
     before = [_files(r) for r in runs]
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "notes.txt").write_text("kept")
-    res, forwards = _command(tmp_path, "compare", *runs, "--task", "tests.landscape._bad_data:nan", "-o",
+    res, forwards = _command(tmp_path, "compare", *runs, "--task", f"tests.landscape._bad_data:{kind}", "-o",
                              tmp_path / "out")
-    assert res.returncode != 0 and "the inputs hold 1 NaN value(s) (sample 70)" in res.stderr, res.stderr
-    assert forwards == 1
+    assert res.returncode != 0 and re.search(bad.MESSAGES[kind], res.stderr), res.stderr
+    assert forwards == 1  # the check's forward; no point
     assert _files(tmp_path / "out") == ["notes.txt"] and [_files(r) for r in runs] == before
-    (tmp_path / "forwards").unlink()
-    res, forwards = _command(tmp_path, "curvature", runs[0], "--task", "tests.landscape._bad_data:nan", "--what",
+
+
+def test_curvature_refuses_nan_data_and_writes_nothing(tmp_path):
+    run = bad.write_run(tmp_path / "a")
+    before = _files(run)
+    res, forwards = _command(tmp_path, "curvature", run, "--task", "tests.landscape._bad_data:nan", "--what",
                              "eigs")
     assert res.returncode != 0 and "the inputs hold 1 NaN value(s) (sample 70)" in res.stderr, res.stderr
     assert "LinAlgError" not in res.stderr and forwards == 1
-    assert _files(runs[0]) == before[0]
+    assert _files(run) == before
