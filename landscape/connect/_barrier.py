@@ -274,8 +274,8 @@ def barrier(model_a: nn.Module, model_b: nn.Module, loss_fn: Any = None, data: A
         ``loss_fn(outputs, labels)``; or give ``task``.
     data : DataLoader, iterable of batches, Dataset or (inputs, labels) tensors
         The training data: the loss and error along the line (all of it, or ``num_samples``),
-        the samples batch-norm statistics are re-estimated on, and those the alignment is
-        found (activations) and checked on.
+        the samples batch-norm statistics are re-estimated on (for both lines), and those the
+        alignment is found (activations) and checked on.
     task : callable, optional
         ``task(model, batch) -> loss`` (``landscape.tasks``).
     points : int, default=25
@@ -289,7 +289,9 @@ def barrier(model_a: nn.Module, model_b: nn.Module, loss_fn: Any = None, data: A
         weights ("clamped", "affine"), or A's ("a"); see ``compute_landscape``.
     test_data : optional
         The same on held-out data (``Barrier.test_loss``, ``test_error``): a line of its own,
-        whose batch-norm statistics ("recompute") are estimated on ``test_data``.
+        evaluated on ``test_data`` with the batch-norm statistics ("recompute") estimated on
+        ``data`` at every alpha (REPAIR's and Garipov et al.'s rule, ``Curve.barrier``'s), never
+        on the test samples (``compute_landscape``'s ``bn_data``).
     include, ignore : str or list of str, optional
         Interpolate only these parameters (globs, as in ``compute_landscape``) and hold the
         rest at A's: a layer's barrier, or the adapters'.
@@ -355,10 +357,12 @@ def barrier(model_a: nn.Module, model_b: nn.Module, loss_fn: Any = None, data: A
                               "include": include, "ignore": ignore}
 
     def line(d: Any, split: str) -> Landscape:
+        # the test line's statistics are the training samples' (bn_data), as on the training line
+        bn_data = data if split == "test" and has_bn and bn_statistics == "recompute" else None
         return compute_landscape(a, task=t, data=d, between=(_state(a), state_b), x=(0.0, 1.0, points),
                                  metrics={"accuracy": get_metric("accuracy")} if classify else None,
                                  bn_statistics=bn_statistics, include=include, ignore=ignore,
-                                 num_samples=num_samples, tag=f"{tag}_{split}")
+                                 num_samples=num_samples, tag=f"{tag}_{split}", bn_data=bn_data)
 
     train = line(data, "train")
     test = line(test_data, "test") if test_data is not None else None

@@ -419,7 +419,8 @@ class SummaryLandscape:
                       found: Mapping[int, Any]) -> dict[str, dict[str, Any]]:
         """Each landscape's fingerprint (files verified already are not hashed again)."""
         prints = Fingerprints(problem.network, problem.task, problem.samples, problem.metrics, problem.eval_mode,
-                              known={paths[n]: d.sha256 for n, d in found.items() if d is not None})
+                              known={paths[n]: d.sha256 for n, d in found.items() if d is not None},
+                              bn_samples=problem.bn_samples)
         return {job.tag or "": prints.of(job.geometry, intervals=job.intervals, unit=job.unit,
                                          step_per_epoch=job.step_per_epoch, checkpoint=paths.__getitem__)
                 for job in jobs}

@@ -151,9 +151,10 @@ def test_a_layers_barrier_holds_the_rest_at_a(pairs):
     assert layer.landscape.metadata["barrier"]["include"] == "fc2"
 
 
-def _plain_midpoint(a: nn.Module, b: nn.Module, x, y, recompute: bool) -> float:
+def _plain_midpoint(a: nn.Module, b: nn.Module, x, y, recompute: bool, on=None) -> float:
     """The loss at alpha = 0.5 by a plain forward: every floating tensor interpolated (running statistics
-    too), or, with ``recompute``, the statistics reset and estimated on one train-mode pass over ``x``."""
+    too), or, with ``recompute``, the statistics reset and estimated on one train-mode pass over ``on``
+    (default ``x``; momentum None), then the loss in eval mode on ``x``."""
     net = copy.deepcopy(a)
     sb = b.state_dict()
     net.load_state_dict({k: 0.5 * t + 0.5 * sb[k] if t.is_floating_point() else t for k, t in a.state_dict().items()})
@@ -163,7 +164,7 @@ def _plain_midpoint(a: nn.Module, b: nn.Module, x, y, recompute: bool) -> float:
                 m.reset_running_stats()
                 m.momentum = None
         with torch.no_grad():
-            net.train()(x)
+            net.train()(x if on is None else on)
     with torch.no_grad():
         return float(CE(net.eval()(x), y))
 
@@ -196,3 +197,18 @@ def test_line_landscape_records_and_round_trips(pairs, tmp_path):
     again = Barrier.from_landscape(back["barrier_train"], back["barrier_test"])
     assert again.height("linear", "error", "test") == pytest.approx(got.height("linear", "error", "test"))
     assert back["barrier_train"].metadata["barrier"]["alignment_digest"] == got.alignment.digest
+
+
+def test_test_line_statistics_are_re_estimated_on_the_training_samples():
+    """REPAIR and Garipov et al.: the test line is evaluated on the test samples with the batch-norm
+    statistics of the training samples (never estimated on the test samples)."""
+    xtr, ytr, xte, yte = digits_split()
+    xtr, ytr = xtr[:200], ytr[:200]
+    torch.manual_seed(0)
+    a, b = DeepMLP(2, 16, norm="batch").eval(), DeepMLP(2, 16, norm="batch").eval()
+    got = barrier(a, b, CE, [(xtr, ytr)], points=3, test_data=[(xte, yte)])
+    assert got.test_loss[1] == pytest.approx(_plain_midpoint(a, b, xte, yte, True, on=xtr), rel=1e-5)
+    assert got.test_loss[1] != pytest.approx(_plain_midpoint(a, b, xte, yte, True), rel=1e-5)
+    md, train_md = got.test_landscape.metadata, got.landscape.metadata
+    assert md["bn_samples_digest"] == train_md["samples_digest"] != md["samples_digest"]
+    assert md["bn_num_samples"] == 200 and md["num_samples"] == len(yte)
