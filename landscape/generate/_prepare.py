@@ -128,20 +128,22 @@ def take_samples(data: Any, task: Any, count: SampleCount, *, caller: str, where
     """The first ``count.n`` samples of ``data``. A dataset smaller than that is refused
     (:class:`TooManySamples`, naming ``count.way``), unless the number is the collector's default
     recorded when training: then the whole dataset is used, and the log says so (the landscapes'
-    metadata record the samples used). A dataset of known size is refused before it is read."""
+    metadata record the samples used). A dataset of known size is refused before it is read; any
+    data is read once (a generator of batches too)."""
     try:
-        return collect(data, count.n, task, caller=caller)
+        samples = collect(data, count.n, task, caller=caller, at_most=count.default)
     except TooFewSamples as exc:
-        if not count.default:
-            raise TooManySamples(count, exc.have, caller, f"the dataset{where}") from None
-        have = exc.have
+        raise TooManySamples(count, exc.have, caller, f"the dataset{where}") from None
+    if count.n is None or samples.n >= count.n:
+        return samples
+    have = samples.n
     # the default was recorded without the dataset's size (runs written before the collector
     # capped it): all of a smaller dataset is what the default meant
     _log.warning("%s records num_samples=%d, the collector's default, and the dataset%s holds %d samples: the "
                  "landscapes use all %d (num_samples=%d in their metadata). HINT: %s (--num-samples N at the command "
                  "line) chooses the number.", count.recorded_in, count.n, where, have, have, have,
                  count.way.format(n="N"))
-    return collect(data, have, task, caller=caller)
+    return samples
 
 
 def refuse_unused(name: str, value: Any, caller: str, why: str) -> None:

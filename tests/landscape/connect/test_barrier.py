@@ -212,3 +212,25 @@ def test_test_line_statistics_are_re_estimated_on_the_training_samples():
     md, train_md = got.test_landscape.metadata, got.landscape.metadata
     assert md["bn_samples_digest"] == train_md["samples_digest"] != md["samples_digest"]
     assert md["bn_num_samples"] == 200 and md["num_samples"] == len(yte)
+
+
+def test_a_generator_of_few_samples_is_read_once():
+    """A generator of 100 samples for barrier (weight matching checked on its first 32), and one of 20
+    (fewer than the 32 an alignment is checked on) for align: each read once, as the same list gives."""
+    from landscape import align
+    from landscape.examples import digits_tensors
+
+    x, y = digits_tensors()
+    torch.manual_seed(0)
+    a, b = MLP(hidden=16), MLP(hidden=16)
+    batches = [(x[i:i + 25], y[i:i + 25]) for i in range(0, 100, 25)]
+    once = barrier(a, b, CE, (bt for bt in batches), points=3, align="weights")
+    listed = barrier(a, b, CE, batches, points=3, align="weights")
+    assert once.landscape.metadata["num_samples"] == 100
+    np.testing.assert_array_equal(once.loss, listed.loss)
+    assert once.loss[1] == pytest.approx(_plain_loss(a, listed.alignment.apply(b), 0.5, x[:100], y[:100]), rel=1e-5)
+    twenty = [(x[i:i + 10], y[i:i + 10]) for i in (0, 10)]
+    for method in ("weights", "activations"):
+        few = align(a, b, data=(bt for bt in twenty), method=method, loss_fn=CE)
+        same = align(a, b, data=twenty, method=method, loss_fn=CE)
+        assert few.checked is not None and few.digest == same.digest
