@@ -16,6 +16,7 @@ from landscape.generate._jobs import LandscapeJob
 from landscape.generate._options import (
     check_bn_statistics,
     check_grid,
+    check_points,
     check_runs,
     check_runs_view,
     check_sharded,
@@ -134,8 +135,12 @@ def compute_landscape(
         on ``[-1, 1]`` along each later axis (``Landscape.extra_axes``). It is evaluated
         as one plane after another, each around the centre moved along the later
         directions; its directions are held: ``dims + 2`` model sizes of float32 (the
-        directions, the centre and one moved copy) beside the evaluation's own. Its
-        topology (``Landscape.topology``) summarises what no picture shows.
+        directions, the centre and one moved copy) beside the evaluation's own, and its
+        ``N = len(x) * len(y) * size**(dims - 2)`` points ``(8 * dims + 8 * s) * N`` bytes
+        (``s`` surfaces: the loss and each metric; the coordinates twice while built). Any
+        landscape holds at most 2**24 (16,777,216) points, refused before any work otherwise
+        (``landscape.generate.MAX_POINTS``). Its topology (``Landscape.topology``)
+        summarises what no picture shows.
     size : int, optional
         Points per axis not given by ``x`` / ``y`` (MindSpore's ``landscape_size``, 3 to 256).
         By default 40 for a line or a plane, and for an n-D grid 21, 11, 7 and 5 points per
@@ -303,6 +308,7 @@ def compute_landscape(
     if view.dims == 1 and opts.y is not None:
         raise InvalidParameterError(f"The 'y' parameter of {_CALLER} must be None for a line (dims=1). Got {y!r} "
                                     "instead.")
+    check_points(dims=view.dims, size=size, x=opts.x, y=opts.y, caller=_CALLER)
     _check_models(network, checkpoints, runs, between)
     problem = prepare_problem(network, data, loss_fn=loss_fn, task=task, metrics=metrics, num_samples=num_samples,
                               eval_mode=eval_mode, plan=plan, ignore=ignore, include=include, caller=_CALLER,

@@ -182,6 +182,39 @@ def test_bad_grid_views_refused_before_any_file(summary_dir, tmp_path, kwargs, n
     assert not out.exists()
 
 
+@pytest.mark.parametrize("kwargs, count, hint", [
+    ({"dims": 6, "size": 41, "directions": "hessian"}, "dims=6 and size=41 holds 4,750,104,241", "fewer points per axis: size=16 gives 16,777,216"),
+    ({"dims": 3, "x": (-1, 1, 300), "y": (-1, 1, 300), "size": 200}, "holds 18,000,000",
+     "fewer points per axis: size=186 gives 16,740,000"),
+    ({"x": (-1, 1, 5000), "y": (-1, 1, 5000)}, "holds 25,000,000", "fewer points along x and y"),
+])
+def test_a_grid_of_too_many_points_is_refused_before_anything_runs(kwargs, count, hint, monkeypatch):
+    """More than 2**24 points: refused naming dims, size, the count, the bound and the way out, before the
+    directions (Hessian) are computed or the data read (spies)."""
+    from landscape.generate import _build
+
+    ran = []
+    monkeypatch.setattr(_build, "hessian_axes", lambda *a, **k: ran.append("hessian"))
+    monkeypatch.setattr(_build, "view_geometry", lambda *a, **k: ran.append("directions"))
+
+    def data():
+        ran.append("data")
+        yield make_data()
+
+    with pytest.raises(InvalidParameterError, match=count + r" points, more than the 16,777,216 \(2\*\*24\).*HINT: "
+                       + hint):
+        compute_landscape(_net(), nn.CrossEntropyLoss(), data(), **kwargs)
+    assert ran == []
+
+
+def test_a_grid_view_of_too_many_points_is_refused_before_any_file(summary_dir, tmp_path):
+    out = tmp_path / "out"
+    with pytest.raises(InvalidParameterError, match=r"dims=6 and size=41 holds 4,750,104,241 points"):
+        SummaryLandscape(summary_dir).gen_landscapes_with_multi_process(
+            _gen_task.task, output=out, view="grid", dims=6, collect_landscape={"landscape_size": 41})
+    assert not out.exists()
+
+
 def test_grid_through_worker_processes_is_the_same():
     """Each plane of the grid goes to the workers with its own moved centre: the same values."""
     net, (x, y) = _net(), make_data()
