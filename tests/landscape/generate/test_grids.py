@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 
+import h5py
 import numpy as np
 import pytest
 import torch
@@ -44,6 +45,29 @@ def test_random_grid_holds_the_random_plane_and_equals_a_plain_loop():
                  for n, t in centre.items()}
         assert grid.z[k, i, j] == pytest.approx(plain_loss(TinyMLP(), state, _loader(x, y), 96), rel=1e-5)
     assert grid.convergence_point[2] == grid.z[2, 2, 2]  # the centre, a grid point
+
+
+def test_a_grid_gives_back_every_axis_direction(tmp_path):
+    """``directions()`` of a 3-D random grid: three dicts, in memory and from landscapes.h5, the third the
+    documented draw of axis 2 (normalization "none"), each checked against its digest."""
+    from landscape import write_h5
+
+    net, (x, y) = _net(), make_data()
+    grid = compute_landscape(net, nn.CrossEntropyLoss(), (x, y), dims=3, size=3, normalization="none")
+    write_h5(tmp_path / "grid.h5", [grid])
+    back = next(iter(read_h5(tmp_path / "grid.h5").values()))
+    names = [n for n, _ in net.named_parameters()]
+    for got in (grid.directions(), back.directions()):
+        assert len(got) == 3
+        for k, d in enumerate(got):
+            assert list(d) == names
+            for n in names:
+                assert torch.equal(d[n], seeded_draw(0, k, n, tuple(d[n].shape))), (k, n)
+    with h5py.File(tmp_path / "grid.h5", "r+") as f:  # a later direction changed in the file: refused
+        group = next(g for g in f.values() if isinstance(g, h5py.Group) and "directions" in g)
+        group["directions"]["u3"][names[0]][0, 0] += 1.0
+    with pytest.raises(ValueError, match="direction u3 .* does not have the SHA-256"):
+        next(iter(read_h5(tmp_path / "grid.h5").values())).directions()
 
 
 def test_hessian_grid_along_the_top_eigenvectors():
