@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import datetime as _dt
 import re
 from pathlib import Path
@@ -9,11 +10,22 @@ from typing import Any
 
 from collector.common import check_directory
 
-__all__ = ["UsageError", "fresh_dir", "safe_name", "describe"]
+__all__ = ["UsageError", "fresh_dir", "safe_name", "describe", "non_negative"]
 
 
 class UsageError(Exception):
     """Bad usage detected after parsing (a bad value, an existing output folder): exit status 2."""
+
+
+def non_negative(text: str) -> int:
+    """An argparse type: an int >= 0 (every subcommand's ``--seed``), refused by the parser naming the option."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an int >= 0; got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an int >= 0; got {value}")
+    return value
 
 
 def fresh_dir(requested: Path | None, stem: str) -> Path:

@@ -21,7 +21,7 @@ from typing import Any
 
 from collector.common import InvalidParameterError
 from collector.trajectory import LANDSCAPE_SIZES
-from landscape.cli._common import UsageError
+from landscape.cli._common import UsageError, non_negative
 
 __all__ = ["main", "build_parser"]
 
@@ -172,9 +172,9 @@ def _add_run_commands(sub: Any) -> None:
     p = sub.add_parser("run", help="the demo pipeline from a TOML configuration (see configs/)")
     p.add_argument("config", type=Path, help="TOML file")
     p.add_argument("--out", type=Path, help="output directory (default: a fresh ./<name>_<time>)")
-    p.add_argument("--seed", type=int, help="train with this seed instead of the configuration's top-level 'seed' "
-                                            "(the weights' initialisation and the batches' order; [generate] seed, "
-                                            "the plane's directions, is kept)")
+    p.add_argument("--seed", type=non_negative,
+                   help="train with this seed instead of the configuration's top-level 'seed' (the weights' "
+                        "initialisation and the batches' order; [generate] seed, the plane's directions, is kept)")
 
 
 def _add_compare(sub: Any) -> None:
@@ -206,7 +206,7 @@ def _add_compare(sub: Any) -> None:
                    help="the PCA: %(choices)s. uncentred: the plane through the centre that holds the most of the "
                         "runs' movement (default); li: ordinary PCA, centred across the checkpoints; mindspore: "
                         "MindSpore's")
-    p.add_argument("--seed", type=int, default=0, help="seed of a random plane (default 0)")
+    p.add_argument("--seed", type=non_negative, default=0, help="seed of a random plane (default 0)")
     p.add_argument("--devices", type=_int_list, help="device ids, e.g. 0,1 (CPU: that many worker processes)")
     p.add_argument("--restart", action="store_true", help="start over instead of resuming what landscapes.h5 holds")
     p.add_argument("--plan", choices=("auto", "tune"), default="auto", help="as for gen")
@@ -250,7 +250,7 @@ def _add_gen(sub: Any) -> None:
                         "one dimension); repeatable")
     p.add_argument("--include", action="append", metavar="GLOB",
                    help="only parameters matching this glob move; repeatable")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random directions (default 0)")
+    p.add_argument("--seed", type=non_negative, default=0, help="seed of the random directions (default 0)")
     p.add_argument("--eigen-ratio", action="store_true",
                    help="also map the Hessian's |lambda_min/lambda_max| at every point (Li et al.; one Lanczos "
                         "run per point: use a small --size); stored as the surface 'eigen_ratio'")
@@ -362,7 +362,8 @@ def _add_curvature(sub: Any) -> None:
                         "(Andriushchenko et al.'s; they need --rho); default lambda_max,trace")
     p.add_argument("--rho", type=float, help="the adaptive kinds' radius (relative to |w|, elementwise)")
     p.add_argument("--p", choices=("2", "inf"), default="2", help="adaptive_worst's norm (default 2)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the start vectors, probes and draws (default 0)")
+    p.add_argument("--seed", type=non_negative, default=0,
+                   help="seed of the start vectors, probes and draws (default 0)")
     p.add_argument("-o", "--output", type=Path, metavar="DIR",
                    help="the folder whose landscapes.h5 takes the results (default: RUN)")
 
@@ -401,7 +402,8 @@ def _add_connect(sub: Any) -> None:
     p.add_argument("--bn-statistics", choices=("recompute", "clamped", "affine", "a"), default="recompute",
                    help="batch-norm statistics along the line: estimated again at every alpha (default), "
                         "interpolated (clamped or affine), or A's")
-    p.add_argument("--seed", type=int, default=0, help="seed of weight matching's order and the curve (default 0)")
+    p.add_argument("--seed", type=non_negative, default=0,
+                   help="seed of weight matching's order and the curve (default 0)")
 
 
 def _what(text: str) -> list[str]:
