@@ -46,9 +46,22 @@ def _where(alphas: np.ndarray, value: float) -> int | None:
     return int(hit[0]) if hit.size else None
 
 
+def _numbers(name: str, value: Any, caller: str) -> np.ndarray:
+    """``value`` as a flat float64 array, refused naming ``name`` unless it is a sequence of real numbers."""
+    try:
+        if isinstance(value, (str, bytes)):
+            raise TypeError("a string")
+        return np.asarray(value, dtype=np.float64).reshape(-1)
+    except (TypeError, ValueError) as exc:
+        raise InvalidParameterError(
+            f"The '{name}' parameter of {caller} must be a sequence or array of real numbers. Got "
+            f"{type(value).__name__} {value!r:.60} instead ({exc}). HINT: barrier_height(alphas, values, "
+            "'mean'), alphas holding 0, 0.5 and 1, one value per alpha.") from None
+
+
 def check_grid(alphas: Any, what: str, caller: str) -> np.ndarray:
     """The grid, refused unless it holds 0, 0.5 and 1."""
-    a = np.asarray(alphas, dtype=np.float64).reshape(-1)
+    a = _numbers("alphas", alphas, caller)
     missing = [v for v in (0.0, 0.5, 1.0) if _where(a, v) is None]
     if missing:
         raise InvalidParameterError(
@@ -85,7 +98,7 @@ def barrier_height(alphas: Sequence[float] | np.ndarray, values: Sequence[float]
     """
     check_param("definition", definition, [Options(DEFINITIONS)], caller="barrier_height")
     a = check_grid(alphas, "grid", "barrier_height")
-    v = np.asarray(values, dtype=np.float64).reshape(-1)
+    v = _numbers("values", values, "barrier_height")
     if v.shape != a.shape:
         raise InvalidParameterError(f"barrier_height: {v.size} values for {a.size} alphas.")
     inside = (a >= -_AT) & (a <= 1.0 + _AT)

@@ -48,6 +48,11 @@ def test_a_non_finite_loss_makes_the_error_barrier_nan_too():
 def test_grid_without_the_midpoint_is_refused():
     with pytest.raises(InvalidParameterError, match=r"lacks \[0.5\]"):
         barrier_height(np.linspace(0, 1, 4), [0.1, 0.2, 0.3, 0.4])
+    with pytest.raises(InvalidParameterError, match="'alphas' parameter of barrier_height must be a sequence or array "
+                                                    "of real numbers. Got str 'abc'"):
+        barrier_height("abc", [0.1, 0.2, 0.3])
+    with pytest.raises(InvalidParameterError, match="'values' parameter of barrier_height .* real numbers"):
+        barrier_height([0, 0.5, 1], [0.1, "high", 0.3])
     a = MLP(hidden=4)
 
     def exploding():
