@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import datetime as _dt
 import re
 from pathlib import Path
@@ -9,11 +10,31 @@ from typing import Any
 
 from collector.common import check_directory
 
-__all__ = ["UsageError", "fresh_dir", "safe_name", "describe"]
+__all__ = ["UsageError", "fresh_dir", "safe_name", "describe", "non_negative", "positive"]
 
 
 class UsageError(Exception):
     """Bad usage detected after parsing (a bad value, an existing output folder): exit status 2."""
+
+
+def _int_from(text: str, lo: int) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an int >= {lo}; got {text!r}") from None
+    if value < lo:
+        raise argparse.ArgumentTypeError(f"expected an int >= {lo}; got {value}")
+    return value
+
+
+def non_negative(text: str) -> int:
+    """An argparse type: an int >= 0 (every subcommand's ``--seed``), refused by the parser naming the option."""
+    return _int_from(text, 0)
+
+
+def positive(text: str) -> int:
+    """An argparse type: an int >= 1 (``--num-samples``, epochs, ...)."""
+    return _int_from(text, 1)
 
 
 def fresh_dir(requested: Path | None, stem: str) -> Path:

@@ -32,7 +32,7 @@ from landscape.cli._common import UsageError, safe_name
 from landscape.cli._gen import load_task
 from landscape.cli._gen_check import split_task
 from landscape.connect import Barrier, barrier, fit_curve
-from landscape.engine import tune_malloc
+from landscape.engine import TooFewSamples, tune_malloc
 from landscape.io import H5_NAME, write_h5
 from landscape.result import Landscape
 
@@ -109,7 +109,11 @@ def run_connect(args: argparse.Namespace) -> int:
     a, b = _model(network, path_a, "A"), _model(network, path_b, "B")
     common: dict[str, Any] = {"points": args.points, "bn_statistics": args.bn_statistics,
                               "num_samples": args.num_samples, "seed": args.seed}
-    naive = barrier(a, b, loss_fn, dataset, task=task, tag="naive", **common)
+    try:  # the first to read the data: a number of samples it does not hold is refused before any point
+        naive = barrier(a, b, loss_fn, dataset, task=task, tag="naive", **common)
+    except TooFewSamples as exc:
+        raise UsageError(f"--num-samples {args.num_samples} asks for more samples than the dataset --task returned "
+                         f"holds ({exc.have} samples). HINT: pass --num-samples {exc.have} or fewer.") from None
     aligned = None
     if args.align != "none":
         aligned = barrier(a, b, loss_fn, dataset, task=task, align=args.align, tag=f"aligned_{args.align}", **common)

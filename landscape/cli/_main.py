@@ -21,7 +21,7 @@ from typing import Any
 
 from collector.common import InvalidParameterError
 from collector.trajectory import LANDSCAPE_SIZES
-from landscape.cli._common import UsageError
+from landscape.cli._common import UsageError, non_negative, positive
 
 __all__ = ["main", "build_parser"]
 
@@ -49,16 +49,6 @@ def _int_list(text: str) -> list[int]:
     if not ids:
         raise argparse.ArgumentTypeError("expected at least one device id")
     return ids
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an int; got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an int >= 1; got {value}")
-    return value
 
 
 def _size(text: str) -> int:
@@ -172,9 +162,9 @@ def _add_run_commands(sub: Any) -> None:
     p = sub.add_parser("run", help="the demo pipeline from a TOML configuration (see configs/)")
     p.add_argument("config", type=Path, help="TOML file")
     p.add_argument("--out", type=Path, help="output directory (default: a fresh ./<name>_<time>)")
-    p.add_argument("--seed", type=int, help="train with this seed instead of the configuration's top-level 'seed' "
-                                            "(the weights' initialisation and the batches' order; [generate] seed, "
-                                            "the plane's directions, is kept)")
+    p.add_argument("--seed", type=non_negative,
+                   help="train with this seed instead of the configuration's top-level 'seed' (the weights' "
+                        "initialisation and the batches' order; [generate] seed, the plane's directions, is kept)")
 
 
 def _add_compare(sub: Any) -> None:
@@ -197,8 +187,8 @@ def _add_compare(sub: Any) -> None:
                         "SummaryCollector before the first step; shared when equal, else the first run's; for runs "
                         "saved without them, the first run's first checkpoint), the mean of all checkpoints, or a "
                         "run's folder name (its last checkpoint); default: the first run's end")
-    p.add_argument("--size", type=_positive, help="grid points per side (3 to 256, default 40)")
-    p.add_argument("--num-samples", type=_positive, help="samples the loss averages over (default: the first run's)")
+    p.add_argument("--size", type=positive, help="grid points per side (3 to 256, default 40)")
+    p.add_argument("--num-samples", type=positive, help="samples the loss averages over (default: the first run's)")
     p.add_argument("--normalization", choices=("layer", "filter", "dfilter", "dlayer", "weight", "none"),
                    metavar="NAME", help="direction normalization: %(choices)s (default: none for pca, the PCA "
                                         "plane itself; layer for random)")
@@ -206,7 +196,7 @@ def _add_compare(sub: Any) -> None:
                    help="the PCA: %(choices)s. uncentred: the plane through the centre that holds the most of the "
                         "runs' movement (default); li: ordinary PCA, centred across the checkpoints; mindspore: "
                         "MindSpore's")
-    p.add_argument("--seed", type=int, default=0, help="seed of a random plane (default 0)")
+    p.add_argument("--seed", type=non_negative, default=0, help="seed of a random plane (default 0)")
     p.add_argument("--devices", type=_int_list, help="device ids, e.g. 0,1 (CPU: that many worker processes)")
     p.add_argument("--restart", action="store_true", help="start over instead of resuming what landscapes.h5 holds")
     p.add_argument("--plan", choices=("auto", "tune"), default="auto", help="as for gen")
@@ -230,7 +220,7 @@ def _add_gen(sub: Any) -> None:
     p.add_argument("--size", type=_size, metavar="N",
                    help=f"points per side, {LANDSCAPE_SIZES[0]} to {LANDSCAPE_SIZES[1]} (default: the "
                         "landscape_size recorded in train_metadata.json)")
-    p.add_argument("--num-samples", type=_positive, metavar="N",
+    p.add_argument("--num-samples", type=positive, metavar="N",
                    help="samples the loss is averaged over (default: the num_samples recorded in "
                         "train_metadata.json)")
     p.add_argument("--devices", type=_int_list, metavar="IDS",
@@ -250,7 +240,7 @@ def _add_gen(sub: Any) -> None:
                         "one dimension); repeatable")
     p.add_argument("--include", action="append", metavar="GLOB",
                    help="only parameters matching this glob move; repeatable")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random directions (default 0)")
+    p.add_argument("--seed", type=non_negative, default=0, help="seed of the random directions (default 0)")
     p.add_argument("--eigen-ratio", action="store_true",
                    help="also map the Hessian's |lambda_min/lambda_max| at every point (Li et al.; one Lanczos "
                         "run per point: use a small --size); stored as the surface 'eigen_ratio'")
@@ -352,24 +342,25 @@ def _add_curvature(sub: Any) -> None:
                    help="comma-separated, of eigs (top --k eigenvalues), trace (Hutchinson, with its interval), "
                         "density (SLQ), sharpness (the --sharpness kinds); default eigs,trace")
     p.add_argument("--checkpoint", type=int, metavar="N", help="the step or epoch number (default: the last one)")
-    p.add_argument("--num-samples", type=_positive, metavar="N",
+    p.add_argument("--num-samples", type=positive, metavar="N",
                    help="samples the loss is averaged over (default: the num_samples recorded in train_metadata.json)")
-    p.add_argument("--k", type=_positive, default=3, help="eigenvalues for eigs (default 3)")
-    p.add_argument("--runs", type=_positive, default=10, help="density: Lanczos runs (default 10)")
-    p.add_argument("--steps", type=_positive, default=80, help="density: products per run (default 80)")
+    p.add_argument("--k", type=positive, default=3, help="eigenvalues for eigs (default 3)")
+    p.add_argument("--runs", type=positive, default=10, help="density: Lanczos runs (default 10)")
+    p.add_argument("--steps", type=positive, default=80, help="density: products per run (default 80)")
     p.add_argument("--sharpness", default="lambda_max,trace", metavar="KINDS",
                    help="comma-separated, of lambda_max, trace, adaptive_worst, adaptive_average "
                         "(Andriushchenko et al.'s; they need --rho); default lambda_max,trace")
     p.add_argument("--rho", type=float, help="the adaptive kinds' radius (relative to |w|, elementwise)")
     p.add_argument("--p", choices=("2", "inf"), default="2", help="adaptive_worst's norm (default 2)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the start vectors, probes and draws (default 0)")
+    p.add_argument("--seed", type=non_negative, default=0,
+                   help="seed of the start vectors, probes and draws (default 0)")
     p.add_argument("-o", "--output", type=Path, metavar="DIR",
                    help="the folder whose landscapes.h5 takes the results (default: RUN)")
 
 
 def _odd(text: str) -> int:
     """``--points``: an odd int >= 3 (the grid from 0 to 1 holds 0.5)."""
-    value = _positive(text)
+    value = positive(text)
     if value < 3 or value % 2 == 0:
         raise argparse.ArgumentTypeError(f"expected an odd int >= 3 (the grid holds alpha = 0.5); got {value}")
     return value
@@ -394,14 +385,15 @@ def _add_connect(sub: Any) -> None:
                    help="weight matching (default), activation matching, or only the naive barrier")
     p.add_argument("--curve", choices=("bezier", "polychain"),
                    help="also train a curve between A and the aligned B (one bend)")
-    p.add_argument("--curve-epochs", type=_positive, default=10, help="epochs of the curve (default 10)")
+    p.add_argument("--curve-epochs", type=positive, default=10, help="epochs of the curve (default 10)")
     p.add_argument("--points", type=_odd, default=25, help="alphas from 0 to 1, odd (default 25)")
     p.add_argument("--size", type=_size, default=21, help="points per side of the curve's plane (default 21)")
-    p.add_argument("--num-samples", type=_positive, help="samples the loss averages over (default: all)")
+    p.add_argument("--num-samples", type=positive, help="samples the loss averages over (default: all)")
     p.add_argument("--bn-statistics", choices=("recompute", "clamped", "affine", "a"), default="recompute",
                    help="batch-norm statistics along the line: estimated again at every alpha (default), "
                         "interpolated (clamped or affine), or A's")
-    p.add_argument("--seed", type=int, default=0, help="seed of weight matching's order and the curve (default 0)")
+    p.add_argument("--seed", type=non_negative, default=0,
+                   help="seed of weight matching's order and the curve (default 0)")
 
 
 def _what(text: str) -> list[str]:

@@ -22,7 +22,7 @@ from collector.common import InstanceOf, Interval, InvalidParameterError, Option
 from landscape.connect._check import check_function
 from landscape.connect._match import activation_matching, weight_matching
 from landscape.connect._spec import PermutationSpec, layout_size, permutation_spec
-from landscape.engine import Samples, TooFewSamples, collect
+from landscape.engine import Samples, collect
 from landscape.tasks import as_task, slice_batch
 
 __all__ = ["Alignment", "align", "check_pair", "samples_of", "replayable", "task_of", "check_spec", "CHECK_SAMPLES"]
@@ -40,11 +40,8 @@ def task_of(loss_fn: Any, task: Any, caller: str) -> Any:
 
 
 def samples_of(data: Any, n: int | None, task: Any, caller: str) -> Samples:
-    """The first ``n`` samples of ``data`` (all of a smaller dataset; None: all)."""
-    try:
-        return collect(data, n, task, caller=caller)
-    except TooFewSamples as exc:
-        return collect(data, exc.have, task, caller=caller)
+    """The first ``n`` samples of ``data`` (all of a smaller dataset; None: all), read once."""
+    return collect(data, n, task, caller=caller, at_most=True)
 
 
 def replayable(data: Any, n: int | None, task: Any, caller: str) -> Any:

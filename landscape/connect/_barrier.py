@@ -46,9 +46,22 @@ def _where(alphas: np.ndarray, value: float) -> int | None:
     return int(hit[0]) if hit.size else None
 
 
+def _numbers(name: str, value: Any, caller: str) -> np.ndarray:
+    """``value`` as a flat float64 array, refused naming ``name`` unless it is a sequence of real numbers."""
+    try:
+        if isinstance(value, (str, bytes)):
+            raise TypeError("a string")
+        return np.asarray(value, dtype=np.float64).reshape(-1)
+    except (TypeError, ValueError) as exc:
+        raise InvalidParameterError(
+            f"The '{name}' parameter of {caller} must be a sequence or array of real numbers. Got "
+            f"{type(value).__name__} {value!r:.60} instead ({exc}). HINT: barrier_height(alphas, values, "
+            "'mean'), alphas holding 0, 0.5 and 1, one value per alpha.") from None
+
+
 def check_grid(alphas: Any, what: str, caller: str) -> np.ndarray:
     """The grid, refused unless it holds 0, 0.5 and 1."""
-    a = np.asarray(alphas, dtype=np.float64).reshape(-1)
+    a = _numbers("alphas", alphas, caller)
     missing = [v for v in (0.0, 0.5, 1.0) if _where(a, v) is None]
     if missing:
         raise InvalidParameterError(
@@ -85,7 +98,7 @@ def barrier_height(alphas: Sequence[float] | np.ndarray, values: Sequence[float]
     """
     check_param("definition", definition, [Options(DEFINITIONS)], caller="barrier_height")
     a = check_grid(alphas, "grid", "barrier_height")
-    v = np.asarray(values, dtype=np.float64).reshape(-1)
+    v = _numbers("values", values, "barrier_height")
     if v.shape != a.shape:
         raise InvalidParameterError(f"barrier_height: {v.size} values for {a.size} alphas.")
     inside = (a >= -_AT) & (a <= 1.0 + _AT)
@@ -274,8 +287,8 @@ def barrier(model_a: nn.Module, model_b: nn.Module, loss_fn: Any = None, data: A
         ``loss_fn(outputs, labels)``; or give ``task``.
     data : DataLoader, iterable of batches, Dataset or (inputs, labels) tensors
         The training data: the loss and error along the line (all of it, or ``num_samples``),
-        the samples batch-norm statistics are re-estimated on, and those the alignment is
-        found (activations) and checked on.
+        the samples batch-norm statistics are re-estimated on (for both lines), and those the
+        alignment is found (activations) and checked on.
     task : callable, optional
         ``task(model, batch) -> loss`` (``landscape.tasks``).
     points : int, default=25
@@ -289,7 +302,9 @@ def barrier(model_a: nn.Module, model_b: nn.Module, loss_fn: Any = None, data: A
         weights ("clamped", "affine"), or A's ("a"); see ``compute_landscape``.
     test_data : optional
         The same on held-out data (``Barrier.test_loss``, ``test_error``): a line of its own,
-        whose batch-norm statistics ("recompute") are estimated on ``test_data``.
+        evaluated on ``test_data`` with the batch-norm statistics ("recompute") estimated on
+        ``data`` at every alpha (REPAIR's and Garipov et al.'s rule, ``Curve.barrier``'s), never
+        on the test samples (``compute_landscape``'s ``bn_data``).
     include, ignore : str or list of str, optional
         Interpolate only these parameters (globs, as in ``compute_landscape``) and hold the
         rest at A's: a layer's barrier, or the adapters'.
@@ -355,10 +370,12 @@ def barrier(model_a: nn.Module, model_b: nn.Module, loss_fn: Any = None, data: A
                               "include": include, "ignore": ignore}
 
     def line(d: Any, split: str) -> Landscape:
+        # the test line's statistics are the training samples' (bn_data), as on the training line
+        bn_data = data if split == "test" and has_bn and bn_statistics == "recompute" else None
         return compute_landscape(a, task=t, data=d, between=(_state(a), state_b), x=(0.0, 1.0, points),
                                  metrics={"accuracy": get_metric("accuracy")} if classify else None,
                                  bn_statistics=bn_statistics, include=include, ignore=ignore,
-                                 num_samples=num_samples, tag=f"{tag}_{split}")
+                                 num_samples=num_samples, tag=f"{tag}_{split}", bn_data=bn_data)
 
     train = line(data, "train")
     test = line(test_data, "test") if test_data is not None else None

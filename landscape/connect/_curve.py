@@ -328,7 +328,9 @@ def fit_curve(model_a: nn.Module, model_b: nn.Module, loss_fn: Any = None, data:
         Permute B into A's basis first (the curve then joins A and the aligned B).
     checkpoint : path, optional
         Where the bends are saved after every epoch; when it exists (same settings and models),
-        training resumes there.
+        training resumes there. Its settings (kind, bends, lr, weight_decay, batch_size, seed)
+        and model A are compared first, before the data is read or B aligned; B, as aligned
+        now, after the alignment. Any difference refuses it.
 
     Returns
     -------
@@ -374,25 +376,30 @@ def fit_curve(model_a: nn.Module, model_b: nn.Module, loss_fn: Any = None, data:
     t_ = task_of(loss_fn, task, caller)
     if t_ is None:
         raise InvalidParameterError(f"{caller}: give a loss_fn(outputs, labels) or a task(model, batch) -> loss.")
+    names = _params(a)
+    sa = {k: t.detach() for k, t in a.state_dict().items()}
+    start = {k: sa[k] for k in names}
+    settings = {"kind": kind, "bends": bends, "lr": lr, "weight_decay": weight_decay, "batch_size": batch_size,
+                "seed": seed, "epochs_planned": epochs, "a": _digest(start)}
+    # a checkpoint of other settings or another A is refused before the data is read or B aligned
+    saved = _saved(checkpoint, settings, caller) if checkpoint is not None and os.path.exists(checkpoint) else None
     data = replayable(data, None, t_, caller)
     samples = samples_of(data, None, t_, caller)
     alignment = resolve_alignment(align, a, b, data, t_, seed, None, caller)
-    names = _params(a)
-    sa = {k: t.detach() for k, t in a.state_dict().items()}
     sb = {k: t.detach() for k, t in b.state_dict().items()}
     if alignment is not None:
         sb = alignment.apply_state(sb)
-    start = {k: sa[k] for k in names}
     end = {k: sb[k] for k in names}
     buffers = {k: v for k, v in sa.items() if k not in set(names) and k in dict(a.named_buffers())}
-    settings = {"kind": kind, "bends": bends, "lr": lr, "weight_decay": weight_decay, "batch_size": batch_size,
-                "seed": seed, "epochs_planned": epochs, "a": _digest(start), "b": _digest(end)}
+    settings["b"] = _digest(end)
     points = [{k: (start[k] * (1.0 - (j + 1) / (bends + 1)) + end[k] * ((j + 1) / (bends + 1))).clone()
                .requires_grad_(True) for k in names} for j in range(bends)]
     done, history = 0, list[float]()
     momentum: list[dict[str, torch.Tensor]] | None = None
-    if checkpoint is not None and os.path.exists(checkpoint):
-        done, history, momentum = _resume(checkpoint, settings, points, names, caller)
+    if saved is not None:
+        assert checkpoint is not None
+        _compare(saved, settings, ("b",), checkpoint, caller)  # B as aligned now
+        done, history, momentum = _resume(saved, points, names)
     net = network_at(a, sa, None).train()
     params = [p for w in points for p in w.values()]
     opt = torch.optim.SGD(params, lr=lr, momentum=0.9)
@@ -447,16 +454,29 @@ def _save(path: str | os.PathLike, settings: Mapping[str, Any], points: Sequence
     save_file(state, os.fspath(path))
 
 
-def _resume(path: str | os.PathLike, settings: Mapping[str, Any], points: list[dict[str, torch.Tensor]],
-            names: Sequence[str], caller: str) -> tuple[int, list[float], list[dict[str, torch.Tensor]] | None]:
-    state = load_checkpoint(os.fspath(path), what=f"the curve checkpoint of {caller}")
+def _compare(state: Mapping[str, Any], settings: Mapping[str, Any], keys: Sequence[str],
+             path: str | os.PathLike, caller: str) -> None:
+    """Refuse a checkpoint whose recorded settings differ from ``settings`` at ``keys``."""
     got = json.loads(bytes(state["meta.settings"].tolist()).decode())
     want = json.loads(json.dumps(dict(settings), sort_keys=True))
-    diff = sorted(k for k in set(got) | set(want) if k != "epochs_planned" and got.get(k) != want.get(k))
+    diff = sorted(k for k in keys if got.get(k) != want.get(k))
     if diff:
         raise InvalidParameterError(
             f"The 'checkpoint' parameter of {caller} ({os.fspath(path)!r}) holds a curve trained with other "
             f"settings or models ({', '.join(diff)} differ). HINT: remove it to start over, or pass another path.")
+
+
+def _saved(path: str | os.PathLike, settings: Mapping[str, Any], caller: str) -> dict[str, torch.Tensor]:
+    """A curve checkpoint, refused unless its settings and A are ``settings``' (B is compared once aligned)."""
+    state = load_checkpoint(os.fspath(path), what=f"the curve checkpoint of {caller}")
+    got = json.loads(bytes(state["meta.settings"].tolist()).decode())
+    _compare(state, settings, sorted(k for k in set(got) | set(settings) if k not in ("epochs_planned", "b")), path,
+             caller)
+    return state
+
+
+def _resume(state: Mapping[str, torch.Tensor], points: list[dict[str, torch.Tensor]],
+            names: Sequence[str]) -> tuple[int, list[float], list[dict[str, torch.Tensor]] | None]:
     with torch.no_grad():
         for j, w in enumerate(points):
             for k in names:

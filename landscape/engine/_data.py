@@ -309,7 +309,8 @@ def check_order(data: Any, caller: str) -> None:
         "samples.")
 
 
-def collect(data: Any, num_samples: int | Literal["auto"] | None, task: Any = None, *, caller: str) -> Samples:
+def collect(data: Any, num_samples: int | Literal["auto"] | None, task: Any = None, *, caller: str,
+            at_most: bool = False) -> Samples:
     """The first ``num_samples`` samples of ``data`` (all of them with None), on the host.
 
     Parameters
@@ -326,6 +327,9 @@ def collect(data: Any, num_samples: int | Literal["auto"] | None, task: Any = No
         Its ``batch_size(batch)``, when it has one, counts a batch's samples.
     caller : str
         Named in error messages.
+    at_most : bool, default=False
+        Take all of a dataset that holds fewer than ``num_samples`` instead of refusing it
+        (what "auto" does). ``data`` is read once either way: a generator of batches too.
 
     Raises
     ------
@@ -343,13 +347,11 @@ def collect(data: Any, num_samples: int | Literal["auto"] | None, task: Any = No
         a task.
     """
     if num_samples == "auto":
-        try:
-            return collect(data, AUTO_SAMPLES, task, caller=caller)
-        except TooFewSamples as exc:
-            have = exc.have
-        _log.info("num_samples='auto': the dataset holds %d samples (fewer than %d): all %d are used", have,
-                  AUTO_SAMPLES, have)
-        return collect(data, have, task, caller=caller)
+        got = collect(data, AUTO_SAMPLES, task, caller=caller, at_most=True)
+        if got.n < AUTO_SAMPLES:
+            _log.info("num_samples='auto': the dataset holds %d samples (fewer than %d): all %d are used", got.n,
+                      AUTO_SAMPLES, got.n)
+        return got
     if (isinstance(data, (tuple, list)) and len(data) == 2 and all(isinstance(t, torch.Tensor) for t in data)):
         inputs, labels = data
         if inputs.dim() == 0 or labels.dim() == 0 or inputs.shape[0] != labels.shape[0]:
@@ -357,7 +359,7 @@ def collect(data: Any, num_samples: int | Literal["auto"] | None, task: Any = No
                              f"{inputs.shape[0] if inputs.dim() else 0} samples but labels "
                              f"{labels.shape[0] if labels.dim() else 0}.")
         have = int(inputs.shape[0])
-        k = have if num_samples is None else num_samples
+        k = have if num_samples is None or (at_most and have < num_samples) else num_samples
         if have < k:
             raise _too_small(caller, k, have)
         pair = (inputs[:k].detach().cpu(), labels[:k].detach().cpu())
@@ -368,7 +370,9 @@ def collect(data: Any, num_samples: int | Literal["auto"] | None, task: Any = No
         data = DataLoader(data, batch_size=DATASET_BATCH, shuffle=False)
     size = _dataset_size(data)
     if num_samples is not None and size is not None and size < num_samples:
-        raise _too_small(caller, num_samples, size)
+        if not at_most:
+            raise _too_small(caller, num_samples, size)
+        num_samples = size
     if not isinstance(data, Iterable) or isinstance(data, (str, bytes, Mapping, torch.Tensor)):
         raise TypeError(f"The 'data' parameter of {caller} must be a DataLoader, an iterable of batches, a "
                         "map-style Dataset or an (inputs, labels) pair of tensors; "
@@ -404,7 +408,7 @@ def collect(data: Any, num_samples: int | Literal["auto"] | None, task: Any = No
         have += n
         if num_samples is not None and have >= num_samples:
             break
-    if num_samples is not None and have < num_samples:
+    if num_samples is not None and have < num_samples and not at_most:
         raise _too_small(caller, num_samples, have)
     if not sizes:
         raise ValueError(f"The 'data' parameter of {caller} holds no samples.")

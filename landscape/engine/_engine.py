@@ -162,6 +162,9 @@ class EngineSpec:
         centre's ("a"), or estimated again at every point from the samples ("recompute":
         each batch-norm layer's running mean and variance averaged over every evaluation
         batch in train mode, as Garipov et al.'s ``bn_update``; one point per call).
+    bn_samples : Samples, optional
+        The batches "recompute" estimates the statistics on (the training samples of a line
+        evaluated on test samples); None: ``samples``.
     stream : bool or None
         Keep the samples in host memory and copy one batch at a time; None (default)
         decides per device: on a CUDA device when they take more than a quarter of its
@@ -193,6 +196,7 @@ class EngineSpec:
     batching: str | None = None
     memory_format: str = "contiguous"
     bn_statistics: str | None = None
+    bn_samples: Samples | None = None
     recipe: SeededDirections | None = None
     memory: str = "fast"
     verify: bool = False
@@ -311,6 +315,11 @@ class Engine:
         self.buffers = [] if spec.eval_mode else [b for b in net.buffers() if id(b) not in moved]
         self.buffers0 = [b.detach().clone() for b in self.buffers]
         self.recompute_bns = [m for _, m in bns if m.track_running_stats] if recompute else []
+        # the batches the statistics are estimated on: the evaluation's, or bn_samples (placed as they are)
+        self._bn_batches, self._bn_sizes = self.batches, self.sizes
+        if self.recompute_bns and spec.bn_samples is not None:
+            bn = spec.bn_samples.pinned() if self.stream else spec.bn_samples.to(self.device)
+            self._bn_batches, self._bn_sizes = list(bn.batches), list(bn.sizes)
         self._batched: Any = None
         self.batching = spec.batching
         self._verify = spec.verify and self.p > 1
@@ -378,8 +387,12 @@ class Engine:
                 torch._foreach_copy_(self.buffers, self.buffers0)
         return loss
 
+    def _bn_batch(self, i: int) -> Any:
+        b = self._bn_batches[i]
+        return to_device(b, self.device, non_blocking=True) if self.stream else b
+
     def _recompute_statistics(self) -> None:
-        reestimate_bn_statistics(self.net, self.recompute_bns, self.task, self.batch, self.sizes)
+        reestimate_bn_statistics(self.net, self.recompute_bns, self.task, self._bn_batch, self._bn_sizes)
 
     def _clamped_at(self, a: float, b: float) -> int:
         """The running-variance channels negative at ``(a, b)`` before the clamp (what the point's clamp

@@ -82,8 +82,10 @@ def _innermost_layer(root: nn.Module) -> Iterator[list[str]]:
 def _probe_spec(spec: EngineSpec) -> EngineSpec:
     probe = spec.samples.first(2)
     two = Samples([probe], [batch_size(probe, spec.task)])
-    return dataclasses.replace(spec, samples=two, metrics={}, points_per_call=1, batching=None, stream=False,
-                               memory_format="contiguous")
+    bn = None if spec.bn_samples is None else spec.bn_samples.first(2)
+    bn_two = None if bn is None else Samples([bn], [batch_size(bn, spec.task)])
+    return dataclasses.replace(spec, samples=two, bn_samples=bn_two, metrics={}, points_per_call=1, batching=None,
+                               stream=False, memory_format="contiguous")
 
 
 def _run_probe(make: Callable[[], Engine], pts: np.ndarray

@@ -299,7 +299,8 @@ def _engine_spec(problem: Problem, job: LandscapeJob, part: Partial, centre: Map
                       eval_mode=problem.eval_mode, points_per_call=p, seed=geo.seed,
                       batching=md.get("batching") if p > 1 else None,
                       memory_format=str(md.get("memory_format") or "contiguous"),
-                      bn_statistics=_bn_setting(geo, problem.network), recipe=recipe, memory=memory)
+                      bn_statistics=_bn_setting(geo, problem.network), recipe=recipe, memory=memory,
+                      bn_samples=None if problem.bn_samples is None else problem.bn_samples.rebatch(eval_batch))
 
 
 def _define(problem: Problem, job: LandscapeJob, names: list[str], ex: Executor,
@@ -319,6 +320,8 @@ def _define(problem: Problem, job: LandscapeJob, names: list[str], ex: Executor,
         md["include"] = list(geo.include)
     if geo.through_models:
         md["bn_statistics"] = geo.bn_statistics
+    if problem.bn_samples is not None:  # the statistics' own samples (a test line's, the training samples)
+        md.update(bn_num_samples=problem.bn_samples.n, bn_samples_digest=problem.bn_samples.digest())
 
     def hessian(k: int) -> tuple[list[list[torch.Tensor]], dict[str, Any]]:
         # on the landscape's device, in its mode (Lanczos seeded by the landscape's seed)
@@ -339,7 +342,7 @@ def _define(problem: Problem, job: LandscapeJob, names: list[str], ex: Executor,
     spec = EngineSpec(network=network, task=problem.task, metrics={}, samples=samples, names=names, centre=centre,
                       v=view.v, w=view.w, eval_mode=problem.eval_mode, seed=int(geo.seed),
                       bn_statistics=_bn_setting(geo, network), recipe=view.recipe,
-                      memory=memory)
+                      memory=memory, bn_samples=problem.bn_samples)
     # one engine here evaluates it: the way is checked on its first group, not on a probe (build_landscape)
     md.update(_plan(problem, spec, len(view.points), device, store, defer=ex.here))
     if torch.device(device).type == "cpu":  # with the plan, what makes the values the same bit for bit

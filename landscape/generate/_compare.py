@@ -187,7 +187,8 @@ def compare_runs(runs: Sequence[str | os.PathLike] | Mapping[str, str | os.PathL
             store = Store(os.path.join(out_dir, "landscapes.h5"))
             held.enter_context(store.lock())
             opened.append(store)
-            fp = Fingerprints(problem.network, problem.task, problem.samples, problem.metrics, eval_mode, known=found)
+            fp = Fingerprints(problem.network, problem.task, problem.samples, problem.metrics, eval_mode, known=found,
+                              bn_samples=problem.bn_samples)
             prints[job.tag or ""] = fp.of(geo, intervals=None, unit=job.unit, step_per_epoch=job.step_per_epoch)
             if restart:
                 store.forget([job.tag or ""])

@@ -16,6 +16,7 @@ from landscape.generate._jobs import LandscapeJob
 from landscape.generate._options import (
     check_bn_statistics,
     check_grid,
+    check_points,
     check_runs,
     check_runs_view,
     check_sharded,
@@ -60,6 +61,7 @@ def compute_landscape(
     plan: Literal["auto", "tune"] | Mapping[str, Any] = "auto",
     bn_statistics: Literal["clamped", "affine", "a", "recompute"] = "recompute",
     memory: Literal["auto", "fast", "lean"] = "auto",
+    bn_data: Any = None,
 ) -> Landscape:
     """Compute a loss landscape: a plane or a line around a network's weights, through models,
     or along a training trajectory.
@@ -133,8 +135,12 @@ def compute_landscape(
         on ``[-1, 1]`` along each later axis (``Landscape.extra_axes``). It is evaluated
         as one plane after another, each around the centre moved along the later
         directions; its directions are held: ``dims + 2`` model sizes of float32 (the
-        directions, the centre and one moved copy) beside the evaluation's own. Its
-        topology (``Landscape.topology``) summarises what no picture shows.
+        directions, the centre and one moved copy) beside the evaluation's own, and its
+        ``N = len(x) * len(y) * size**(dims - 2)`` points ``(8 * dims + 8 * s) * N`` bytes
+        (``s`` surfaces: the loss and each metric; the coordinates twice while built). Any
+        landscape holds at most 2**24 (16,777,216) points, refused before any work otherwise
+        (``landscape.generate.MAX_POINTS``). Its topology (``Landscape.topology``)
+        summarises what no picture shows.
     size : int, optional
         Points per axis not given by ``x`` / ``y`` (MindSpore's ``landscape_size``, 3 to 256).
         By default 40 for a line or a plane, and for an n-D grid 21, 11, 7 and 5 points per
@@ -224,6 +230,12 @@ def compute_landscape(
         they are ("affine": the loss NaN where a variance turns negative); kept at model A's
         ("a"). Other views (PCA, random, given, Hessian) keep the centre's statistics, as
         MindSpore does.
+    bn_data : optional
+        With ``bn_statistics="recompute"``: the samples the statistics are estimated on at
+        every point (the same forms and ``num_samples`` as ``data``), while the loss is
+        taken on ``data``: a test line with the training samples' statistics, as REPAIR
+        and Garipov et al. evaluate it. None: ``data``'s. Recorded as
+        ``metadata["bn_num_samples"]`` and ``["bn_samples_digest"]``.
     memory : {"auto", "fast", "lean"}, default="auto"
         How random directions are kept while points are evaluated. "fast": held, two model
         sizes (in each tensor's dtype: a bfloat16 model's directions rounded to bfloat16);
@@ -287,6 +299,7 @@ def compute_landscape(
         view = dataclasses.replace(view, normalization="none")
     check_param("tag", tag, [None, str], caller=_CALLER)
     check_bn_statistics(bn_statistics, _CALLER)
+    _check_bn_data(bn_data, bn_statistics, between, unwrap_module(network))
     opts = check_options(normalization=view.normalization, ignore=ignore, include=include, biasbn=biasbn, seed=seed,
                          eval_mode=eval_mode, device_ids=device_ids, distributed=distributed, plan=plan, x=x, y=y,
                          caller=_CALLER, memory=memory)
@@ -295,10 +308,11 @@ def compute_landscape(
     if view.dims == 1 and opts.y is not None:
         raise InvalidParameterError(f"The 'y' parameter of {_CALLER} must be None for a line (dims=1). Got {y!r} "
                                     "instead.")
+    check_points(dims=view.dims, size=size, x=opts.x, y=opts.y, caller=_CALLER)
     _check_models(network, checkpoints, runs, between)
     problem = prepare_problem(network, data, loss_fn=loss_fn, task=task, metrics=metrics, num_samples=num_samples,
                               eval_mode=eval_mode, plan=plan, ignore=ignore, include=include, caller=_CALLER,
-                              memory=memory)
+                              memory=memory, bn_data=bn_data)
     trajectory = list(checkpoints) if checkpoints is not None and runs is None else None
     if view.kind in ("random", "given") and trajectory is not None:
         trajectory = trajectory[-1:]
@@ -322,3 +336,18 @@ def _check_models(network: nn.Module, checkpoints: Any, runs: Mapping[str, Seque
     if between is not None:
         check_checkpoints([m.state_dict() if isinstance(m, nn.Module) else m for m in between], network,
                           name="between", caller=_CALLER)
+
+
+def _check_bn_data(bn_data: Any, bn_statistics: str, between: Any, network: nn.Module) -> None:
+    """``bn_data`` only where statistics are estimated again: a view through models of a network with batch norm."""
+    if bn_data is None:
+        return
+    tracked = any(isinstance(m, nn.modules.batchnorm._BatchNorm) and m.track_running_stats for m in network.modules())
+    why = ("bn_statistics is 'recompute'" if bn_statistics != "recompute" else
+           "between is given (a view through models)" if between is None else
+           "the network has batch norm with running statistics" if not tracked else None)
+    if why is not None:
+        raise InvalidParameterError(
+            f"The 'bn_data' parameter of {_CALLER} must be None unless {why}: only then are batch-norm statistics "
+            f"estimated again at every point. Got {type(bn_data).__name__}. HINT: drop bn_data, or pass "
+            "between=(A, B) with bn_statistics='recompute'.")

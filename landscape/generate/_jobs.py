@@ -40,6 +40,9 @@ class Problem:
         How the evaluation plan is chosen (:func:`landscape.engine.choose_plan`).
     memory : {"auto", "fast", "lean"}
         How random directions are kept (:func:`landscape.engine.choose_memory`).
+    bn_samples : Samples, optional
+        The samples batch-norm statistics are estimated again on (``bn_statistics="recompute"``);
+        None: ``samples``.
     """
 
     network: nn.Module
@@ -49,6 +52,7 @@ class Problem:
     eval_mode: bool = True
     plan: Any = "auto"
     memory: str = "auto"
+    bn_samples: Samples | None = None
 
 
 @dataclass(frozen=True)

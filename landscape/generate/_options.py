@@ -25,9 +25,9 @@ from landscape.engine import (
 from landscape.geometry import BIASBN, BN_STATISTICS, GRID_KINDS, MAX_DIMS, NORMALIZATIONS, moved_names
 from landscape.tasks import Supervised
 
-__all__ = ["check_common", "check_grid", "check_metrics", "check_plan", "check_memory", "check_sharded", "check_range",
-           "check_patterns", "check_selection", "check_bn_statistics", "check_runs", "check_runs_view", "resolve_view",
-           "View", "SampleCount", "TooManySamples"]
+__all__ = ["check_common", "check_grid", "check_points", "MAX_POINTS", "check_metrics", "check_plan", "check_memory",
+           "check_sharded", "check_range", "check_patterns", "check_selection", "check_bn_statistics", "check_runs",
+           "check_runs_view", "resolve_view", "View", "SampleCount", "TooManySamples"]
 
 AxisRange = tuple[float, float, int]
 
@@ -181,6 +181,37 @@ def check_grid(*, runs: Any, memory: Any, network: nn.Module, dims: int, caller:
         if bad:
             raise InvalidParameterError(f"The '{name}' parameter of {caller} must be {need} for an n-D grid "
                                         f"(dims={dims}). HINT: dims=2 draws a plane.")
+
+
+#: The most points a landscape's grid may hold (2**24): its coordinates and values are arrays of that
+#: many rows, and each point is one evaluation of the network. A fixed bound, so that whether a call is
+#: refused never depends on the machine.
+MAX_POINTS = 2 ** 24
+
+
+def check_points(*, dims: int, size: int, x: Any, y: Any, caller: str) -> None:
+    """Refuse, before any work, a grid of more than :data:`MAX_POINTS` points: ``x``'s and ``y``'s
+    ``num`` (``size`` where not given; ``y`` only from 2 dimensions) times ``size`` along each later
+    axis of an n-D grid."""
+
+    def count(s: int) -> int:
+        nx = int(x[2]) if x is not None else s
+        ny = (int(y[2]) if y is not None else s) if dims >= 2 else 1
+        return nx * ny * s ** max(dims - 2, 0)
+
+    points = count(size)
+    if points <= MAX_POINTS:
+        return
+    given = [name for name, axis in (("x", x), ("y", y)) if axis is not None]
+    fits = next((s for s in range(size - 1, 1, -1) if count(s) <= MAX_POINTS), None)
+    hint = f"fewer points per axis: size={fits} gives {count(fits):,}" if fits is not None else \
+        f"fewer points along {' and '.join(given)}"
+    axes = "".join(f", {name}={axis!r}" for name, axis in (("x", x), ("y", y)) if axis is not None)
+    raise InvalidParameterError(
+        f"The grid of {caller} with dims={dims} and size={size}{axes} "
+        f"holds {points:,} points, more than the {MAX_POINTS:,} (2**24) a landscape may hold: each is an evaluation "
+        f"of the network, and their coordinates alone would take {8 * max(dims, 2) * points / 2 ** 30:.3g} GiB. "
+        f"HINT: {hint}.")
 
 
 def check_bn_statistics(value: Any, caller: str) -> None:

@@ -80,13 +80,14 @@ def metric_dict(metrics: Any) -> dict[str, Any]:
 def prepare_problem(network: nn.Module, data: Any, *, loss_fn: Any = None, task: Any = None, metrics: Any = None,
                     num_samples: int | Literal["auto"] | SampleCount | None, eval_mode: bool, plan: Any, ignore: Any,
                     include: Any, caller: str, where: str = "", metrics_name: str = "metrics",
-                    memory: str = "auto") -> Problem:
+                    memory: str = "auto", bn_data: Any = None) -> Problem:
     """The problem every landscape of the call evaluates, checked before any point: the network
     (DDP, DataParallel and torch.compile unwrapped), the task from ``loss_fn`` or ``task``, the
     metrics, the moved tensors' selection, then the samples (read once; see :func:`take_samples`),
     and the task's loss on them at the network's weights (:func:`landscape.engine.check_loss`: bad
     data refused before any point, file or folder). ``where`` says where the user gave them
-    (" (callback_fn)") for messages."""
+    (" (callback_fn)") for messages. ``bn_data``: the samples batch-norm statistics are estimated
+    again on, taken as ``data``'s (the same ``num_samples``) after them."""
     if not isinstance(network, nn.Module):
         raise InvalidParameterError(f"The 'network' parameter of {caller}{where} must be an nn.Module. Got "
                                     f"{type(network).__name__} instead.")
@@ -103,27 +104,46 @@ def prepare_problem(network: nn.Module, data: Any, *, loss_fn: Any = None, task:
     if not is_sharded(network):  # a sharded network's forward needs every rank: its engine's first group tells
         check_loss(network, task_, samples, caller=f"{caller}{where}", eval_mode=eval_mode,
                    loss_fn_given=task is None)
-    return Problem(network, task_, samples, metrics=metric_map, eval_mode=eval_mode, plan=plan, memory=memory)
+    bn_samples = None if bn_data is None else _bn_samples(bn_data, task_, num_samples, caller)
+    return Problem(network, task_, samples, metrics=metric_map, eval_mode=eval_mode, plan=plan, memory=memory,
+                   bn_samples=bn_samples)
+
+
+def _bn_samples(bn_data: Any, task: Any, num_samples: Any, caller: str) -> Samples:
+    """``bn_data``'s samples (as many as ``data``'s rule takes), refused naming ``bn_data``."""
+    try:
+        return collect(bn_data, num_samples, task, caller=caller)
+    except TooFewSamples as exc:
+        raise InvalidParameterError(
+            f"The 'num_samples' parameter of {caller} ({exc.asked}) is larger than 'bn_data' ({exc.have} samples). "
+            f"HINT: lower num_samples to at most {exc.have}, or give more samples for the statistics.") from None
+    except (TypeError, ValueError) as exc:
+        raise InvalidParameterError(
+            f"The 'bn_data' parameter of {caller} must be None or data of a form 'data' takes: a DataLoader, an "
+            "iterable of batches, a Dataset or an (inputs, labels) pair of tensors, holding samples. Got "
+            f"{type(bn_data).__name__} instead ({exc}).") from None
 
 
 def take_samples(data: Any, task: Any, count: SampleCount, *, caller: str, where: str = "") -> Samples:
     """The first ``count.n`` samples of ``data``. A dataset smaller than that is refused
     (:class:`TooManySamples`, naming ``count.way``), unless the number is the collector's default
     recorded when training: then the whole dataset is used, and the log says so (the landscapes'
-    metadata record the samples used). A dataset of known size is refused before it is read."""
+    metadata record the samples used). A dataset of known size is refused before it is read; any
+    data is read once (a generator of batches too)."""
     try:
-        return collect(data, count.n, task, caller=caller)
+        samples = collect(data, count.n, task, caller=caller, at_most=count.default)
     except TooFewSamples as exc:
-        if not count.default:
-            raise TooManySamples(count, exc.have, caller, f"the dataset{where}") from None
-        have = exc.have
+        raise TooManySamples(count, exc.have, caller, f"the dataset{where}") from None
+    if count.n is None or samples.n >= count.n:
+        return samples
+    have = samples.n
     # the default was recorded without the dataset's size (runs written before the collector
     # capped it): all of a smaller dataset is what the default meant
     _log.warning("%s records num_samples=%d, the collector's default, and the dataset%s holds %d samples: the "
                  "landscapes use all %d (num_samples=%d in their metadata). HINT: %s (--num-samples N at the command "
                  "line) chooses the number.", count.recorded_in, count.n, where, have, have, have,
                  count.way.format(n="N"))
-    return collect(data, have, task, caller=caller)
+    return samples
 
 
 def refuse_unused(name: str, value: Any, caller: str, why: str) -> None:

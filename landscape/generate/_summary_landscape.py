@@ -30,7 +30,7 @@ from landscape.engine import is_sharded
 from landscape.execution import executor
 from landscape.generate._build import run_jobs
 from landscape.generate._jobs import LandscapeJob, RunOptions, jobs_from_metadata, view_checkpoints
-from landscape.generate._options import SampleCount, check_bn_statistics, resolve_view
+from landscape.generate._options import SampleCount, check_bn_statistics, check_points, resolve_view
 from landscape.generate._prepare import SharedOptions, check_options, prepare_problem
 from landscape.geometry import GRID_KINDS, GRID_SIZES, MAX_DIMS, Geometry
 from landscape.io import H5_NAME, Fingerprints, Store, check_run, run_identity, run_record
@@ -272,6 +272,8 @@ class SummaryLandscape:
         cfg.update(override)
         if run.view == "grid" and run.dims > 2 and "landscape_size" not in override:
             cfg["landscape_size"] = GRID_SIZES[run.dims]
+        dims = run.dims if run.view == "grid" else 1 if run.view in ("line", "interpolation") else 2
+        check_points(dims=dims, size=int(cfg["landscape_size"]), x=opts.x, y=opts.y, caller=_GEN)
         if (cfg["create_landscape"]["train"] or cfg["create_landscape"]["result"] or view) and not cfg["intervals"]:
             raise ValueError(f"No interval to make a landscape of: epoch_group in {self.metadata_path!r} "
                              "is empty and collect_landscape gives no 'intervals'.")
@@ -419,7 +421,8 @@ class SummaryLandscape:
                       found: Mapping[int, Any]) -> dict[str, dict[str, Any]]:
         """Each landscape's fingerprint (files verified already are not hashed again)."""
         prints = Fingerprints(problem.network, problem.task, problem.samples, problem.metrics, problem.eval_mode,
-                              known={paths[n]: d.sha256 for n, d in found.items() if d is not None})
+                              known={paths[n]: d.sha256 for n, d in found.items() if d is not None},
+                              bn_samples=problem.bn_samples)
         return {job.tag or "": prints.of(job.geometry, intervals=job.intervals, unit=job.unit,
                                          step_per_epoch=job.step_per_epoch, checkpoint=paths.__getitem__)
                 for job in jobs}

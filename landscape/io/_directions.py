@@ -103,7 +103,7 @@ class DirectionsInMemory:
             self._record = self._record()
         return self._record
 
-    def load(self, centre: Any) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor] | None]:
+    def load(self, centre: Any) -> tuple[dict[str, torch.Tensor] | None, ...]:
         return load_record(self.record(), centre, "this landscape")
 
 
@@ -268,10 +268,10 @@ def _record(points: np.ndarray, flat_v: np.ndarray, flat_w: np.ndarray, names: S
     return DirectionsRecord(info, v, w, points, later or None)
 
 
-def load_record(rec: DirectionsRecord, centre: Any, tag: str
-                ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor] | None]:
-    """``(v, w)`` of a record by parameter name: its arrays checked against their digests, or its recipe
-    drawn again against ``centre`` and checked against the original draw's digests."""
+def load_record(rec: DirectionsRecord, centre: Any, tag: str) -> tuple[dict[str, torch.Tensor] | None, ...]:
+    """``(v, w)`` of a record by parameter name (``w`` None for a line), and an n-D grid's later directions
+    after them (``u3``, ``u4``, ...): its arrays checked against their digests, or its recipe drawn again
+    against ``centre`` and checked against the original draw's digests."""
     info = rec.info
     names = list(info["names"])
     if info["kind"] == "recipe":
@@ -280,8 +280,12 @@ def load_record(rec: DirectionsRecord, centre: Any, tag: str
         raise ValueError(f"The directions of {tag!r} were not kept: {info.get('reason', 'no arrays')}. HINT: set "
                          "LANDSCAPE_DIRECTIONS_MAX_BYTES higher and generate it again (restart=True); the same "
                          "inputs give the same directions.")
+    later = [f"u{k}" for k in range(3, 3 + sum(key.startswith("digest_u") for key in info))]
+    if len(rec.more or []) != len(later):
+        raise ValueError(f"The directions of {tag!r} hold {len(rec.more or [])} of the {len(later)} later "
+                         f"directions of its grid ({', '.join(later)}): the file was changed or damaged.")
     out: list[dict[str, torch.Tensor] | None] = []
-    for axis, arrays in (("v", rec.v), ("w", rec.w)):
+    for axis, arrays in (("v", rec.v), ("w", rec.w), *zip(later, rec.more or [])):
         if arrays is None:
             out.append(None)
             continue
@@ -291,7 +295,7 @@ def load_record(rec: DirectionsRecord, centre: Any, tag: str
                              f"({str(info.get(f'digest_{axis}'))[:12]}): the file was changed or damaged.")
         out.append(tensors)
     assert out[0] is not None
-    return out[0], out[1]
+    return tuple(out)
 
 
 def _centre(info: Mapping[str, Any], names: list[str], centre: Any, tag: str) -> list[torch.Tensor]:
@@ -327,7 +331,7 @@ def _centre(info: Mapping[str, Any], names: list[str], centre: Any, tag: str) ->
 
 
 def _redraw(info: Mapping[str, Any], names: list[str], centre: Any, tag: str
-            ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor] | None]:
+            ) -> tuple[dict[str, torch.Tensor] | None, ...]:
     """A recipe's directions drawn again; refused unless they are the bits the landscape was computed with."""
     r = info["recipe"]
     recipe = SeededDirections(int(r["seed"]), str(r["normalization"]), str(r["biasbn"]), tuple(names),

@@ -66,10 +66,13 @@ class Fingerprints:
         The problem every landscape evaluates (``samples`` has ``n`` and ``tensors()``).
     known : dict of str to str, optional
         SHA-256 of files verified already (path -> digest), not read again.
+    bn_samples : optional
+        The samples batch-norm statistics are estimated again on, when not ``samples``
+        (``compute_landscape``'s ``bn_data``): their digest is part of every fingerprint.
     """
 
     def __init__(self, network: nn.Module, task: Any, samples: Any, metrics: Mapping[str, Any], eval_mode: bool,
-                 known: Mapping[str, str] | None = None) -> None:
+                 known: Mapping[str, str] | None = None, bn_samples: Any = None) -> None:
         self._digests: dict[Any, str] = dict(known or {})
         self.common: dict[str, Any] = {
             "num_samples": samples.n, "eval_mode": eval_mode, "model": model_digest(network),
@@ -78,6 +81,8 @@ class Fingerprints:
         points = {str(k): repr(m) for k, m in metrics.items() if getattr(m, "metric_inputs", None) == "point"}
         if points:  # their settings (an EigenRatio's tolerance) define the surface; absent otherwise, as before
             self.common["point_metrics"] = points
+        if bn_samples is not None:  # the statistics' own samples define the values; absent otherwise, as before
+            self.common["bn_data"] = {"num_samples": bn_samples.n, "digest": bn_samples.digest()}
 
     def digest(self, path: Any) -> str:
         if path not in self._digests:

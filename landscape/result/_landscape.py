@@ -89,10 +89,11 @@ class Landscape:
     directions_source: Any = field(default=None, repr=False, compare=False)
     extra_axes: tuple[np.ndarray, ...] = ()
 
-    def directions(self, centre: Any = None) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    def directions(self, centre: Any = None) -> tuple[dict[str, Any] | None, ...]:
         """The landscape's directions ``(v, w)``: float32 CPU tensors by moved parameter name, ``w`` None
         for a line; the point ``(a, b)`` of the grid (``a = x[j]``, ``b = y[i]`` for random, PCA, given and
-        Hessian planes) is ``centre + a*v + b*w``.
+        Hessian planes) is ``centre + a*v + b*w``. An n-D grid gives one per axis, ``(v, w, u3, ..., un)``,
+        in the order of :attr:`axes`: its point ``(a, b, c3, ...)`` is ``centre + a*v + b*w + c3*u3 + ...``.
 
         PCA, given and Hessian directions and those of views through models are read from
         ``landscapes.h5`` (or kept in memory for a landscape computed in this process), checked against
@@ -108,7 +109,9 @@ class Landscape:
 
         Returns
         -------
-        (dict of str to Tensor, dict of str to Tensor or None)
+        tuple of dict of str to Tensor
+            ``(v, w)`` for a line (``w`` None) or a plane; ``(v, w, u3, ...)``, ``dims`` of them, for an
+            n-D grid, every one checked against its digest.
 
         Raises
         ------

@@ -107,3 +107,15 @@ def test_size_refusals_name_the_range(capsys):
     assert "argument --size: expected an int in [3, 256]" in capsys.readouterr().err
     with pytest.raises(InvalidParameterError, match=r"'size' parameter of compute_landscape.*\[3, 256\].*Got 2"):
         compute_landscape(nn.Linear(2, 2), nn.MSELoss(), (torch.zeros(4, 2), torch.zeros(4, 2)), size=2)
+
+
+def test_a_negative_seed_is_refused_by_every_subcommand_naming_seed(capsys):
+    seeded = [name for name, parser in _parsers().items()
+              if any("--seed" in action.option_strings for action in parser._actions)]
+    assert {"run", "compare", "gen", "curvature", "connect"} <= set(seeded)
+    for name in seeded:
+        with pytest.raises(SystemExit) as exc:
+            build_parser().parse_args([name, "--seed", "-1"])
+        assert exc.value.code == 2
+        assert "argument --seed: expected an int >= 0; got -1" in capsys.readouterr().err, name
+    assert build_parser().parse_args(["connect", "a", "b", "--task", "m:f", "-o", "o", "--seed", "0"]).seed == 0

@@ -48,6 +48,11 @@ def test_a_non_finite_loss_makes_the_error_barrier_nan_too():
 def test_grid_without_the_midpoint_is_refused():
     with pytest.raises(InvalidParameterError, match=r"lacks \[0.5\]"):
         barrier_height(np.linspace(0, 1, 4), [0.1, 0.2, 0.3, 0.4])
+    with pytest.raises(InvalidParameterError, match="'alphas' parameter of barrier_height must be a sequence or array "
+                                                    "of real numbers. Got str 'abc'"):
+        barrier_height("abc", [0.1, 0.2, 0.3])
+    with pytest.raises(InvalidParameterError, match="'values' parameter of barrier_height .* real numbers"):
+        barrier_height([0, 0.5, 1], [0.1, "high", 0.3])
     a = MLP(hidden=4)
 
     def exploding():
@@ -151,9 +156,10 @@ def test_a_layers_barrier_holds_the_rest_at_a(pairs):
     assert layer.landscape.metadata["barrier"]["include"] == "fc2"
 
 
-def _plain_midpoint(a: nn.Module, b: nn.Module, x, y, recompute: bool) -> float:
+def _plain_midpoint(a: nn.Module, b: nn.Module, x, y, recompute: bool, on=None) -> float:
     """The loss at alpha = 0.5 by a plain forward: every floating tensor interpolated (running statistics
-    too), or, with ``recompute``, the statistics reset and estimated on one train-mode pass over ``x``."""
+    too), or, with ``recompute``, the statistics reset and estimated on one train-mode pass over ``on``
+    (default ``x``; momentum None), then the loss in eval mode on ``x``."""
     net = copy.deepcopy(a)
     sb = b.state_dict()
     net.load_state_dict({k: 0.5 * t + 0.5 * sb[k] if t.is_floating_point() else t for k, t in a.state_dict().items()})
@@ -163,7 +169,7 @@ def _plain_midpoint(a: nn.Module, b: nn.Module, x, y, recompute: bool) -> float:
                 m.reset_running_stats()
                 m.momentum = None
         with torch.no_grad():
-            net.train()(x)
+            net.train()(x if on is None else on)
     with torch.no_grad():
         return float(CE(net.eval()(x), y))
 
@@ -196,3 +202,40 @@ def test_line_landscape_records_and_round_trips(pairs, tmp_path):
     again = Barrier.from_landscape(back["barrier_train"], back["barrier_test"])
     assert again.height("linear", "error", "test") == pytest.approx(got.height("linear", "error", "test"))
     assert back["barrier_train"].metadata["barrier"]["alignment_digest"] == got.alignment.digest
+
+
+def test_test_line_statistics_are_re_estimated_on_the_training_samples():
+    """REPAIR and Garipov et al.: the test line is evaluated on the test samples with the batch-norm
+    statistics of the training samples (never estimated on the test samples)."""
+    xtr, ytr, xte, yte = digits_split()
+    xtr, ytr = xtr[:200], ytr[:200]
+    torch.manual_seed(0)
+    a, b = DeepMLP(2, 16, norm="batch").eval(), DeepMLP(2, 16, norm="batch").eval()
+    got = barrier(a, b, CE, [(xtr, ytr)], points=3, test_data=[(xte, yte)])
+    assert got.test_loss[1] == pytest.approx(_plain_midpoint(a, b, xte, yte, True, on=xtr), rel=1e-5)
+    assert got.test_loss[1] != pytest.approx(_plain_midpoint(a, b, xte, yte, True), rel=1e-5)
+    md, train_md = got.test_landscape.metadata, got.landscape.metadata
+    assert md["bn_samples_digest"] == train_md["samples_digest"] != md["samples_digest"]
+    assert md["bn_num_samples"] == 200 and md["num_samples"] == len(yte)
+
+
+def test_a_generator_of_few_samples_is_read_once():
+    """A generator of 100 samples for barrier (weight matching checked on its first 32), and one of 20
+    (fewer than the 32 an alignment is checked on) for align: each read once, as the same list gives."""
+    from landscape import align
+    from landscape.examples import digits_tensors
+
+    x, y = digits_tensors()
+    torch.manual_seed(0)
+    a, b = MLP(hidden=16), MLP(hidden=16)
+    batches = [(x[i:i + 25], y[i:i + 25]) for i in range(0, 100, 25)]
+    once = barrier(a, b, CE, (bt for bt in batches), points=3, align="weights")
+    listed = barrier(a, b, CE, batches, points=3, align="weights")
+    assert once.landscape.metadata["num_samples"] == 100
+    np.testing.assert_array_equal(once.loss, listed.loss)
+    assert once.loss[1] == pytest.approx(_plain_loss(a, listed.alignment.apply(b), 0.5, x[:100], y[:100]), rel=1e-5)
+    twenty = [(x[i:i + 10], y[i:i + 10]) for i in (0, 10)]
+    for method in ("weights", "activations"):
+        few = align(a, b, data=(bt for bt in twenty), method=method, loss_fn=CE)
+        same = align(a, b, data=twenty, method=method, loss_fn=CE)
+        assert few.checked is not None and few.digest == same.digest

@@ -72,3 +72,12 @@ def test_connect_refuses_bad_input_and_writes_nothing(checkpoints, tmp_path, cap
     assert "do not match B" in err and str(other) in err and "shape (8,) in the checkpoint and (16,)" in err
     assert main(["connect", str(path_a), str(tmp_path / "nothing"), "--task", TASK, "-o", str(out)]) == 2
     assert not out.exists()
+
+
+def test_connect_refuses_more_samples_than_the_dataset_naming_num_samples(checkpoints, tmp_path, capsys):
+    path_a, run_b, _, _ = checkpoints
+    out = tmp_path / "out"
+    assert main(["connect", str(path_a), str(run_b), "--task", TASK, "-o", str(out), "--num-samples", "300"]) == 2
+    err = capsys.readouterr().err
+    assert "--num-samples 300 asks for more samples than the dataset --task returned holds (256 samples)" in err
+    assert not out.exists()

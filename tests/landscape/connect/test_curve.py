@@ -76,6 +76,34 @@ def test_training_resumes_to_the_same_bits(pair, tmp_path):
         fit_curve(a, b, CE, data, epochs=3, seed=2, lr=0.01, checkpoint=path)
 
 
+def test_a_checkpoint_of_other_settings_is_refused_before_the_alignment(pair, tmp_path, monkeypatch):
+    """Every setting but B's digest is compared before the data is read or B aligned (spies); B, as
+    aligned, after the alignment."""
+    from landscape.connect import _curve
+
+    xtr, ytr, _, _ = digits_split()
+    a, b = pair
+    data = (xtr[:64], ytr[:64])
+    path = tmp_path / "curve.pt"
+    fit_curve(a, b, CE, data, epochs=1, checkpoint=path, align="weights")
+    aligned = []
+    real = _curve.resolve_alignment
+    monkeypatch.setattr(_curve, "resolve_alignment", lambda *args: aligned.append(1) or real(*args))
+
+    def exploding():
+        raise AssertionError("data read before the checkpoint's settings were compared")
+        yield  # pragma: no cover
+
+    with pytest.raises(InvalidParameterError, match=r"other settings or models \(lr differ\)"):
+        fit_curve(a, b, CE, exploding(), epochs=2, lr=0.01, checkpoint=path, align="weights")
+    with pytest.raises(InvalidParameterError, match=r"other settings or models \(a differ\)"):
+        fit_curve(b, a, CE, exploding(), epochs=2, checkpoint=path, align="weights")
+    assert aligned == []
+    with pytest.raises(InvalidParameterError, match=r"other settings or models \(b differ\)"):  # not aligned now
+        fit_curve(a, b, CE, data, epochs=2, checkpoint=path)
+    assert aligned == [1]
+
+
 def test_curve_drawn_on_the_plane_through_a_bend_and_b(pair):
     xtr, ytr, _, _ = digits_split()
     a, b = pair

@@ -112,3 +112,16 @@ def test_the_rule_takes_the_exact_path_when_it_costs_no_more_products():
     assert hessian_trace(small, nn.MSELoss(), (x, y), min_probes=6, progress=False).method == "hutch++"  # 4 + 6 < 16
     assert spectral_density(small, nn.MSELoss(), (x, y), runs=2, steps=8, progress=False).method == "exact"
     assert spectral_density(small, nn.MSELoss(), (x, y), runs=1, steps=8, progress=False).method == "slq"
+
+
+def test_a_generator_of_fewer_samples_than_auto_is_read_once():
+    """``num_samples="auto"`` on a one-shot generator of 100 samples: the same trace as the samples
+    given as tensors (same seed), the samples read once."""
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(100, 5, generator=g), torch.randn(100, 1, generator=g)
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(5, 6), nn.Tanh(), nn.Linear(6, 1))
+    batches = ((x[i:i + 25], y[i:i + 25]) for i in range(0, 100, 25))
+    once = hessian_trace(net, nn.MSELoss(), batches)
+    whole = hessian_trace(net, nn.MSELoss(), [(x[i:i + 25], y[i:i + 25]) for i in range(0, 100, 25)])
+    assert once.estimate == whole.estimate and once.samples_digest == whole.samples_digest

@@ -161,3 +161,29 @@ def test_a_bad_option_is_refused():
     with pytest.raises(InvalidParameterError, match="bn_statistics.*clamped.*recompute"):
         landscape.compute_landscape(net, nn.CrossEntropyLoss(), (torch.randn(4, 1, 6, 6), torch.zeros(4).long()),
                                     between=(net, net), bn_statistics="mean")
+
+
+def test_bn_data_only_where_statistics_are_estimated_again_and_fingerprinted(models):
+    net, a, b, (x, y) = models
+
+    def exploding():
+        raise AssertionError("data read before bn_data was checked")
+        yield  # pragma: no cover
+
+    for kw, why in ((dict(between=(a, b), bn_statistics="clamped"), "bn_statistics is 'recompute'"),
+                    (dict(), "between is given")):
+        with pytest.raises(InvalidParameterError, match=f"'bn_data' parameter.*unless {why}"):
+            landscape.compute_landscape(net, nn.CrossEntropyLoss(), exploding(), bn_data=(x, y), **kw)
+    with pytest.raises(InvalidParameterError, match="'bn_data' parameter.*unless the network has batch norm"):
+        landscape.compute_landscape(nn.Linear(36, 3), nn.CrossEntropyLoss(), exploding(), between=(a, b),
+                                    bn_data=(x, y))
+    with pytest.raises(InvalidParameterError, match=r"larger than 'bn_data' \(8 samples\)"):
+        _view(net, a, b, (x, y), bn_data=(x[:8], y[:8]))
+    # a store's fingerprint holds the statistics' samples: a resume with others is refused
+    from landscape.engine import collect
+    from landscape.io import Fingerprints
+
+    task, samples = nn.CrossEntropyLoss(), collect((x, y), None, caller="t")
+    prints = [Fingerprints(net, task, samples, {}, True, bn_samples=bn).common
+              for bn in (None, collect((x[:16], y[:16]), None, caller="t"), collect((x[16:], y[16:]), None, caller="t"))]
+    assert "bn_data" not in prints[0] and prints[1]["bn_data"] != prints[2]["bn_data"]

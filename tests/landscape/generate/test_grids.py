@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 
+import h5py
 import numpy as np
 import pytest
 import torch
@@ -44,6 +45,29 @@ def test_random_grid_holds_the_random_plane_and_equals_a_plain_loop():
                  for n, t in centre.items()}
         assert grid.z[k, i, j] == pytest.approx(plain_loss(TinyMLP(), state, _loader(x, y), 96), rel=1e-5)
     assert grid.convergence_point[2] == grid.z[2, 2, 2]  # the centre, a grid point
+
+
+def test_a_grid_gives_back_every_axis_direction(tmp_path):
+    """``directions()`` of a 3-D random grid: three dicts, in memory and from landscapes.h5, the third the
+    documented draw of axis 2 (normalization "none"), each checked against its digest."""
+    from landscape import write_h5
+
+    net, (x, y) = _net(), make_data()
+    grid = compute_landscape(net, nn.CrossEntropyLoss(), (x, y), dims=3, size=3, normalization="none")
+    write_h5(tmp_path / "grid.h5", [grid])
+    back = next(iter(read_h5(tmp_path / "grid.h5").values()))
+    names = [n for n, _ in net.named_parameters()]
+    for got in (grid.directions(), back.directions()):
+        assert len(got) == 3
+        for k, d in enumerate(got):
+            assert list(d) == names
+            for n in names:
+                assert torch.equal(d[n], seeded_draw(0, k, n, tuple(d[n].shape))), (k, n)
+    with h5py.File(tmp_path / "grid.h5", "r+") as f:  # a later direction changed in the file: refused
+        group = next(g for g in f.values() if isinstance(g, h5py.Group) and "directions" in g)
+        group["directions"]["u3"][names[0]][0, 0] += 1.0
+    with pytest.raises(ValueError, match="direction u3 .* does not have the SHA-256"):
+        next(iter(read_h5(tmp_path / "grid.h5").values())).directions()
 
 
 def test_hessian_grid_along_the_top_eigenvectors():
@@ -179,6 +203,39 @@ def test_bad_grid_views_refused_before_any_file(summary_dir, tmp_path, kwargs, n
     out = tmp_path / "out"
     with pytest.raises(InvalidParameterError, match=f"'{name}'"):
         SummaryLandscape(summary_dir).gen_landscapes_with_multi_process(_gen_task.task, output=out, **kwargs)
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("kwargs, count, hint", [
+    ({"dims": 6, "size": 41, "directions": "hessian"}, "dims=6 and size=41 holds 4,750,104,241", "fewer points per axis: size=16 gives 16,777,216"),
+    ({"dims": 3, "x": (-1, 1, 300), "y": (-1, 1, 300), "size": 200}, "holds 18,000,000",
+     "fewer points per axis: size=186 gives 16,740,000"),
+    ({"x": (-1, 1, 5000), "y": (-1, 1, 5000)}, "holds 25,000,000", "fewer points along x and y"),
+])
+def test_a_grid_of_too_many_points_is_refused_before_anything_runs(kwargs, count, hint, monkeypatch):
+    """More than 2**24 points: refused naming dims, size, the count, the bound and the way out, before the
+    directions (Hessian) are computed or the data read (spies)."""
+    from landscape.generate import _build
+
+    ran = []
+    monkeypatch.setattr(_build, "hessian_axes", lambda *a, **k: ran.append("hessian"))
+    monkeypatch.setattr(_build, "view_geometry", lambda *a, **k: ran.append("directions"))
+
+    def data():
+        ran.append("data")
+        yield make_data()
+
+    with pytest.raises(InvalidParameterError, match=count + r" points, more than the 16,777,216 \(2\*\*24\).*HINT: "
+                       + hint):
+        compute_landscape(_net(), nn.CrossEntropyLoss(), data(), **kwargs)
+    assert ran == []
+
+
+def test_a_grid_view_of_too_many_points_is_refused_before_any_file(summary_dir, tmp_path):
+    out = tmp_path / "out"
+    with pytest.raises(InvalidParameterError, match=r"dims=6 and size=41 holds 4,750,104,241 points"):
+        SummaryLandscape(summary_dir).gen_landscapes_with_multi_process(
+            _gen_task.task, output=out, view="grid", dims=6, collect_landscape={"landscape_size": 41})
     assert not out.exists()
 
 

@@ -43,3 +43,23 @@ def test_an_explicit_number_larger_than_the_dataset_is_refused():
         landscape.compute_landscape(nn.Linear(4, 2), nn.CrossEntropyLoss(), _data(569), size=3, num_samples=600)
     with pytest.raises(InvalidParameterError, match="'num_samples' parameter of compute_landscape must be .*'auto'"):
         landscape.compute_landscape(nn.Linear(4, 2), nn.CrossEntropyLoss(), _data(569), size=3, num_samples="all")
+
+
+def _generator(x: torch.Tensor, y: torch.Tensor, batch: int = 25):
+    """A one-shot iterable of batches (a generator: a second read gets nothing)."""
+    for i in range(0, len(x), batch):
+        yield x[i:i + batch], y[i:i + batch]
+
+
+def test_auto_reads_a_generator_once():
+    """A generator of 100 samples (fewer than 2048) gives what the same samples as tensors give: the
+    samples read once, the bad-data check taking none of them."""
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+    x, y = _data(100)
+    once = landscape.compute_landscape(net, nn.CrossEntropyLoss(), _generator(x, y), size=3)
+    assert once.metadata["num_samples"] == 100
+    with torch.no_grad():
+        assert once.z[1, 1] == pytest.approx(float(nn.functional.cross_entropy(net(x), y)), rel=1e-6)
+    tensors = landscape.compute_landscape(net, nn.CrossEntropyLoss(), [(x, y)], size=3)
+    assert once.metadata["samples_digest"] == tensors.metadata["samples_digest"]
