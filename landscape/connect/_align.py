@@ -231,8 +231,11 @@ class Alignment:
                f"(eval), {self.checked['train']:.1e} (train)")
         return f"Alignment ({self.method}): {len(self.perms)} groups, {self.iterations} iterations{obj}\n  {chk}"
 
-    def __repr__(self) -> str:
+    def __str__(self) -> str:
         return self.summary()
+
+    def __repr__(self) -> str:
+        return f"Alignment(method={self.method!r}, groups={len(self.perms)}, iterations={self.iterations})"
 
 
 def align(model_a: nn.Module, model_b: nn.Module, *, method: Literal["weights", "activations"] = "weights",
