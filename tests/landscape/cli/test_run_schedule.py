@@ -204,7 +204,8 @@ def test_seed_option_trains_from_that_seed(tmp_path):
 
 @pytest.mark.parametrize(("seed", "message"), [
     ("18446744073709551616", "'seed'"),
-    ("two", "--seed: invalid int value: 'two'"),
+    ("two", "--seed: expected an int >= 0; got 'two'"),
+    ("-1", "--seed: expected an int >= 0; got -1"),
 ])
 def test_a_bad_seed_option_is_refused_before_any_work(tmp_path, seed, message):
     cfg = tmp_path / "tiny.toml"
