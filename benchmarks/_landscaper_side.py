@@ -49,9 +49,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("grids")
     parser.add_argument("--timeout", type=int, default=600)
+    parser.add_argument("--grid", help="only this grid (all by default)")
     args = parser.parse_args()
     data = np.load(args.grids)
-    names = sorted({k.split("/")[0] for k in data.files})
+    names = [args.grid] if args.grid else sorted({k.split("/")[0] for k in data.files})
     version = importlib.metadata.version("landscaper")
     uses = {name: importlib.metadata.version(name) for name in ("numpy", "networkx", "topopy", "nglpy")}
     signal.signal(signal.SIGALRM, _alarm)

@@ -43,6 +43,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 MODELS = ("mlp", "resnet18", "gpt2", "vit")
 #: samples and grid side per model: a landscape of a few seconds on a 2-core CPU
 DEFAULTS = {"mlp": (512, 20), "resnet18": (64, 5), "gpt2": (64, 9), "vit": (128, 7)}
+#: each model's name on the page
+NAMES = {"mlp": "digits MLP", "resnet18": "ResNet-18", "gpt2": "tiny GPT-2", "vit": "ViT at CIFAR scale"}
 SETTINGS = {"with room": {}, "without room": {"LANDSCAPE_MALLOC_TUNING": "0"}}
 
 
@@ -147,9 +149,11 @@ def main() -> None:
 
         table = []
         for s in summaries:
-            table.append(ratio_row(f"{s['model']}, first landscape in a fresh process", s["ratio_first"]))
+            samples, grid = args.samples or DEFAULTS[s["model"]][0], args.grid or DEFAULTS[s["model"]][1]
+            name = f"{NAMES[s['model']]} ({samples} samples, {grid}² plane)"
+            table.append(ratio_row(f"{name}, first landscape in a fresh process", s["ratio_first"]))
             if "ratio_later" in s:
-                table.append(ratio_row(f"{s['model']}, later landscapes", s["ratio_later"]))
+                table.append(ratio_row(f"{name}, later landscapes", s["ratio_later"]))
         write("heap", order=110, title="The engine's heap room", peer="the same landscapes without it",
               ratio="speed-up with the heap room over without it (`LANDSCAPE_MALLOC_TUNING=0`), plain process",
               rows=table, records=records, path=args.results or None,

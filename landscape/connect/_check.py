@@ -58,20 +58,36 @@ def _no_dropout(net: nn.Module) -> nn.Module:
     return net
 
 
+#: Elements compared at a time: float64 copies of a block, not of a whole output (a language
+#: model's logits are tens of megabytes).
+_BLOCK = 1 << 20
+
+
 def _relative(a: torch.Tensor, b: torch.Tensor) -> float:
     """The largest difference of the finite entries relative to the largest of ``a``'s; infinite when the
     non-finite entries (NaN, inf) are not the same ones with the same values (an input that makes some
     outputs NaN must not hide the rest)."""
     if a.shape != b.shape:
         return float("inf")
-    a64, b64 = a.detach().double(), b.detach().double()
-    fa, fb = torch.isfinite(a64), torch.isfinite(b64)
-    if not torch.equal(fa, fb) or not torch.equal(a64[~fa].nan_to_num(0.0), b64[~fb].nan_to_num(0.0)):
-        return float("inf")
-    a64, b64 = a64[fa], b64[fb]
-    scale = float(a64.abs().max()) if a64.numel() else 0.0
-    diff = float((a64 - b64).abs().max()) if a64.numel() else 0.0
+    fla, flb = a.detach().reshape(-1), b.detach().reshape(-1)
+    scale = diff = 0.0
+    for lo in range(0, fla.numel(), _BLOCK):
+        a64, b64 = fla[lo:lo + _BLOCK].double(), flb[lo:lo + _BLOCK].double()
+        fa, fb = torch.isfinite(a64), torch.isfinite(b64)
+        if not torch.equal(fa, fb) or not torch.equal(a64[~fa].nan_to_num(0.0), b64[~fb].nan_to_num(0.0)):
+            return float("inf")
+        a64, b64 = a64[fa], b64[fb]
+        if a64.numel():
+            scale = max(scale, float(a64.abs().max()))
+            diff = max(diff, float((a64 - b64).abs().max()))
     return diff / scale if scale > 0 else diff
+
+
+def _outputs(net: nn.Module, args: Any, kwargs: Any, train: bool) -> list[torch.Tensor]:
+    """The output tensors of one call, detached: the call's autograd graph (its saved activations) is
+    freed before the next call runs."""
+    with _rng():
+        return [t.detach() for t in output_tensors(run_call(net, args, kwargs, train=train))]
 
 
 def check_function(model: nn.Module, spec: PermutationSpec, perms: Mapping[str, torch.Tensor], batch: Any,
@@ -86,10 +102,8 @@ def check_function(model: nn.Module, spec: PermutationSpec, perms: Mapping[str, 
         train = mode == "train"
         net, pnet = _no_dropout(shell(model, state)), _no_dropout(shell(model, permuted))
         args, kwargs = model_call(net, task, batch)
-        with _rng():
-            out = output_tensors(run_call(net, args, kwargs, train=train))
-        with _rng():
-            pout = output_tensors(run_call(pnet, args, kwargs, train=train))
+        out = _outputs(net, args, kwargs, train)
+        pout = _outputs(pnet, args, kwargs, train)
         worst, tol = 0.0, 0.0
         for a, b in zip(out, pout):
             if a.is_floating_point():

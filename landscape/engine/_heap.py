@@ -15,8 +15,10 @@ The room (:data:`MAX_BYTES`) is made once, whole, after the first call that faul
 :data:`MIN_BYTES` or more, and kept between landscapes for the next evaluation of the process
 (:func:`kept_bytes`); :func:`release_room` gives it back (glibc then trims it as it would have),
 and ``LANDSCAPE_MALLOC_TUNING=0`` makes none. Only on Linux with glibc, on the CPU, and not
-where :func:`tune_malloc` has already raised the thresholds. What it buys is measured by
-``benchmarks/bench_heap.py``.
+where :func:`tune_malloc` has already raised the thresholds. It speeds up the calls of
+networks whose activations are megabytes each, freed and allocated again at every call (a
+small transformer, a ViT), and changes nothing where they are mmapped whole either way (a
+ResNet-18 on 64 samples): ``benchmarks/bench_heap.py``, on the Benchmarks page.
 """
 
 from __future__ import annotations
